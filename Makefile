@@ -1,0 +1,41 @@
+# The two commands a new user needs: `make demo` (the main job) and `make test`.
+# Both install what is missing first, so a machine with Python 3.11, Node 20 and npm is enough.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+PY_STAMP := $(VENV)/.deps-installed
+NODE_STAMP := node_modules/.deps-installed
+
+.PHONY: demo test deps lint typecheck bench clean
+
+demo: deps
+	$(PY) -m scripts.demo
+
+test: deps
+	$(PY) -m pytest
+
+deps: $(PY_STAMP) $(NODE_STAMP)
+
+# Reinstall only when a requirements file changes.
+$(PY_STAMP): requirements-dev.txt functions/requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	printf "%s\n%s\n" "$(CURDIR)" "$(CURDIR)/functions" > "$$($(PY) -c 'import site; print(site.getsitepackages()[0])')/claim_check_repo.pth"
+	touch $@
+
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+lint: deps
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+bench: deps
+	$(PY) -m bench.claimcheck
+
+clean:
+	rm -rf $(VENV) node_modules .mypy_cache .ruff_cache .pytest_cache .hypothesis

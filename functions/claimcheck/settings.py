@@ -1,0 +1,75 @@
+"""Names shared by the Function App, the infrastructure and the local stack, and the app's settings.
+
+The infrastructure (infra/) writes these app settings; the local stack writes the same names into
+local.settings.json. Keeping the names here, in one place, is what lets a test prove they agree.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+# Connection *names* (the `connection=` of a binding). On Azure each one is expanded by the host into
+# identity-based settings (`<NAME>__fullyQualifiedNamespace`, `<NAME>__blobServiceUri`, ...); locally
+# the bare name holds an emulator connection string.
+SERVICEBUS_CONNECTION = "ServiceBusConnection"
+STORAGE_CONNECTION = "PayloadStorage"
+
+# Default entity names; the topology spec (infra/topology.py) is their source of truth.
+DOCUMENTS_QUEUE = "documents"
+RESULTS_TOPIC = "results"
+PAYLOAD_CONTAINER = "payloads"
+REGISTRY_TABLE = "payloadregistry"
+IDEMPOTENCY_TABLE = "idempotency"
+WORK_ITEMS_TABLE = "workitems"
+AUDIT_TABLE = "cleanupaudit"
+
+
+class SettingsError(ValueError):
+    """A required setting is missing or malformed; the message names the setting."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the Function App reads from its environment (app settings or local.settings.json)."""
+
+    environment: str
+    documents_queue: str = DOCUMENTS_QUEUE
+    results_topic: str = RESULTS_TOPIC
+    payload_container: str = PAYLOAD_CONTAINER
+    registry_table: str = REGISTRY_TABLE
+    idempotency_table: str = IDEMPOTENCY_TABLE
+    work_items_table: str = WORK_ITEMS_TABLE
+    audit_table: str = AUDIT_TABLE
+    inline_threshold_bytes: int = 16 * 1024
+    max_payload_bytes: int = 2 * 1024 * 1024 * 1024
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        values = os.environ if env is None else env
+        return cls(
+            environment=values.get("CLAIMCHECK_ENVIRONMENT", "local"),
+            documents_queue=values.get("CLAIMCHECK_DOCUMENTS_QUEUE", DOCUMENTS_QUEUE),
+            results_topic=values.get("CLAIMCHECK_RESULTS_TOPIC", RESULTS_TOPIC),
+            payload_container=values.get("CLAIMCHECK_PAYLOAD_CONTAINER", PAYLOAD_CONTAINER),
+            registry_table=values.get("CLAIMCHECK_REGISTRY_TABLE", REGISTRY_TABLE),
+            idempotency_table=values.get("CLAIMCHECK_IDEMPOTENCY_TABLE", IDEMPOTENCY_TABLE),
+            work_items_table=values.get("CLAIMCHECK_WORK_ITEMS_TABLE", WORK_ITEMS_TABLE),
+            audit_table=values.get("CLAIMCHECK_AUDIT_TABLE", AUDIT_TABLE),
+            inline_threshold_bytes=_positive_int(values, "CLAIMCHECK_INLINE_THRESHOLD_BYTES", 16 * 1024),
+            max_payload_bytes=_positive_int(values, "CLAIMCHECK_MAX_PAYLOAD_BYTES", 2 * 1024**3),
+        )
+
+
+def _positive_int(values: Mapping[str, str], name: str, default: int) -> int:
+    raw = values.get(name)
+    if raw is None:
+        return default
+    try:
+        number = int(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a whole number of bytes, got {raw!r}") from None
+    if number <= 0:
+        raise SettingsError(f"{name} must be positive, got {number}")
+    return number

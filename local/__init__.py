@@ -1,0 +1,1 @@
+"""The laptop environment: Azurite launcher, embedded Service Bus emulator, local Functions host."""

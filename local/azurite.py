@@ -1,0 +1,124 @@
+"""Start and stop Azurite (Microsoft's Storage emulator, installed from npm) on free loopback ports.
+
+Used by the test session and by the local stack launcher, so both run the same Storage emulator the
+same way. Azurite keeps its data in a folder we own; tests pass a throwaway one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from local.ports import free_port, wait_for_port
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# Azurite's documented development account. It is public knowledge, not a secret, but we still keep
+# it out of logs so that the "no account key in logs" check stays meaningful.
+ACCOUNT_NAME = "devstoreaccount1"
+ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+
+class AzuriteNotInstalled(RuntimeError):
+    """node_modules/.bin/azurite is missing: run `npm ci` (the Makefile does it)."""
+
+
+@dataclass
+class Azurite:
+    """A running Azurite process and the endpoints it serves."""
+
+    blob_port: int
+    queue_port: int
+    table_port: int
+    data_dir: Path
+    process: subprocess.Popen[bytes] = field(repr=False)
+    owns_data_dir: bool = False
+
+    @property
+    def blob_endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.blob_port}/{ACCOUNT_NAME}"
+
+    @property
+    def queue_endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.queue_port}/{ACCOUNT_NAME}"
+
+    @property
+    def table_endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.table_port}/{ACCOUNT_NAME}"
+
+    @property
+    def connection_string(self) -> str:
+        return (
+            f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT_NAME};AccountKey={ACCOUNT_KEY};"
+            f"BlobEndpoint={self.blob_endpoint};QueueEndpoint={self.queue_endpoint};"
+            f"TableEndpoint={self.table_endpoint};"
+        )
+
+    def stop(self) -> None:
+        """Stop Azurite and everything it started; remove the data folder if we created it."""
+        if self.process.poll() is None:
+            # Azurite runs in its own process group (start_new_session), so one signal reaches all.
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+        if self.owns_data_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> Azurite:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def azurite_executable() -> Path:
+    executable = REPO_ROOT / "node_modules" / ".bin" / "azurite"
+    if not executable.exists():
+        raise AzuriteNotInstalled(f"{executable} not found: run `npm ci` in {REPO_ROOT}")
+    return executable
+
+
+def start_azurite(data_dir: Path | None = None, *, timeout: float = 60.0) -> Azurite:
+    """Start Azurite on three free loopback ports and wait until all three accept connections."""
+    owns = data_dir is None
+    location = Path(tempfile.mkdtemp(prefix="azurite-")) if data_dir is None else data_dir
+    location.mkdir(parents=True, exist_ok=True)
+    blob_port, queue_port, table_port = free_port(), free_port(), free_port()
+    command = [
+        str(azurite_executable()),
+        "--silent",
+        "--location", str(location),
+        "--blobHost", "127.0.0.1", "--blobPort", str(blob_port),
+        "--queueHost", "127.0.0.1", "--queuePort", str(queue_port),
+        "--tableHost", "127.0.0.1", "--tablePort", str(table_port),
+        # The SDKs we pin may speak a newer API version than this Azurite build knows.
+        "--skipApiVersionCheck",
+        "--disableProductStyleUrl",
+    ]
+    log = open(location / "azurite.log", "ab")  # noqa: SIM115 - handed to the child process
+    process = subprocess.Popen(  # noqa: S603 - fixed executable from node_modules
+        command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    log.close()
+    azurite = Azurite(blob_port, queue_port, table_port, location, process, owns)
+    try:
+        for port in (blob_port, queue_port, table_port):
+            wait_for_port(port, timeout=timeout)
+    except TimeoutError:
+        azurite.stop()
+        raise
+    return azurite
