@@ -1,0 +1,187 @@
+"""The typed topology spec (frozen dataclasses) and the default topology of DESIGN §3."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from claimcheck.settings import (
+    AUDIT_TABLE,
+    DOCUMENTS_QUEUE,
+    IDEMPOTENCY_TABLE,
+    PAYLOAD_CONTAINER,
+    REGISTRY_TABLE,
+    RESULTS_TOPIC,
+    WORK_ITEMS_TABLE,
+)
+
+PropertyValue = str | int | float | bool
+
+
+class TopologyError(ValueError):
+    """The topology spec (defaults plus stack config) is invalid; the message names the entry."""
+
+
+@dataclass(frozen=True)
+class CorrelationFilterSpec:
+    """Equality match on system properties and application properties (all must match)."""
+
+    correlation_id: str | None = None
+    message_id: str | None = None
+    to: str | None = None
+    reply_to: str | None = None
+    label: str | None = None
+    session_id: str | None = None
+    reply_to_session_id: str | None = None
+    content_type: str | None = None
+    properties: Mapping[str, PropertyValue] = field(default_factory=dict)
+
+    def is_empty(self) -> bool:
+        system = (self.correlation_id, self.message_id, self.to, self.reply_to, self.label,
+                  self.session_id, self.reply_to_session_id, self.content_type)
+        return all(value is None for value in system) and not self.properties
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    """A subscription rule: exactly one of a SQL filter or a correlation filter, optional SQL action."""
+
+    name: str
+    sql_filter: str | None = None
+    correlation_filter: CorrelationFilterSpec | None = None
+    action: str | None = None
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    name: str
+    requires_session: bool = False
+    max_delivery_count: int = 10
+    lock_duration: str = "PT1M"
+    default_message_time_to_live: str = "P14D"
+    dead_lettering_on_message_expiration: bool = True
+    requires_duplicate_detection: bool = False
+    duplicate_detection_history_time_window: str = "PT10M"
+
+
+@dataclass(frozen=True)
+class SubscriptionSpec:
+    """A topic subscription. No rules means Azure's `$Default` TrueFilter (receives everything)."""
+
+    name: str
+    rules: tuple[RuleSpec, ...] = ()
+    requires_session: bool = False
+    max_delivery_count: int = 10
+    lock_duration: str = "PT1M"
+    default_message_time_to_live: str = "P14D"
+    dead_lettering_on_message_expiration: bool = True
+    dead_lettering_on_filter_evaluation_exceptions: bool = True
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    subscriptions: tuple[SubscriptionSpec, ...] = ()
+    default_message_time_to_live: str = "P14D"
+    requires_duplicate_detection: bool = False
+    duplicate_detection_history_time_window: str = "PT10M"
+
+
+@dataclass(frozen=True)
+class TableNames:
+    registry: str = REGISTRY_TABLE
+    idempotency: str = IDEMPOTENCY_TABLE
+    work_items: str = WORK_ITEMS_TABLE
+    audit: str = AUDIT_TABLE
+
+    def all(self) -> tuple[str, ...]:
+        return (self.registry, self.idempotency, self.work_items, self.audit)
+
+
+@dataclass(frozen=True)
+class LifecycleSpec:
+    """Blob lifecycle backstop (DESIGN §4: cleanup is explicit; these rules only catch leftovers).
+
+    Azure lifecycle rules count in whole days, hence days rather than durations.
+    """
+
+    provisional_tag_name: str = "state"
+    provisional_tag_value: str = "provisional"
+    provisional_grace_days: int = 1
+    cool_after_days: int = 7
+    cold_after_days: int = 30
+    delete_after_days: int = 90
+    old_versions_delete_after_days: int = 30
+
+
+@dataclass(frozen=True)
+class Bindings:
+    """Which entities the Function App uses: the trigger queue, the results topic, the container."""
+
+    documents_queue: str = DOCUMENTS_QUEUE
+    results_topic: str = RESULTS_TOPIC
+    payload_container: str = PAYLOAD_CONTAINER
+
+
+@dataclass(frozen=True)
+class Topology:
+    queues: tuple[QueueSpec, ...]
+    topics: tuple[TopicSpec, ...]
+    containers: tuple[str, ...]
+    tables: TableNames
+    lifecycle: LifecycleSpec
+    bindings: Bindings
+
+    def queue(self, name: str) -> QueueSpec:
+        return next(queue for queue in self.queues if queue.name == name)
+
+    def topic(self, name: str) -> TopicSpec:
+        return next(topic for topic in self.topics if topic.name == name)
+
+
+def default_topology() -> Topology:
+    """DESIGN §3: session queue `documents`, topic `results` with four subscriptions, `payloads`."""
+    return Topology(
+        queues=(
+            QueueSpec(
+                name=DOCUMENTS_QUEUE,
+                requires_session=True,
+                max_delivery_count=5,
+                lock_duration="PT1M",
+                dead_lettering_on_message_expiration=True,
+                requires_duplicate_detection=True,
+            ),
+        ),
+        topics=(
+            TopicSpec(
+                name=RESULTS_TOPIC,
+                requires_duplicate_detection=True,
+                subscriptions=(
+                    SubscriptionSpec(name="audit"),
+                    SubscriptionSpec(
+                        name="notifications",
+                        rules=(RuleSpec(name="high-priority", sql_filter="priority = 'high'"),),
+                    ),
+                    SubscriptionSpec(
+                        name="review",
+                        rules=(RuleSpec(name="review-required", sql_filter="review_required = TRUE"),),
+                    ),
+                    SubscriptionSpec(
+                        name="contracts",
+                        rules=(
+                            RuleSpec(
+                                name="contract-documents",
+                                correlation_filter=CorrelationFilterSpec(
+                                    properties={"document_type": "contract"}
+                                ),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        containers=(PAYLOAD_CONTAINER,),
+        tables=TableNames(),
+        lifecycle=LifecycleSpec(),
+        bindings=Bindings(),
+    )
