@@ -1,0 +1,400 @@
+"""Type-preserving AMQP 1.0 data encoding (AMQP 1.0 part 1, "Types").
+
+Plain Python values map to the obvious AMQP types (``int`` -> long, ``float`` -> double,
+``str`` -> string, ``bytes`` -> binary, ``uuid.UUID`` -> uuid, ``list`` -> list, ``dict`` -> map).
+Every other AMQP type has a small wrapper class below; the decoder always returns the wrapper, so
+``decode(encode(x)) == x`` keeps the wire type of every value, which matters when the broker
+re-encodes what a client sent (application properties, annotations, management bodies).
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+
+class Symbol(str):
+    """AMQP symbol (ASCII name, used for keys, conditions and descriptors)."""
+
+
+class Char(str):
+    """AMQP char: one Unicode code point (UTF-32 on the wire)."""
+
+
+class UByte(int):
+    """AMQP ubyte."""
+
+
+class UShort(int):
+    """AMQP ushort."""
+
+
+class UInt(int):
+    """AMQP uint."""
+
+
+class ULong(int):
+    """AMQP ulong."""
+
+
+class Byte(int):
+    """AMQP byte."""
+
+
+class Short(int):
+    """AMQP short."""
+
+
+class Int(int):
+    """AMQP int."""
+
+
+class Long(int):
+    """AMQP long (also what a plain ``int`` encodes to)."""
+
+
+class Float(float):
+    """AMQP float (IEEE 754 binary32)."""
+
+
+class Timestamp(int):
+    """AMQP timestamp: milliseconds since the Unix epoch."""
+
+    @classmethod
+    def from_datetime(cls, moment: datetime) -> Timestamp:
+        return cls(int(moment.timestamp() * 1000))
+
+    def to_datetime(self) -> datetime:
+        return datetime.fromtimestamp(self / 1000, tz=UTC)
+
+
+class Decimal32(bytes):
+    """AMQP decimal32, kept as its raw 4 bytes."""
+
+
+class Decimal64(bytes):
+    """AMQP decimal64, kept as its raw 8 bytes."""
+
+
+class Decimal128(bytes):
+    """AMQP decimal128, kept as its raw 16 bytes."""
+
+
+class Array(list[Any]):
+    """AMQP array: every element shares one constructor (``element_code``)."""
+
+    def __init__(self, items: list[Any] | tuple[Any, ...] = (), element_code: int = 0xA1) -> None:
+        super().__init__(items)
+        # Narrow and wide constructors of one type (sym8/sym32, smalluint/uint...) are one type.
+        self.element_code = _WIDE.get(element_code, element_code)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Array) and self.element_code == other.element_code and list.__eq__(self, other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@dataclass(frozen=True)
+class Described:
+    """A described type: a descriptor (symbol or ulong) and the value it describes."""
+
+    descriptor: Any
+    value: Any
+
+
+class DecodeError(ValueError):
+    """The bytes are not valid AMQP 1.0 encoded data."""
+
+
+_FIXED: dict[int, struct.Struct] = {
+    0x50: struct.Struct(">B"), 0x60: struct.Struct(">H"), 0x70: struct.Struct(">I"),
+    0x80: struct.Struct(">Q"), 0x51: struct.Struct(">b"), 0x61: struct.Struct(">h"),
+    0x71: struct.Struct(">i"), 0x81: struct.Struct(">q"), 0x72: struct.Struct(">f"),
+    0x82: struct.Struct(">d"), 0x83: struct.Struct(">q"), 0x73: struct.Struct(">I"),
+    0x52: struct.Struct(">B"), 0x53: struct.Struct(">B"), 0x54: struct.Struct(">b"),
+    0x55: struct.Struct(">b"),
+}
+_FIXED_TYPE: dict[int, Callable[[Any], Any]] = {
+    0x50: UByte, 0x60: UShort, 0x70: UInt, 0x80: ULong, 0x51: Byte, 0x61: Short, 0x71: Int,
+    0x81: Long, 0x72: Float, 0x82: float, 0x83: Timestamp, 0x73: lambda cp: Char(chr(cp)),
+    0x52: UInt, 0x53: ULong, 0x54: Int, 0x55: Long,
+}
+_U8 = struct.Struct(">B")
+_U32 = struct.Struct(">I")
+_PAIR8 = struct.Struct(">BB")
+_PAIR32 = struct.Struct(">II")
+
+Decoder = Callable[[memoryview, int], tuple[Any, int]]
+
+
+def _fixed(code: int) -> Decoder:
+    fmt, make = _FIXED[code], _FIXED_TYPE[code]
+
+    def decode_fixed(buf: memoryview, off: int) -> tuple[Any, int]:
+        return make(fmt.unpack_from(buf, off)[0]), off + fmt.size
+
+    return decode_fixed
+
+
+def _constant(value: Any) -> Decoder:
+    def decode_constant(buf: memoryview, off: int) -> tuple[Any, int]:
+        return value, off
+
+    return decode_constant
+
+
+def _variable(width: struct.Struct, make: Callable[[bytes], Any]) -> Decoder:
+    def decode_variable(buf: memoryview, off: int) -> tuple[Any, int]:
+        (size,) = width.unpack_from(buf, off)
+        start = off + width.size
+        if start + size > len(buf):
+            raise DecodeError("variable-width value runs past the end of the buffer")
+        return make(bytes(buf[start : start + size])), start + size
+
+    return decode_variable
+
+
+def _raw(size: int, make: Callable[[bytes], Any]) -> Decoder:
+    def decode_raw(buf: memoryview, off: int) -> tuple[Any, int]:
+        return make(bytes(buf[off : off + size])), off + size
+
+    return decode_raw
+
+
+def _compound(header: struct.Struct, as_map: bool) -> Decoder:
+    def decode_compound(buf: memoryview, off: int) -> tuple[Any, int]:
+        _size, count = header.unpack_from(buf, off)
+        off += header.size
+        items: list[Any] = []
+        for _ in range(count):
+            item, off = decode_value(buf, off)
+            items.append(item)
+        if not as_map:
+            return items, off
+        if count % 2:
+            raise DecodeError("map with an odd number of elements")
+        return {_hashable(items[i]): items[i + 1] for i in range(0, count, 2)}, off
+
+    return decode_compound
+
+
+def _array(header: struct.Struct) -> Decoder:
+    def decode_array(buf: memoryview, off: int) -> tuple[Any, int]:
+        _size, count = header.unpack_from(buf, off)
+        off += header.size
+        code = buf[off]
+        off += 1
+        descriptor = None
+        if code == 0x00:
+            descriptor, off = decode_value(buf, off)
+            code = buf[off]
+            off += 1
+        element = _DECODERS.get(code)
+        if element is None:
+            raise DecodeError(f"unknown array element constructor 0x{code:02x}")
+        items: list[Any] = []
+        for _ in range(count):
+            item, off = element(buf, off)
+            items.append(item if descriptor is None else Described(descriptor, item))
+        return Array(items, code), off
+
+    return decode_array
+
+
+def _hashable(key: Any) -> Any:
+    if isinstance(key, list):
+        return tuple(key)
+    return key
+
+
+_DECODERS: dict[int, Decoder] = {code: _fixed(code) for code in _FIXED}
+_DECODERS.update({
+    0x40: _constant(None), 0x41: _constant(True), 0x42: _constant(False),
+    0x56: lambda buf, off: (buf[off] == 1, off + 1),
+    0x43: _constant(UInt(0)), 0x44: _constant(ULong(0)), 0x45: _constant([]),
+    0x74: _raw(4, Decimal32), 0x84: _raw(8, Decimal64), 0x94: _raw(16, Decimal128),
+    0x98: _raw(16, lambda raw: uuid.UUID(bytes=raw)),
+    0xA0: _variable(_U8, bytes), 0xB0: _variable(_U32, bytes),
+    0xA1: _variable(_U8, lambda raw: raw.decode("utf-8")),
+    0xB1: _variable(_U32, lambda raw: raw.decode("utf-8")),
+    0xA3: _variable(_U8, lambda raw: Symbol(raw.decode("ascii"))),
+    0xB3: _variable(_U32, lambda raw: Symbol(raw.decode("ascii"))),
+    0xC0: _compound(_PAIR8, False), 0xD0: _compound(_PAIR32, False),
+    0xC1: _compound(_PAIR8, True), 0xD1: _compound(_PAIR32, True),
+    0xE0: _array(_PAIR8), 0xF0: _array(_PAIR32),
+})
+
+
+def decode_value(buf: memoryview, off: int = 0) -> tuple[Any, int]:
+    """Decode one value at ``off``; return it and the offset just past it."""
+    try:
+        code = buf[off]
+        if code == 0x00:
+            descriptor, off = decode_value(buf, off + 1)
+            value, off = decode_value(buf, off)
+            return Described(descriptor, value), off
+        decoder = _DECODERS.get(code)
+        if decoder is None:
+            raise DecodeError(f"unknown AMQP type constructor 0x{code:02x} at offset {off}")
+        return decoder(buf, off + 1)
+    except (IndexError, struct.error, UnicodeDecodeError) as exc:
+        raise DecodeError(f"truncated or malformed AMQP data at offset {off}") from exc
+
+
+def decode(data: bytes | bytearray | memoryview) -> Any:
+    """Decode exactly one value from ``data``."""
+    buf = memoryview(data)
+    value, end = decode_value(buf, 0)
+    if end != len(buf):
+        raise DecodeError(f"{len(buf) - end} trailing bytes after the value")
+    return value
+
+
+# --- encoding -----------------------------------------------------------------------------------
+
+_ARRAY_BODY: dict[type, int] = {
+    bool: 0x56, UByte: 0x50, UShort: 0x60, UInt: 0x70, ULong: 0x80, Byte: 0x51, Short: 0x61,
+    Int: 0x71, Long: 0x81, int: 0x81, Float: 0x72, float: 0x82, Timestamp: 0x83, Char: 0x73,
+    Decimal32: 0x74, Decimal64: 0x84, Decimal128: 0x94, uuid.UUID: 0x98, bytes: 0xB0, str: 0xB1,
+    Symbol: 0xB3,
+}
+_WIDE = {0xC0: 0xD0, 0xC1: 0xD1, 0x52: 0x70, 0x43: 0x70, 0x53: 0x80, 0x44: 0x80, 0x54: 0x71, 0x55: 0x81, 0xA0: 0xB0,
+         0xA1: 0xB1, 0xA3: 0xB3, 0x41: 0x56, 0x42: 0x56}
+
+
+def _encode_body(code: int, value: Any, out: bytearray) -> None:
+    """Write ``value``'s bytes for the fixed constructor ``code`` (no constructor byte)."""
+    if code in _FIXED:
+        if code == 0x73:
+            value = ord(value)
+        out += _FIXED[code].pack(value)
+    elif code == 0x56:
+        out.append(1 if value else 0)
+    elif code in (0x74, 0x84, 0x94):
+        out += value
+    elif code == 0x98:
+        out += value.bytes
+    elif code in (0xB0, 0xB1, 0xB3):
+        raw = value if code == 0xB0 else value.encode("utf-8" if code == 0xB1 else "ascii")
+        out += _U32.pack(len(raw))
+        out += raw
+    elif code in (0xD0, 0xD1):
+        items = [part for pair in value.items() for part in pair] if code == 0xD1 else list(value)
+        body = bytearray()
+        for item in items:
+            encode_value(item, body)
+        out += _PAIR32.pack(len(body) + 4, len(items))
+        out += body
+    else:
+        raise TypeError(f"cannot encode array elements with constructor 0x{code:02x}")
+
+
+def _encode_int(value: int, out: bytearray) -> None:
+    kind = type(value)
+    if kind is UInt:
+        out += b"\x43" if value == 0 else (b"\x52" + _U8.pack(value) if value < 256 else b"\x70" + _U32.pack(value))
+    elif kind is ULong:
+        out += b"\x44" if value == 0 else (b"\x53" + _U8.pack(value) if value < 256 else b"\x80" + _FIXED[0x80].pack(value))
+    elif kind is Int:
+        out += b"\x54" + _FIXED[0x54].pack(value) if -128 <= value < 128 else b"\x71" + _FIXED[0x71].pack(value)
+    elif kind in (int, Long):
+        out += b"\x55" + _FIXED[0x55].pack(value) if -128 <= value < 128 else b"\x81" + _FIXED[0x81].pack(value)
+    else:
+        code = _ARRAY_BODY[kind]
+        out.append(code)
+        _encode_body(code, value, out)
+
+
+def _encode_compound(items: list[Any], count: int, small: int, large: int, out: bytearray) -> None:
+    body = bytearray()
+    for item in items:
+        encode_value(item, body)
+    if len(body) < 255 and count < 256:
+        out += bytes((small, len(body) + 1, count))
+    else:
+        out.append(large)
+        out += _PAIR32.pack(len(body) + 4, count)
+    out += body
+
+
+def _encode_array(value: Array, out: bytearray) -> None:
+    code = _WIDE.get(value.element_code, value.element_code)
+    body = bytearray()
+    body.append(code)
+    for item in value:
+        _encode_body(code, item, body)
+    out.append(0xF0)
+    out += _PAIR32.pack(len(body) + 4, len(value))
+    out += body
+
+
+def encode_value(value: Any, out: bytearray) -> None:
+    """Append the AMQP encoding of ``value`` to ``out``."""
+    if value is None:
+        out.append(0x40)
+    elif value is True:
+        out.append(0x41)
+    elif value is False:
+        out.append(0x42)
+    elif isinstance(value, int):
+        _encode_int(value, out)
+    elif isinstance(value, str):
+        wide = 0xB3 if isinstance(value, Symbol) else 0xB1
+        if isinstance(value, Char):
+            out.append(0x73)
+            _encode_body(0x73, value, out)
+            return
+        raw = value.encode("ascii" if wide == 0xB3 else "utf-8")
+        if len(raw) < 256:
+            out.append(wide - 0x10)
+            out.append(len(raw))
+        else:
+            out.append(wide)
+            out += _U32.pack(len(raw))
+        out += raw
+    elif isinstance(value, Decimal32 | Decimal64 | Decimal128):
+        code = _ARRAY_BODY[type(value)]
+        out.append(code)
+        out += value
+    elif isinstance(value, bytes | bytearray | memoryview):
+        size = len(value)
+        out += (b"\xa0" + _U8.pack(size)) if size < 256 else (b"\xb0" + _U32.pack(size))
+        out += value
+    elif isinstance(value, float):
+        code = 0x72 if isinstance(value, Float) else 0x82
+        out.append(code)
+        out += _FIXED[code].pack(value)
+    elif isinstance(value, uuid.UUID):
+        out.append(0x98)
+        out += value.bytes
+    elif isinstance(value, datetime):
+        out.append(0x83)
+        out += _FIXED[0x83].pack(Timestamp.from_datetime(value))
+    elif isinstance(value, Described):
+        out.append(0x00)
+        encode_value(value.descriptor, out)
+        encode_value(value.value, out)
+    elif isinstance(value, Array):
+        _encode_array(value, out)
+    elif isinstance(value, list | tuple):
+        if not value:
+            out.append(0x45)
+        else:
+            _encode_compound(list(value), len(value), 0xC0, 0xD0, out)
+    elif isinstance(value, dict):
+        flat = [part for pair in value.items() for part in pair]
+        _encode_compound(flat, len(flat), 0xC1, 0xD1, out)
+    else:
+        raise TypeError(f"no AMQP encoding for {type(value).__name__}")
+
+
+def encode(value: Any) -> bytes:
+    """Return the AMQP encoding of ``value``."""
+    out = bytearray()
+    encode_value(value, out)
+    return bytes(out)
+

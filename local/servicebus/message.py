@@ -1,0 +1,163 @@
+"""AMQP 1.0 messages as the broker sees them: parsed once on arrival, re-encoded on delivery.
+
+The broker needs a few properties (message id, session id, TTL, application properties for
+filters) and adds its own annotations on every delivery; everything else (the body above all) is
+kept as the raw bytes the client sent and copied through untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from local.servicebus.codec import (
+    Described,
+    Symbol,
+    UInt,
+    ULong,
+    decode_value,
+    encode_value,
+)
+from local.servicebus.frames import FrameError
+
+BATCH_MESSAGE_FORMAT = 0x80013700
+HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, PROPERTIES, APPLICATION_PROPERTIES = (
+    0x70, 0x71, 0x72, 0x73, 0x74)
+DATA, AMQP_SEQUENCE, AMQP_VALUE, FOOTER = 0x75, 0x76, 0x77, 0x78
+HEADER_FIELDS = ("durable", "priority", "ttl", "first_acquirer", "delivery_count")
+PROPERTY_FIELDS = ("message_id", "user_id", "to", "subject", "reply_to", "correlation_id", "content_type",
+                   "content_encoding", "absolute_expiry_time", "creation_time", "group_id", "group_sequence",
+                   "reply_to_group_id")
+
+
+class MessageFormatError(FrameError):
+    """The transfer payload is not a well-formed AMQP message."""
+
+
+def _fields(names: tuple[str, ...], value: Any) -> dict[str, Any]:
+    items = value if isinstance(value, list) else []
+    return {name: items[i] for i, name in enumerate(names) if i < len(items) and items[i] is not None}
+
+
+def _as_list(names: tuple[str, ...], values: dict[str, Any]) -> list[Any]:
+    items = [values.get(name) for name in names]
+    while items and items[-1] is None:
+        items.pop()
+    return items
+
+
+@dataclass
+class AmqpMessage:
+    """One message: decoded header, annotations and properties; the body as raw encoded sections."""
+
+    header: dict[str, Any] = field(default_factory=dict)
+    annotations: dict[Any, Any] = field(default_factory=dict)
+    properties: dict[str, Any] = field(default_factory=dict)
+    application_properties: dict[Any, Any] = field(default_factory=dict)
+    body: bytes = b""
+    _tail: bytes | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def parse(cls, raw: bytes | memoryview) -> AmqpMessage:
+        """Parse an encoded message (a sequence of described sections)."""
+        buf = memoryview(raw)
+        message = cls()
+        offset = 0
+        try:
+            while offset < len(buf):
+                start = offset
+                section, offset = decode_value(buf, offset)
+                if not isinstance(section, Described) or not isinstance(section.descriptor, int):
+                    raise MessageFormatError("a message section is not a described type")
+                code = section.descriptor
+                if code == HEADER:
+                    message.header = _fields(HEADER_FIELDS, section.value)
+                elif code == MESSAGE_ANNOTATIONS and isinstance(section.value, dict):
+                    message.annotations = section.value
+                elif code == PROPERTIES:
+                    message.properties = _fields(PROPERTY_FIELDS, section.value)
+                elif code == APPLICATION_PROPERTIES and isinstance(section.value, dict):
+                    message.application_properties = section.value
+                elif code in (DATA, AMQP_SEQUENCE, AMQP_VALUE):
+                    message.body = bytes(buf[start:])
+                    break
+                elif code not in (DELIVERY_ANNOTATIONS, FOOTER):
+                    raise MessageFormatError(f"unknown message section 0x{code:x}")
+        except ValueError as exc:
+            raise MessageFormatError(f"malformed message: {exc}") from exc
+        return message
+
+    def changed(self) -> None:
+        """Forget the cached encoding after properties or application properties were modified."""
+        self._tail = None
+
+    def tail(self) -> bytes:
+        """Properties, application properties and body, encoded (cached: they rarely change)."""
+        if self._tail is None:
+            out = bytearray()
+            if self.properties:
+                encode_value(Described(ULong(PROPERTIES), _as_list(PROPERTY_FIELDS, self.properties)), out)
+            if self.application_properties:
+                encode_value(Described(ULong(APPLICATION_PROPERTIES), self.application_properties), out)
+            out += self.body
+            self._tail = bytes(out)
+        return self._tail
+
+    def encode(self, *, delivery_count: int | None = None, annotations: dict[Any, Any] | None = None) -> bytes:
+        """The whole message; ``delivery_count`` and ``annotations`` are the broker's additions."""
+        out = bytearray()
+        header = dict(self.header)
+        if delivery_count is not None:
+            header["delivery_count"] = UInt(delivery_count)
+        if header:
+            encode_value(Described(ULong(HEADER), _as_list(HEADER_FIELDS, header)), out)
+        merged = {**self.annotations, **annotations} if annotations else self.annotations
+        if merged:
+            encode_value(Described(ULong(MESSAGE_ANNOTATIONS), merged), out)
+        out += self.tail()
+        return bytes(out)
+
+    def copy(self) -> AmqpMessage:
+        """An independent copy (each subscription or DLQ gets its own)."""
+        return AmqpMessage(dict(self.header), dict(self.annotations), dict(self.properties),
+                           dict(self.application_properties), self.body, self._tail)
+
+    def body_sections(self) -> Iterator[Described]:
+        """The body sections, decoded (used to unpack batches)."""
+        buf = memoryview(self.body)
+        offset = 0
+        while offset < len(buf):
+            section, offset = decode_value(buf, offset)
+            if isinstance(section, Described) and section.descriptor in (DATA, AMQP_SEQUENCE, AMQP_VALUE):
+                yield section
+
+    # --- the Service Bus view of the standard fields ---
+
+    @property
+    def message_id(self) -> str | None:
+        value = self.properties.get("message_id")
+        return None if value is None else str(value)
+
+    @property
+    def session_id(self) -> str | None:
+        value = self.properties.get("group_id")
+        return None if value is None else str(value)
+
+    @property
+    def ttl_ms(self) -> int | None:
+        value = self.header.get("ttl")
+        return int(value) if value else None
+
+    def annotation(self, name: str) -> Any:
+        return self.annotations.get(Symbol(name))
+
+
+def split_batch(message: AmqpMessage) -> list[AmqpMessage]:
+    """The inner messages of a batch transfer (format 0x80013700): one data section each."""
+    inner = []
+    for section in message.body_sections():
+        if section.descriptor != DATA or not isinstance(section.value, bytes):
+            raise MessageFormatError("a batch body section is not a data section")
+        inner.append(AmqpMessage.parse(section.value))
+    return inner
