@@ -1,0 +1,394 @@
+"""`claimcheck-ops`: operate the claim-check stack, locally or on Azure, with the same commands.
+
+Service Bus: `--connection-string` (the emulator's, with UseDevelopmentEmulator=true) or `--namespace`
+(an FQDN, signed in with DefaultAzureCredential). HTTP API: `--api`. Every command prints a table, or
+JSON with `--json`. Expected failures print one `error:` line and exit 1; no payload bytes are shown.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from scripts.ops_api import DEFAULT_API, DocumentRequest, get_work_item, send_document
+from scripts.ops_errors import OpsError
+from scripts.ops_servicebus import (
+    BusTarget,
+    Entity,
+    EntityCounts,
+    MessageSummary,
+    ReplayStatus,
+    count_by_peeking,
+    dead_letter_sequence_numbers,
+    emulator_entities,
+    peek,
+    replay,
+    runtime_counts,
+    show_dead_letter,
+)
+
+app = typer.Typer(
+    help=__doc__,
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="markdown",
+    pretty_exceptions_show_locals=False,
+)
+dlq_app = typer.Typer(help="Inspect and replay dead-lettered messages.", no_args_is_help=True)
+app.add_typer(dlq_app, name="dlq")
+
+ConnectionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--connection-string",
+        envvar="CLAIMCHECK_SERVICEBUS_CONNECTION",
+        show_default=False,
+        help="Service Bus connection string (the local emulator's). Never printed.",
+    ),
+]
+NamespaceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--namespace",
+        envvar="CLAIMCHECK_SERVICEBUS_NAMESPACE",
+        help="Namespace FQDN (sb-x.servicebus.windows.net); signs in with DefaultAzureCredential.",
+    ),
+]
+ApiOption = Annotated[
+    str, typer.Option("--api", envvar="CLAIMCHECK_API", help="Base URL of the Function App API.")
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of a table.")]
+SubscriptionOption = Annotated[
+    str | None, typer.Option("--subscription", "-s", help="Subscription of the topic ENTITY.")
+]
+MaxOption = Annotated[int, typer.Option("--max", min=1, help="At most this many messages.")]
+EntityArgument = Annotated[str, typer.Argument(help="Queue name, or topic name with --subscription.")]
+SequenceArgument = Annotated[int, typer.Argument(min=1, help="Sequence number of the dead-lettered message.")]
+
+Row = Mapping[str, Any]
+
+
+# ---------------------------------------------------------------------------------------------- output
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat(timespec="seconds")
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, Mapping):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value
+
+
+def _print_json(value: Any) -> None:
+    typer.echo(json.dumps(_plain(value), indent=2, sort_keys=False))
+
+
+def _print_table(title: str, rows: Sequence[Row], columns: Sequence[str]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column.replace("_", " "), overflow="fold")
+    for row in rows:
+        table.add_row(*("" if row.get(column) is None else str(_plain(row[column])) for column in columns))
+    Console().print(table)
+
+
+def _flatten(value: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested API answers as `a.b` keys, so a two-column table can show them."""
+    flat: dict[str, Any] = {}
+    for key, item in value.items():
+        name = f"{prefix}{key}"
+        if isinstance(item, Mapping):
+            flat |= _flatten(item, f"{name}.")
+        else:
+            flat[name] = json.dumps(item) if isinstance(item, list) else item
+    return flat
+
+
+def _print_record(title: str, record: Mapping[str, Any], as_json: bool) -> None:
+    if as_json:
+        _print_json(record)
+        return
+    rows = [{"field": key, "value": value} for key, value in _flatten(record).items()]
+    _print_table(title, rows, ["field", "value"])
+
+
+MESSAGE_COLUMNS = [field.name for field in dataclasses.fields(MessageSummary)]
+
+
+def _print_messages(
+    title: str, messages: Sequence[MessageSummary], as_json: bool, *, dead_letter: bool
+) -> None:
+    rows = [dataclasses.asdict(message) for message in messages]
+    if as_json:
+        _print_json(rows)
+        return
+    skipped = set() if dead_letter else {"dead_letter_reason", "dead_letter_description"}
+    _print_table(
+        f"{title} ({len(rows)})", rows, [column for column in MESSAGE_COLUMNS if column not in skipped]
+    )
+
+
+# ---------------------------------------------------------------------------------------------- errors
+
+
+def _error_line(exc: Exception) -> str:
+    """One line for an expected failure; the SDK's own text carries no key or payload bytes."""
+    from azure.core.exceptions import ClientAuthenticationError
+    from azure.servicebus import exceptions as sb
+
+    first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    if isinstance(exc, sb.MessagingEntityNotFoundError):
+        return f"no such entity in the namespace: {first_line}"
+    if isinstance(exc, sb.ServiceBusConnectionError):
+        return f"cannot connect to Service Bus: {first_line}"
+    if isinstance(
+        exc, sb.ServiceBusAuthenticationError | sb.ServiceBusAuthorizationError | ClientAuthenticationError
+    ):
+        return f"not authorized: {first_line}"
+    if isinstance(exc, sb.SessionCannotBeLockedError):
+        return f"the session is locked by another receiver (a consumer is processing it): {first_line}"
+    return f"Service Bus error ({type(exc).__name__}): {first_line}"
+
+
+@contextmanager
+def _reported_errors() -> Iterator[None]:
+    from azure.core.exceptions import AzureError
+
+    try:
+        yield
+    except OpsError as exc:
+        _fail(str(exc))
+    except AzureError as exc:
+        _fail(_error_line(exc))
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code=1)
+
+
+def _target(connection_string: str | None, namespace: str | None) -> BusTarget:
+    return BusTarget(connection_string=connection_string or None, namespace=namespace or None)
+
+
+# ---------------------------------------------------------------------------------------------- API
+
+
+@app.command()
+def send(
+    file: Annotated[Path, typer.Argument(help="The document to submit.", dir_okay=False)],
+    tenant: Annotated[str, typer.Option(help="Tenant that owns the document.")],
+    purpose: Annotated[str, typer.Option(help="Declared purpose, e.g. contract-review.")],
+    classification: Annotated[str, typer.Option(help="Data classification, e.g. internal.")],
+    content_type: Annotated[
+        str | None, typer.Option(help="MIME type; guessed from the file name when omitted.")
+    ] = None,
+    priority: Annotated[str | None, typer.Option(help="normal or high.")] = None,
+    work_item_id: Annotated[str | None, typer.Option(help="Reuse an existing work item id.")] = None,
+    api: ApiOption = DEFAULT_API,
+    as_json: JsonOption = False,
+) -> None:
+    """Submit a document to POST /documents and print the intake receipt."""
+    request = DocumentRequest(file, tenant, purpose, classification, content_type, priority, work_item_id)
+    with _reported_errors():
+        receipt = send_document(api, request)
+    _print_record(f"Accepted {file.name}", receipt, as_json)
+
+
+@app.command()
+def show(
+    work_item_id: Annotated[str, typer.Argument(help="The work item id from the receipt.")],
+    min_version: Annotated[
+        int | None, typer.Option(min=1, help="Only accept a view at least this version.")
+    ] = None,
+    api: ApiOption = DEFAULT_API,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a work item's state, payload state, result summary and receipt versions."""
+    with _reported_errors():
+        view = get_work_item(api, work_item_id, min_version)
+    _print_record(f"Work item {work_item_id}", view, as_json)
+
+
+# ---------------------------------------------------------------------------------------------- Bus
+
+
+@app.command("peek")
+def peek_command(
+    entity: EntityArgument,
+    subscription: SubscriptionOption = None,
+    session: Annotated[
+        str | None,
+        typer.Option(help="Session id; required for session entities (briefly takes that session's lock)."),
+    ] = None,
+    max_count: MaxOption = 50,
+    connection_string: ConnectionOption = None,
+    namespace: NamespaceOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Browse active messages without locking or removing them: metadata only, never the body."""
+    where = Entity(entity, subscription)
+    with _reported_errors(), _target(connection_string, namespace).client() as client:
+        messages = peek(client, where, dead_letter=False, limit=max_count, session_id=session)
+    _print_messages(f"Active messages in {where}", messages, as_json, dead_letter=False)
+
+
+@dlq_app.command("list")
+def dlq_list(
+    entity: EntityArgument,
+    subscription: SubscriptionOption = None,
+    max_count: MaxOption = 50,
+    connection_string: ConnectionOption = None,
+    namespace: NamespaceOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Browse the dead-letter queue (never receives): reason, description and metadata, never the body."""
+    where = Entity(entity, subscription)
+    with _reported_errors(), _target(connection_string, namespace).client() as client:
+        messages = peek(client, where, dead_letter=True, limit=max_count)
+    _print_messages(f"Dead-lettered messages in {where}", messages, as_json, dead_letter=True)
+
+
+@dlq_app.command("show")
+def dlq_show(
+    entity: EntityArgument,
+    sequence_number: SequenceArgument,
+    subscription: SubscriptionOption = None,
+    connection_string: ConnectionOption = None,
+    namespace: NamespaceOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """One dead-lettered message: metadata and routing property values (other properties by name only)."""
+    where = Entity(entity, subscription)
+    with _reported_errors(), _target(connection_string, namespace).client() as client:
+        detail = show_dead_letter(client, where, sequence_number)
+        if detail is None:
+            raise OpsError(f"sequence number {sequence_number} is not in the dead-letter queue of {where}")
+    record = dataclasses.asdict(detail.summary) | {
+        key: value for key, value in dataclasses.asdict(detail).items() if key != "summary"
+    }
+    _print_record(f"Dead-lettered message {sequence_number} of {where}", record, as_json)
+
+
+@dlq_app.command("replay")
+def dlq_replay(
+    entity: EntityArgument,
+    sequence_number: Annotated[
+        int | None, typer.Argument(min=1, help="Sequence number of the dead-lettered message.")
+    ] = None,
+    replay_all: Annotated[bool, typer.Option("--all", help="Replay every message now in the DLQ.")] = False,
+    subscription: SubscriptionOption = None,
+    max_count: Annotated[int, typer.Option("--max", min=1, help="With --all: at most this many.")] = 1000,
+    connection_string: ConnectionOption = None,
+    namespace: NamespaceOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Move dead-lettered messages back to their entity, exactly once, after the cause is fixed.
+
+    Each message is received from the DLQ in peek-lock, a copy (same body, application properties,
+    session id, correlation id, content type, subject) is sent with the message id
+    `<original id>.replay.<DLQ sequence number>`, and only then is the DLQ message completed.
+    A subscription's message is sent to its topic: every subscription whose rules match gets it again,
+    and their consumers' idempotency ledgers absorb that.
+
+    Crash between send and complete: the DLQ message stays (its lock simply expires) and the copy is
+    already on the entity. Run the same replay again: the copy gets the same message id, so the entity's
+    duplicate detection drops it within its window, and past the window the consumer's idempotency
+    ledger (keyed by the envelope's work item, version and purpose, not by message id) makes it a
+    no-op; then the DLQ message is completed. Exit code 1 if any message was not found or not fully replayed.
+    """
+    if (sequence_number is None) == (not replay_all):
+        _fail("give either a SEQUENCE_NUMBER or --all")
+    where = Entity(entity, subscription)
+    with _reported_errors(), _target(connection_string, namespace).client() as client:
+        wanted = (
+            dead_letter_sequence_numbers(client, where, max_count) if replay_all else [sequence_number or 0]
+        )
+        results = replay(client, where, wanted)
+    if as_json:
+        _print_json([dataclasses.asdict(result) for result in results])
+    else:
+        columns = ["sequence_number", "status", "original_message_id", "replay_message_id", "detail"]
+        rows = [dataclasses.asdict(result) for result in results]
+        _print_table(f"Replay from the dead-letter queue of {where}", rows, columns)
+    failures = [result for result in results if result.status is not ReplayStatus.REPLAYED]
+    for failure in failures:
+        typer.echo(f"error: sequence number {failure.sequence_number}: {failure.detail}", err=True)
+    if failures:
+        raise typer.Exit(code=1)
+
+
+@app.command()
+def stats(
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="CLAIMCHECK_SERVICEBUS_CONFIG",
+            help="Emulator Config.json listing the entities (local emulator only).",
+        ),
+    ] = None,
+    max_count: Annotated[
+        int, typer.Option("--max", min=1, help="Emulator: count at most this many.")
+    ] = 10_000,
+    connection_string: ConnectionOption = None,
+    namespace: NamespaceOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Active, dead-letter and scheduled counts per queue and subscription.
+
+    On Azure they come from the management API's runtime properties. On the local emulator they are
+    counted by browsing the entities listed in --config (a session entity's active count is not
+    browsed, because that would lock its sessions).
+    """
+    with _reported_errors():
+        target = _target(connection_string, namespace)
+        counts = _emulator_counts(target, config, max_count) if target.is_emulator else runtime_counts(target)
+    rows = [dataclasses.asdict(count) for count in counts]
+    if as_json:
+        _print_json(rows)
+    else:
+        _print_table("Message counts", rows, ["entity", "active", "dead_letter", "scheduled", "detail"])
+
+
+def _emulator_counts(target: BusTarget, config: Path | None, limit: int) -> list[EntityCounts]:
+    if config is None:
+        raise OpsError(
+            "stats on the emulator needs --config PATH (CLAIMCHECK_SERVICEBUS_CONFIG) to list entities"
+        )
+    entities = emulator_entities(config)
+    with target.client() as client:
+        return [
+            count_by_peeking(client, entity, requires_session=requires_session, limit=limit)
+            for entity, requires_session in entities
+        ]
+
+
+@app.callback()
+def _quiet_sdk_logs() -> None:
+    # The SDKs log connection retries as warnings; the one-line `error:` is what an operator needs.
+    logging.getLogger("azure").setLevel(logging.CRITICAL)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="claimcheck-ops")
+
+
+if __name__ == "__main__":
+    main()

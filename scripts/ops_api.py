@@ -1,0 +1,115 @@
+"""The Function App's HTTP API as `claimcheck-ops send` and `show` use it (stdlib urllib only).
+
+The document is streamed from disk (Content-Length set, so urllib sends the file object in chunks);
+no response or error text ever echoes document bytes, because the API returns JSON metadata only.
+"""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scripts.ops_errors import OpsError
+
+DEFAULT_API = "http://localhost:7071/api"
+_TIMEOUT_SECONDS = 60.0
+
+# Intake metadata travels in headers so the body stays the raw document.
+TENANT_HEADER = "X-Claimcheck-Tenant"
+PURPOSE_HEADER = "X-Claimcheck-Purpose"
+CLASSIFICATION_HEADER = "X-Claimcheck-Classification"
+PRIORITY_HEADER = "X-Claimcheck-Priority"
+WORK_ITEM_HEADER = "X-Claimcheck-Work-Item-Id"
+
+
+@dataclass(frozen=True)
+class DocumentRequest:
+    path: Path
+    tenant: str
+    purpose: str
+    classification: str
+    content_type: str | None = None
+    priority: str | None = None
+    work_item_id: str | None = None
+
+    def headers(self) -> dict[str, str]:
+        content_type = (
+            self.content_type or mimetypes.guess_type(self.path.name)[0] or "application/octet-stream"
+        )
+        headers = {
+            "Content-Type": content_type,
+            TENANT_HEADER: self.tenant,
+            PURPOSE_HEADER: self.purpose,
+            CLASSIFICATION_HEADER: self.classification,
+            "Accept": "application/json",
+        }
+        if self.priority:
+            headers[PRIORITY_HEADER] = self.priority
+        if self.work_item_id:
+            headers[WORK_ITEM_HEADER] = self.work_item_id
+        return headers
+
+
+def send_document(api: str, request: DocumentRequest) -> dict[str, Any]:
+    """POST the document to `/documents`; return the receipt (the API's 202 JSON answer)."""
+    try:
+        size = request.path.stat().st_size
+        document = request.path.open("rb")
+    except OSError as exc:
+        raise OpsError(f"cannot read {request.path}: {exc.strerror}") from None
+    with document:
+        headers = request.headers() | {"Content-Length": str(size)}
+        http_request = urllib.request.Request(  # noqa: S310 - the API base is an operator-given http(s) URL
+            _url(api, "documents"), data=document, headers=headers, method="POST"
+        )
+        return _call(http_request, what=f"document {request.path.name}")
+
+
+def get_work_item(api: str, work_item_id: str, min_version: int | None = None) -> dict[str, Any]:
+    """GET `/work-items/{id}`, optionally asking for at least version `min_version`."""
+    query = f"?{urllib.parse.urlencode({'min_version': min_version})}" if min_version is not None else ""
+    url = _url(api, f"work-items/{urllib.parse.quote(work_item_id, safe='')}") + query
+    http_request = urllib.request.Request(url, headers={"Accept": "application/json"})  # noqa: S310
+    return _call(http_request, what=f"work item {work_item_id}")
+
+
+def _url(api: str, path: str) -> str:
+    parsed = urllib.parse.urlparse(api)
+    if parsed.scheme not in {"http", "https"} or not parsed.netloc:
+        raise OpsError(f"--api must be an http(s) URL such as {DEFAULT_API}, got {api!r}")
+    return f"{api.rstrip('/')}/{path}"
+
+
+def _call(http_request: urllib.request.Request, *, what: str) -> dict[str, Any]:
+    try:
+        with urllib.request.urlopen(http_request, timeout=_TIMEOUT_SECONDS) as response:  # noqa: S310
+            answer = json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        raise OpsError(f"{what}: API answered {exc.code} {_error_text(exc)}") from None
+    except urllib.error.URLError as exc:
+        raise OpsError(f"cannot reach the API at {http_request.full_url}: {exc.reason}") from None
+    except (TimeoutError, ConnectionError) as exc:
+        raise OpsError(f"the API at {http_request.full_url} did not answer: {exc}") from None
+    except ValueError:
+        raise OpsError(f"{what}: the API answered something that is not JSON") from None
+    if not isinstance(answer, dict):
+        raise OpsError(f"{what}: the API answered JSON that is not an object")
+    return answer
+
+
+def _error_text(error: urllib.error.HTTPError) -> str:
+    """The API's JSON error (`code`, `error`/`message`) in one line, or the HTTP reason phrase."""
+    try:
+        body = json.loads(error.read(64 * 1024) or b"{}")
+    except ValueError:
+        body = {}
+    if not isinstance(body, dict):
+        return str(error.reason)
+    parts = [str(body[key]) for key in ("code", "error", "message", "reason") if body.get(key)]
+    return ": ".join(dict.fromkeys(parts)) or str(error.reason)
