@@ -1,0 +1,155 @@
+"""The one error tree of the claim-check core.
+
+Three branches, each leaf with one meaning:
+- ``IntakeRejected`` leaves: bad input at intake; each maps to one ``code`` and one HTTP status.
+- ``MessageRejected`` leaves: a delivery that can never succeed; each maps to one ``DeadLetterReason``.
+- ``RetryableError`` leaves: the delivery may succeed later; the consumer answers ``Retry``.
+``StoreError`` leaves report a refused state move or a lost optimistic-concurrency race: they always
+raise, so an illegal move or a lost race never passes silently.
+
+Messages name fields and reasons, never payload bytes, URLs or credentials.
+"""
+
+from __future__ import annotations
+
+from claimcheck.outcome import DeadLetterReason
+
+
+class ClaimCheckError(Exception):
+    """Root of every error the claim-check core raises on purpose."""
+
+
+# --- intake -------------------------------------------------------------------------------------------
+
+
+class IntakeRejected(ClaimCheckError):
+    """Bad input at intake: nothing was stored or published. ``str()`` is the reason for the caller."""
+
+    code = "invalid_request"
+    http_status = 400
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class MissingTenant(IntakeRejected):
+    code = "missing_tenant"
+
+
+class UnknownPurpose(IntakeRejected):
+    code = "unknown_purpose"
+
+
+class InvalidClassification(IntakeRejected):
+    code = "invalid_classification"
+
+
+class EmptyPayload(IntakeRejected):
+    code = "empty_payload"
+
+
+class PayloadTooLarge(IntakeRejected):
+    code = "payload_too_large"
+    http_status = 413
+
+
+class ForbiddenContentType(IntakeRejected):
+    code = "forbidden_content_type"
+    http_status = 415
+
+
+class ConcurrentSubmission(IntakeRejected):
+    """Another submission for the same work item won the race for the next version."""
+
+    code = "concurrent_submission"
+    http_status = 409
+
+
+# --- consumer: permanent ----------------------------------------------------------------------------
+
+
+class MessageRejected(ClaimCheckError):
+    """The delivery can never succeed as sent; it is dead-lettered with ``reason``."""
+
+    reason: DeadLetterReason = DeadLetterReason.PROCESSING_FAILED
+
+
+class InvalidEnvelope(MessageRejected):
+    """The body is not a valid envelope; ``field`` names the first offending field."""
+
+    reason = DeadLetterReason.INVALID_ENVELOPE
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"envelope field {field!r}: {problem}")
+        self.field = field
+
+
+class UnsupportedSchemaVersion(MessageRejected):
+    reason = DeadLetterReason.UNSUPPORTED_SCHEMA_VERSION
+
+
+class EnvelopeExpired(MessageRejected):
+    reason = DeadLetterReason.EXPIRED
+
+
+class AccessDenied(MessageRejected):
+    reason = DeadLetterReason.ACCESS_DENIED
+
+
+class PayloadMissing(MessageRejected):
+    reason = DeadLetterReason.PAYLOAD_MISSING
+
+
+class IntegrityFailed(MessageRejected):
+    reason = DeadLetterReason.INTEGRITY_FAILED
+
+
+class ContentTypeMismatch(MessageRejected):
+    reason = DeadLetterReason.CONTENT_TYPE_MISMATCH
+
+
+class VersionMismatch(MessageRejected):
+    reason = DeadLetterReason.VERSION_MISMATCH
+
+
+class ProcessingFailed(MessageRejected):
+    reason = DeadLetterReason.PROCESSING_FAILED
+
+
+# --- consumer: transient ----------------------------------------------------------------------------
+
+
+class RetryableError(ClaimCheckError):
+    """The delivery may succeed later; retried with backoff, bounded by the delivery count."""
+
+
+class NotYetVisible(RetryableError):
+    """The producer has not confirmed this version yet (publish raced ahead of activation)."""
+
+
+class EffectInProgress(RetryableError):
+    """Another consumer holds the in-progress idempotency record for this effect."""
+
+
+# --- stores -------------------------------------------------------------------------------------------
+
+
+class StoreError(ClaimCheckError):
+    """A registry, ledger or work-item store refused an operation."""
+
+
+class IllegalTransition(StoreError):
+    """A state move that the table of allowed moves does not list."""
+
+
+class ConcurrencyConflict(StoreError):
+    """An ETag-conditional write lost a race: someone else changed the record first."""
+
+
+class RecordExists(StoreError):
+    """A conditional insert found the key already taken."""
+
+
+class RecordNotFound(StoreError):
+    """A point read or conditional update found no record under the key."""

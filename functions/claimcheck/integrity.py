@@ -1,0 +1,95 @@
+"""Hash and count bytes in the same pass as the transfer, with memory bounded by the chunk size."""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from collections.abc import Iterable
+from typing import IO, BinaryIO
+
+from claimcheck.errors import ContentTypeMismatch, IntegrityFailed, PayloadTooLarge
+from claimcheck.policy import base_content_type
+
+DEFAULT_CHUNK_BYTES = 4 * 1024 * 1024
+# Verified payloads up to this size stay in memory; larger ones roll over to a temporary file.
+SPOOL_MEMORY_BYTES = 8 * 1024 * 1024
+
+
+class HashingReader:
+    """Wraps a source; every byte read through it is counted and hashed, and a limit is enforced.
+
+    The upload reads through this wrapper, so sha256 and length come out of the upload pass itself:
+    no second read of the source, no copy in memory.
+    """
+
+    def __init__(self, source: IO[bytes], *, max_bytes: int) -> None:
+        self._source = source
+        self._max_bytes = max_bytes
+        self._digest = hashlib.sha256()
+        self.length = 0
+        self.head = b""  # the first bytes, kept for the content-type check
+
+    def read(self, size: int = -1) -> bytes:
+        chunk = self._source.read(size)
+        if chunk:
+            self.length += len(chunk)
+            if self.length > self._max_bytes:
+                raise PayloadTooLarge(f"the payload exceeds the limit of {self._max_bytes} bytes")
+            if len(self.head) < _SNIFF_BYTES:
+                self.head += chunk[: _SNIFF_BYTES - len(self.head)]
+            self._digest.update(chunk)
+        return chunk
+
+    @property
+    def sha256(self) -> str:
+        return self._digest.hexdigest()
+
+
+_SNIFF_BYTES = 1024
+
+
+def check_declared_type(content_type: str, head: bytes) -> None:
+    """Cheap magic-number check that the first bytes can be of the declared type."""
+    kind = base_content_type(content_type)
+    if kind == "application/pdf" and not head.startswith(b"%PDF-"):
+        raise ContentTypeMismatch("declared application/pdf, but the bytes do not start with a PDF header")
+    if kind.startswith("text/") and b"\x00" in head:
+        raise ContentTypeMismatch(f"declared {kind}, but the bytes contain NUL characters")
+
+
+def spool_verified(
+    chunks: Iterable[bytes],
+    *,
+    expected_length: int,
+    expected_sha256: str,
+    content_type: str,
+    memory_bytes: int = SPOOL_MEMORY_BYTES,
+) -> BinaryIO:
+    """Copy ``chunks`` into a bounded spool while checking length, sha256 and declared type.
+
+    Returns the spool rewound to 0; only fully verified bytes are handed out. Raises
+    ``IntegrityFailed`` / ``ContentTypeMismatch`` (and closes the spool) otherwise.
+    """
+    spool = tempfile.SpooledTemporaryFile(max_size=memory_bytes)  # noqa: SIM115 - returned to the caller
+    try:
+        digest = hashlib.sha256()
+        length = 0
+        head = b""
+        for chunk in chunks:
+            length += len(chunk)
+            if length > expected_length:
+                raise IntegrityFailed(f"the stored object is longer than the recorded {expected_length} B")
+            if len(head) < _SNIFF_BYTES:
+                head += chunk[: _SNIFF_BYTES - len(head)]
+            digest.update(chunk)
+            spool.write(chunk)
+        if length != expected_length:
+            raise IntegrityFailed(f"the stored object has {length} bytes, the record says {expected_length}")
+        if digest.hexdigest() != expected_sha256:
+            raise IntegrityFailed("the sha256 of the stored object differs from the recorded checksum")
+        check_declared_type(content_type, head)
+    except BaseException:
+        spool.close()
+        raise
+    spool.seek(0)
+    return spool  # type: ignore[return-value]  # SpooledTemporaryFile implements the BinaryIO protocol

@@ -1,0 +1,59 @@
+"""Integrity: hashing in the transfer pass and verified spooling."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+
+import pytest
+from claimcheck.errors import ContentTypeMismatch, IntegrityFailed, PayloadTooLarge
+from claimcheck.integrity import HashingReader, spool_verified
+
+
+def test_hashing_reader_hashes_what_passes_through() -> None:
+    """Reading through the wrapper yields the source's sha256 and length."""
+    data = b"x" * 10_000
+    reader = HashingReader(io.BytesIO(data), max_bytes=20_000)
+    while reader.read(1024):
+        pass
+    assert (reader.length, reader.sha256) == (10_000, hashlib.sha256(data).hexdigest())
+
+
+def test_hashing_reader_stops_at_the_limit() -> None:
+    """A source longer than the limit raises PayloadTooLarge during the read."""
+    reader = HashingReader(io.BytesIO(b"x" * 101), max_bytes=100)
+    reader.read(50)
+    reader.read(50)
+    with pytest.raises(PayloadTooLarge):
+        reader.read(50)
+
+
+def test_spool_returns_verified_bytes_rewound() -> None:
+    """Matching chunks come back as a readable spool positioned at 0."""
+    data = b"hello world"
+    spool = spool_verified([data[:5], data[5:]], expected_length=len(data),
+                           expected_sha256=hashlib.sha256(data).hexdigest(), content_type="text/plain")
+    assert spool.read() == data
+
+
+@pytest.mark.parametrize(
+    ("chunks", "error"),
+    [
+        ([b"hello worlD"], IntegrityFailed),
+        ([b"hello"], IntegrityFailed),
+        ([b"hello world", b"!"], IntegrityFailed),
+    ],
+)
+def test_spool_refuses_tampered_bytes(chunks: list[bytes], error: type[Exception]) -> None:
+    """Different bytes, fewer bytes or more bytes than recorded raise IntegrityFailed."""
+    with pytest.raises(error):
+        spool_verified(chunks, expected_length=11, expected_sha256=hashlib.sha256(b"hello world").hexdigest(),
+                       content_type="text/plain")
+
+
+def test_spool_checks_declared_type() -> None:
+    """Bytes that cannot be a PDF are refused when the declared type is application/pdf."""
+    data = b"not a pdf"
+    with pytest.raises(ContentTypeMismatch):
+        spool_verified([data], expected_length=len(data), expected_sha256=hashlib.sha256(data).hexdigest(),
+                       content_type="application/pdf")
