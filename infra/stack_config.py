@@ -1,0 +1,210 @@
+"""Per-environment stack settings, read from Pulumi stack config as a plain dict (testable offline).
+
+Every key has a default or a clear `StackConfigError` naming the key (`claimcheck:<key>`) and the
+expected form. Keys are camelCase, as Pulumi stack files write them. The topology lives under
+`claimcheck:topology` and is parsed by infra.topology.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from infra.topology import Topology, load_topology
+
+PROJECT = "claimcheck"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+SERVICE_BUS_SKUS = ("Standard", "Premium")  # Basic has neither topics nor sessions
+PREMIUM_CAPACITIES = (1, 2, 4, 8, 16)
+PUBLIC_NETWORK_ACCESS = ("Enabled", "Disabled", "SecuredByPerimeter")
+STORAGE_SKUS = ("Standard_LRS", "Standard_ZRS", "Standard_GRS", "Standard_RAGRS", "Standard_GZRS",
+                "Standard_RAGZRS")
+INSTANCE_MEMORY_MB = (512, 2048, 4096)  # Flex Consumption instance sizes
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_LOCATION = re.compile(r"^[a-z][a-z0-9]{2,30}$")
+_ENVIRONMENT = re.compile(r"^[a-z][a-z0-9-]{0,15}$")
+_LOGICAL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+
+
+_Choice = TypeVar("_Choice", str, int)
+
+
+class StackConfigError(ValueError):
+    """A stack config value is missing or malformed; the message names the key and the expected form."""
+
+
+@dataclass(frozen=True)
+class ProducerPrincipal:
+    """A service principal allowed to send documents: Sender on the queue, blob writer on the container."""
+
+    name: str
+    object_id: str
+
+
+@dataclass(frozen=True)
+class StackSettings:
+    environment: str
+    location: str
+    resource_group_name: str
+    service_bus_sku: str
+    service_bus_capacity: int
+    public_network_access: str
+    storage_sku: str
+    blob_delete_retention_days: int
+    container_delete_retention_days: int
+    log_retention_days: int
+    alert_emails: tuple[str, ...]
+    backlog_alert_threshold: int
+    producer_principals: tuple[ProducerPrincipal, ...]
+    function_maximum_instances: int
+    function_instance_memory_mb: int
+    topology: Topology
+
+
+def load_settings(config: Mapping[str, Any], stack: str) -> StackSettings:
+    """Settings from the project's config values (keys without the `claimcheck:` prefix)."""
+    reader = _Reader(config)
+    environment = reader.string("environment", stack.lower(), _ENVIRONMENT,
+                                "1-16 lower-case letters, digits or '-', starting with a letter")
+    sku = reader.choice("serviceBusSku", "Standard", SERVICE_BUS_SKUS)
+    public_access = reader.choice("publicNetworkAccess", "Enabled", PUBLIC_NETWORK_ACCESS)
+    if sku != "Premium" and public_access != "Enabled":
+        raise StackConfigError(
+            f"{PROJECT}:publicNetworkAccess: {public_access!r} needs claimcheck:serviceBusSku 'Premium' "
+            "(network isolation and private endpoints are Premium features)"
+        )
+    capacity = reader.choice("serviceBusCapacity", 1, PREMIUM_CAPACITIES)
+    settings = StackSettings(
+        environment=environment,
+        location=reader.string("location", "westeurope", _LOCATION,
+                               "an Azure region name such as 'westeurope' or 'swedencentral'"),
+        resource_group_name=reader.string("resourceGroupName", f"rg-claimcheck-{environment}",
+                                          re.compile(r"^[-\w.()]{1,89}[-\w()]$"),
+                                          "1-90 letters, digits, '-', '_', '.', '(' or ')', "
+                                          "not ending in '.'"),
+        service_bus_sku=sku,
+        service_bus_capacity=capacity,
+        public_network_access=public_access,
+        storage_sku=reader.choice("storageSku", "Standard_LRS", STORAGE_SKUS),
+        blob_delete_retention_days=reader.integer("blobDeleteRetentionDays", 7, 1, 365),
+        container_delete_retention_days=reader.integer("containerDeleteRetentionDays", 7, 1, 365),
+        log_retention_days=reader.integer("logRetentionDays", 30, 30, 730),
+        alert_emails=reader.emails("alertEmails"),
+        backlog_alert_threshold=reader.integer("backlogAlertThreshold", 1000, 1, 10_000_000),
+        producer_principals=reader.principals("producerPrincipals"),
+        function_maximum_instances=reader.integer("functionMaximumInstances", 40, 40, 1000),
+        function_instance_memory_mb=reader.choice("functionInstanceMemoryMb", 2048, INSTANCE_MEMORY_MB),
+        topology=load_topology(reader.mapping("topology")),
+    )
+    reader.reject_unknown()
+    return settings
+
+
+class _Reader:
+    """Reads typed values by key, remembering which keys were read to reject unknown ones."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self._config = config
+        self._read: set[str] = set()
+
+    def _get(self, key: str) -> Any:
+        self._read.add(key)
+        return self._config.get(key)
+
+    def string(self, key: str, default: str, pattern: re.Pattern[str], form: str) -> str:
+        value = self._get(key)
+        if value is None:
+            return default
+        if not isinstance(value, str) or not pattern.fullmatch(value):
+            raise StackConfigError(f"{PROJECT}:{key}: {value!r} is invalid; expected {form}")
+        return value
+
+    def choice(self, key: str, default: _Choice, allowed: tuple[_Choice, ...]) -> _Choice:
+        value = self._get(key)
+        if value is None:
+            return default
+        if value not in allowed or isinstance(value, bool):
+            raise StackConfigError(f"{PROJECT}:{key}: {value!r} is invalid; expected one of {list(allowed)}")
+        return value  # type: ignore[no-any-return]  # membership in `allowed` fixes the type
+
+    def integer(self, key: str, default: int, low: int, high: int) -> int:
+        value = self._get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise StackConfigError(f"{PROJECT}:{key}: {value!r} is invalid; expected a whole number "
+                                   f"from {low} to {high}")
+        return value
+
+    def mapping(self, key: str) -> Mapping[str, Any]:
+        value = self._get(key)
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise StackConfigError(f"{PROJECT}:{key}: expected an object (a YAML mapping), "
+                                   f"got {type(value).__name__}")
+        return value
+
+    def emails(self, key: str) -> tuple[str, ...]:
+        value = self._get(key)
+        if value is None:
+            return ()
+        if not isinstance(value, list) or not all(isinstance(item, str) and _EMAIL.fullmatch(item)
+                                                  for item in value):
+            raise StackConfigError(f"{PROJECT}:{key}: expected a list of e-mail addresses such as "
+                                   f"['ops@example.com'], got {value!r}")
+        return tuple(value)
+
+    def principals(self, key: str) -> tuple[ProducerPrincipal, ...]:
+        value = self._get(key)
+        if value is None:
+            return ()
+        form = "a list of {name: <lower-case-name>, objectId: <GUID of a service principal>}"
+        if not isinstance(value, list):
+            raise StackConfigError(f"{PROJECT}:{key}: expected {form}, got {value!r}")
+        principals = []
+        for index, entry in enumerate(value):
+            where = f"{PROJECT}:{key}[{index}]"
+            if not isinstance(entry, Mapping) or set(entry) != {"name", "objectId"}:
+                raise StackConfigError(f"{where}: expected {form}, got {entry!r}")
+            name, object_id = entry["name"], entry["objectId"]
+            if not isinstance(name, str) or not _LOGICAL_NAME.fullmatch(name):
+                raise StackConfigError(f"{where}.name: {name!r} must be 1-31 lower-case letters, digits "
+                                       "or '-', starting with a letter")
+            principals.append(ProducerPrincipal(name=name, object_id=_guid(object_id, f"{where}.objectId")))
+        if len({principal.name for principal in principals}) != len(principals):
+            raise StackConfigError(f"{PROJECT}:{key}: principal names must be unique")
+        return tuple(principals)
+
+    def reject_unknown(self) -> None:
+        unknown = sorted(set(self._config) - self._read)
+        if unknown:
+            raise StackConfigError(f"unknown config key(s) {[f'{PROJECT}:{key}' for key in unknown]}; "
+                                   f"known keys: {sorted(self._read)}")
+
+
+def _guid(value: object, where: str) -> str:
+    try:
+        return str(uuid.UUID(str(value)))
+    except ValueError:
+        raise StackConfigError(f"{where}: {value!r} is not a GUID such as "
+                               "'00000000-0000-0000-0000-000000000000'") from None
+
+
+def read_stack_config(stack: str, root: Path = REPO_ROOT) -> dict[str, Any]:
+    """The project's config values from `Pulumi.<stack>.yaml`, keys without the `claimcheck:` prefix."""
+    path = root / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        raise StackConfigError(f"no stack file {path.name} in {root}; stacks: "
+                               f"{sorted(p.name for p in root.glob('Pulumi.*.yaml'))}")
+    document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    config = document.get("config") or {}
+    prefix = f"{PROJECT}:"
+    return {key[len(prefix):]: value for key, value in config.items() if key.startswith(prefix)}
