@@ -1,0 +1,168 @@
+"""Load a Python v2 programming-model function app and read its trigger metadata.
+
+Core Tools indexes an app the same way: import the script with its folder on ``sys.path``, find the
+one ``FunctionApp`` in it, and read each function's bindings (the JSON that ``function.json`` used to
+hold). We parse that JSON rather than the decorator objects so that what we run is exactly what the
+real host would be told.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import json
+import sys
+import typing
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TypeVar
+
+import azure.functions as func
+
+
+class FunctionAppError(RuntimeError):
+    """The function app cannot be loaded or declares something this host does not run."""
+
+
+@dataclass(frozen=True)
+class HttpFunction:
+    name: str
+    handler: Callable[..., Any]
+    arg_name: str
+    route: str
+    methods: frozenset[str] | None  # None: every method
+
+
+@dataclass(frozen=True)
+class ServiceBusFunction:
+    name: str
+    handler: Callable[..., Any]
+    arg_name: str
+    connection: str
+    queue_name: str | None
+    topic_name: str | None
+    subscription_name: str | None
+    is_sessions_enabled: bool
+    auto_complete_messages: bool | None  # None: host.json decides
+    message_actions_arg: str | None  # the parameter typed ServiceBusMessageActions, if any
+
+    @property
+    def entity(self) -> str:
+        if self.queue_name is not None:
+            return self.queue_name
+        return f"{self.topic_name}/subscriptions/{self.subscription_name}"
+
+
+@dataclass(frozen=True)
+class TimerFunction:
+    name: str
+    handler: Callable[..., Any]
+    arg_name: str
+    schedule: str
+    run_on_startup: bool
+
+
+TriggeredFunction = HttpFunction | ServiceBusFunction | TimerFunction
+_Function = TypeVar("_Function", HttpFunction, ServiceBusFunction, TimerFunction)
+
+
+@dataclass(frozen=True)
+class FunctionApp:
+    path: Path
+    functions: tuple[TriggeredFunction, ...]
+
+    def of_type(self, kind: type[_Function]) -> list[_Function]:
+        return [function for function in self.functions if isinstance(function, kind)]
+
+
+def load_function_app(path: Path, *, only: Collection[str] | None = None) -> FunctionApp:
+    """Import the app script and return its functions (all, or those named in ``only``).
+
+    Raises FunctionAppError naming the problem.
+    """
+    path = path.resolve()
+    if not path.is_file():
+        raise FunctionAppError(f"function app script {path} does not exist")
+    module = _import_script(path)
+    registers = [value for value in vars(module).values() if isinstance(value, func.FunctionRegister)]
+    if len(registers) != 1:
+        raise FunctionAppError(f"{path} must define exactly one FunctionApp, found {len(registers)}")
+    functions = tuple(_describe(function) for function in registers[0].get_functions())
+    if only is not None:
+        unknown = set(only) - {function.name for function in functions}
+        if unknown:
+            raise FunctionAppError(f"{path} has no function named {', '.join(sorted(unknown))}")
+        functions = tuple(function for function in functions if function.name in only)
+    return FunctionApp(path=path, functions=functions)
+
+
+def _import_script(path: Path) -> ModuleType:
+    folder = str(path.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    module_name = path.stem
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise FunctionAppError(f"{path} is not an importable Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _describe(function: func.Function) -> TriggeredFunction:
+    name = str(function.get_function_name())
+    handler = function.get_user_function()
+    bindings = [json.loads(raw) for raw in function.get_raw_bindings()]
+    triggers = [binding for binding in bindings if str(binding["type"]).endswith("Trigger")]
+    if len(triggers) != 1:
+        raise FunctionAppError(f"function {name} must have exactly one trigger, found {len(triggers)}")
+    trigger = triggers[0]
+    kind = trigger["type"]
+    if kind == "httpTrigger":
+        methods = trigger.get("methods")
+        return HttpFunction(
+            name=name,
+            handler=handler,
+            arg_name=trigger["name"],
+            route=str(trigger.get("route") or name),
+            methods=frozenset(str(method).upper() for method in methods) if methods else None,
+        )
+    if kind == "serviceBusTrigger":
+        return ServiceBusFunction(
+            name=name,
+            handler=handler,
+            arg_name=trigger["name"],
+            connection=str(trigger.get("connection") or "AzureWebJobsServiceBus"),
+            queue_name=trigger.get("queueName"),
+            topic_name=trigger.get("topicName"),
+            subscription_name=trigger.get("subscriptionName"),
+            is_sessions_enabled=bool(trigger.get("isSessionsEnabled", False)),
+            auto_complete_messages=trigger.get("autoCompleteMessages"),
+            message_actions_arg=_message_actions_parameter(handler),
+        )
+    if kind == "timerTrigger":
+        return TimerFunction(
+            name=name,
+            handler=handler,
+            arg_name=trigger["name"],
+            schedule=str(trigger["schedule"]),
+            run_on_startup=bool(trigger.get("runOnStartup", False)),
+        )
+    raise FunctionAppError(f"function {name}: trigger type {kind!r} is not supported by the local host")
+
+
+def _message_actions_parameter(handler: Callable[..., Any]) -> str | None:
+    """The worker injects settlement actions into the parameter annotated ServiceBusMessageActions."""
+    try:
+        hints = typing.get_type_hints(handler)
+    except (NameError, TypeError):
+        hints = {}
+    for parameter in inspect.signature(handler).parameters.values():
+        annotation = hints.get(parameter.name, parameter.annotation)
+        annotation_name = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+        if str(annotation_name).rsplit(".", 1)[-1] == "ServiceBusMessageActions":
+            return parameter.name
+    return None

@@ -1,0 +1,106 @@
+"""Start and stop the local Functions host: HTTP server, Service Bus listeners and timers together."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from local.functions_host.app_loader import (
+    FunctionApp,
+    HttpFunction,
+    ServiceBusFunction,
+    TimerFunction,
+    load_function_app,
+)
+from local.functions_host.host_config import HostOptions, apply_local_settings, read_host_json
+from local.functions_host.http_server import DEFAULT_MAX_BODY_BYTES, FunctionsHttpServer, RouteTable
+from local.functions_host.servicebus_listener import ServiceBusListener
+from local.functions_host.timer_runner import TimerRunner
+
+logger = logging.getLogger(__name__)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_APP = REPO_ROOT / "functions" / "function_app.py"
+
+
+@dataclass
+class RunningHost:
+    """A started host; ``stop()`` (or leaving the ``with`` block) stops every trigger."""
+
+    app: FunctionApp
+    options: HostOptions
+    http: FunctionsHttpServer
+    listeners: list[ServiceBusListener] = field(default_factory=list)
+    timers: list[TimerRunner] = field(default_factory=list)
+
+    @property
+    def port(self) -> int:
+        return int(self.http.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>/<routePrefix>`` — where the HTTP functions live."""
+        prefix = f"/{self.options.route_prefix}" if self.options.route_prefix else ""
+        return f"http://{self.http.server_address[0]!s}:{self.port}{prefix}"
+
+    def stop(self) -> None:
+        """Stop taking work, let in-flight invocations finish (bounded), close every connection."""
+        self.http.shutdown()
+        for timer in self.timers:
+            timer.stop()
+        for listener in self.listeners:
+            listener.stop()
+        self.http.server_close()
+
+    def __enter__(self) -> RunningHost:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def start_host(
+    app_path: Path = DEFAULT_APP,
+    *,
+    port: int = 7071,
+    bind: str = "127.0.0.1",
+    local_settings: Path | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    only: Collection[str] | None = None,
+) -> RunningHost:
+    """Load the app next to its host.json and local.settings.json and start all its triggers.
+
+    ``port=0`` picks a free port (see ``RunningHost.port``). The settings file defaults to the app
+    folder's local.settings.json; its "Values" are applied before the app is imported, as Core Tools does.
+    ``only`` runs just the named functions, like ``func start --functions``.
+    """
+    folder = app_path.resolve().parent
+    apply_local_settings(local_settings or folder / "local.settings.json")
+    app = load_function_app(app_path, only=only)
+    options = read_host_json(folder / "host.json")
+    http = FunctionsHttpServer(
+        (bind, port), RouteTable(app.of_type(HttpFunction), options.route_prefix), max_body_bytes
+    )
+    running = RunningHost(app=app, options=options, http=http)
+    try:
+        for bus_function in app.of_type(ServiceBusFunction):
+            listener = ServiceBusListener(bus_function, options.service_bus)
+            running.listeners.append(listener)
+            listener.start()
+        for timer_function in app.of_type(TimerFunction):
+            timer = TimerRunner(timer_function)
+            running.timers.append(timer)
+            timer.start()
+        http.serve_in_thread()
+    except BaseException:
+        running.stop()
+        raise
+    logger.info(
+        "functions host: %d function(s) from %s on %s", len(app.functions), app.path, running.base_url
+    )
+    return running

@@ -1,0 +1,174 @@
+"""Service Bus triggers: receive with the real (sync) azure-servicebus SDK and invoke the function.
+
+Like the Service Bus extension of the Functions host:
+- a session-enabled trigger runs up to ``maxConcurrentSessions`` sessions at once; each worker accepts
+  the next available session, handles its messages one at a time in order, keeps the session lock
+  renewed (AutoLockRenewer, up to ``maxAutoLockRenewalDuration``) and releases the session after
+  ``sessionIdleTimeout`` without messages;
+- any other trigger runs up to ``maxConcurrentCalls`` invocations at once, each message's lock renewed;
+- with auto-complete the host completes the message when the function returns; when the function
+  raises, the host abandons it (unless the function settled it already). The real host, with
+  auto-complete off, leaves a failed message locked until its lock expires instead; we abandon so a
+  failed message neither blocks its session's order nor waits a full lock duration.
+
+Each worker thread owns its own receiver, because a sync receiver must not be shared between threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from datetime import timedelta
+
+from azure.servicebus import (
+    NEXT_AVAILABLE_SESSION,
+    AutoLockRenewer,
+    ServiceBusClient,
+    ServiceBusReceivedMessage,
+    ServiceBusReceiver,
+)
+from azure.servicebus.exceptions import OperationTimeoutError
+
+from local.functions_host.app_loader import ServiceBusFunction
+from local.functions_host.host_config import ServiceBusOptions
+from local.functions_host.invocation import invoke
+from local.functions_host.message_actions import LocalMessageActions
+
+logger = logging.getLogger(__name__)
+
+# How long one receive call may block: it bounds how quickly a worker notices a stop request.
+_POLL_SECONDS = 1.0
+# Pause after a broker or connection error before a worker tries again (the emulator may be restarting).
+_RETRY_PAUSE_SECONDS = 1.0
+
+
+class ConnectionSettingMissing(RuntimeError):
+    """The binding's ``connection`` names an app setting that is not set."""
+
+
+class ServiceBusListener:
+    """Runs one Service Bus-triggered function until stopped."""
+
+    def __init__(self, function: ServiceBusFunction, options: ServiceBusOptions) -> None:
+        connection_string = os.environ.get(function.connection)
+        if not connection_string:
+            raise ConnectionSettingMissing(
+                f"function {function.name}: app setting {function.connection!r} "
+                "(the binding's connection) is not set"
+            )
+        self.function = function
+        self.options = options
+        auto_complete = function.auto_complete_messages
+        self.auto_complete = options.auto_complete_messages if auto_complete is None else auto_complete
+        self._client = ServiceBusClient.from_connection_string(connection_string)
+        self._renewer = AutoLockRenewer(
+            max_lock_renewal_duration=options.max_auto_lock_renewal_duration.total_seconds()
+        )
+        self._stopping = threading.Event()
+        worker_count = (
+            options.max_concurrent_sessions if function.is_sessions_enabled else options.max_concurrent_calls
+        )
+        work: Callable[[], None] = (
+            self._session_worker if function.is_sessions_enabled else self._message_worker
+        )
+        self._threads = [
+            threading.Thread(target=work, name=f"sb-{function.name}-{index}", daemon=True)
+            for index in range(worker_count)
+        ]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop receiving, let in-flight invocations finish (bounded), then close the connections."""
+        self._stopping.set()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._renewer.close(wait=False)
+        self._client.close()
+
+    def _receiver(self, *, session: bool) -> ServiceBusReceiver:
+        function = self.function
+        options: dict[str, object] = {
+            "prefetch_count": self.options.prefetch_count,
+            "max_wait_time": _POLL_SECONDS,
+        }
+        if session:
+            options["session_id"] = NEXT_AVAILABLE_SESSION
+        if function.queue_name is not None:
+            return self._client.get_queue_receiver(function.queue_name, **options)  # type: ignore[arg-type]
+        return self._client.get_subscription_receiver(
+            str(function.topic_name),
+            str(function.subscription_name),
+            **options,  # type: ignore[arg-type]
+        )
+
+    def _message_worker(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                with self._receiver(session=False) as receiver:
+                    while not self._stopping.is_set():
+                        for message in receiver.receive_messages(
+                            max_message_count=1, max_wait_time=_POLL_SECONDS
+                        ):
+                            self._renewer.register(receiver, message)
+                            self._handle(receiver, message)
+            except Exception as error:  # a worker must outlive broker restarts
+                self._pause_after(error)
+
+    def _session_worker(self) -> None:
+        idle_limit = self.options.session_idle_timeout
+        while not self._stopping.is_set():
+            try:
+                with self._receiver(session=True) as receiver:
+                    # Opening the link is what accepts a session; with none available this times out.
+                    receiver.peek_messages(max_message_count=1)
+                    self._renewer.register(receiver, receiver.session)
+                    self._drain_session(receiver, idle_limit)
+            except OperationTimeoutError:
+                continue  # no session was available within the poll time
+            except Exception as error:  # a worker must outlive broker restarts
+                self._pause_after(error)
+
+    def _drain_session(self, receiver: ServiceBusReceiver, idle_limit: timedelta) -> None:
+        idle_since = time.monotonic()
+        while not self._stopping.is_set() and time.monotonic() - idle_since < idle_limit.total_seconds():
+            for message in receiver.receive_messages(max_message_count=1, max_wait_time=_POLL_SECONDS):
+                self._handle(receiver, message)
+                idle_since = time.monotonic()
+
+    def _handle(self, receiver: ServiceBusReceiver, message: ServiceBusReceivedMessage) -> None:
+        function = self.function
+        actions = LocalMessageActions(receiver, message)
+        arguments: dict[str, object] = {function.arg_name: message}
+        if function.message_actions_arg is not None:
+            arguments[function.message_actions_arg] = actions
+        try:
+            invoke(function.handler, arguments)
+        except Exception:
+            logger.exception(
+                "function %s failed on message %s (delivery %d)",
+                function.name,
+                message.message_id,
+                message.delivery_count or 0,
+            )
+            if actions.settled_with is None:
+                actions.abandon(message)
+            return
+        if self.auto_complete and actions.settled_with is None:
+            actions.complete(message)
+
+    def _pause_after(self, error: Exception) -> None:
+        if not self._stopping.is_set():
+            logger.warning(
+                "function %s: receiver on %s failed (%s); retrying",
+                self.function.name,
+                self.function.entity,
+                type(error).__name__,
+            )
+            self._stopping.wait(_RETRY_PAUSE_SECONDS)

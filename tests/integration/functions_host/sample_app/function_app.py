@@ -1,0 +1,71 @@
+"""A tiny function app that exercises every trigger the local host runs (used only by its tests).
+
+Where the functions record what they saw comes from app settings, as a real app's outputs would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import azure.functions as func
+from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActions, ServiceBusReceivedMessage
+
+app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
+
+
+def _record(setting: str, line: dict[str, object]) -> None:
+    with Path(os.environ[setting]).open("a", encoding="utf-8") as journal:
+        journal.write(json.dumps(line) + "\n")
+
+
+@app.route(route="echo/{name}", methods=["POST"])
+def echo(req: func.HttpRequest) -> func.HttpResponse:
+    document = {
+        "name": req.route_params["name"],
+        "query": dict(req.params),
+        "size": len(req.get_body()),
+        "header": req.headers.get("x-sample"),
+    }
+    return func.HttpResponse(json.dumps(document), status_code=201, mimetype="application/json")
+
+
+@app.route(route="explode", methods=["GET"])
+def explode(req: func.HttpRequest) -> func.HttpResponse:
+    raise RuntimeError("secret-internal-detail")
+
+
+@app.timer_trigger(schedule="* * * * * *", arg_name="timer", run_on_startup=True)
+def tick(timer: func.TimerRequest) -> None:
+    _record("SAMPLE_TIMER_JOURNAL", {"past_due": timer.past_due})
+
+
+@app.service_bus_queue_trigger(
+    arg_name="message",
+    queue_name="orders",
+    connection="SampleServiceBus",
+    is_sessions_enabled=True,
+    auto_complete_messages=False,
+)
+def orders(message: ServiceBusReceivedMessage, message_actions: ServiceBusMessageActions) -> None:
+    body = b"".join(message.body).decode()
+    if body == "poison":
+        message_actions.deadletter(message, deadletter_reason="poison", deadletter_error_description="test")
+        return
+    crashed_once = Path(os.environ["SAMPLE_BUS_JOURNAL"] + ".crashed")
+    if body == "crash" and not crashed_once.exists():
+        crashed_once.touch()
+        raise RuntimeError("the first delivery fails; the host must abandon it")
+    _record(
+        "SAMPLE_BUS_JOURNAL",
+        {"session": message.session_id, "body": body, "deliveries": message.delivery_count},
+    )
+    message_actions.complete(message)
+
+
+@app.service_bus_topic_trigger(
+    arg_name="message", topic_name="events", subscription_name="all", connection="SampleServiceBus"
+)
+def events(message: ServiceBusReceivedMessage) -> None:
+    _record("SAMPLE_BUS_JOURNAL", {"subscription": "all", "body": b"".join(message.body).decode()})
