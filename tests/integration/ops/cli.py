@@ -1,0 +1,25 @@
+"""Run `claimcheck-ops` in-process, as an operator would from a shell."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from typer.testing import CliRunner, Result
+
+from scripts.ops import app
+
+# Wide enough that rich never folds a message id or a reason across lines.
+_ENV = {"COLUMNS": "300", "NO_COLOR": "1", "TERM": "dumb"}
+
+
+def run_ops(*args: str, env: Mapping[str, str] | None = None) -> Result:
+    """Invoke the CLI with `args`; the environment starts without any CLAIMCHECK_* setting."""
+    environment: dict[str, str | None] = {
+        "CLAIMCHECK_SERVICEBUS_CONNECTION": None,
+        "CLAIMCHECK_SERVICEBUS_NAMESPACE": None,
+        "CLAIMCHECK_SERVICEBUS_CONFIG": None,
+        "CLAIMCHECK_API": None,
+    }
+    environment |= _ENV
+    environment |= dict(env or {})
+    return CliRunner().invoke(app, list(args), env=environment)

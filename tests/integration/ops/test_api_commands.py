@@ -1,0 +1,134 @@
+"""`send` and `show` against a stub HTTP API: arguments, headers and output formatting."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from local.ports import free_port
+from scripts.ops_api import (
+    CLASSIFICATION_HEADER,
+    PRIORITY_HEADER,
+    PURPOSE_HEADER,
+    TENANT_HEADER,
+    WORK_ITEM_HEADER,
+)
+from tests.integration.ops.api_stub import ApiStub, running_api_stub
+from tests.integration.ops.cli import run_ops
+
+RECEIPT = {
+    "work_item_id": "wi-42",
+    "status_url": "/api/work-items/wi-42",
+    "receipt": {"object_id": "obj-1", "version": 1, "request_id": "req-9"},
+}
+
+
+@pytest.fixture
+def api() -> Iterator[ApiStub]:
+    with running_api_stub() as stub:
+        yield stub
+
+
+@pytest.fixture
+def contract(tmp_path: Path) -> Path:
+    path = tmp_path / "contract.txt"
+    path.write_bytes(b"The Supplier shall deliver the goods by 2026-01-31.\n")
+    return path
+
+
+def test_send_posts_the_file_with_metadata_headers_and_prints_receipt(api: ApiStub, contract: Path) -> None:
+    """send streams the file body to POST /documents with the intake metadata in headers."""
+    api.answers[("POST", "/api/documents")] = (202, RECEIPT)
+    result = run_ops(
+        "send", str(contract), "--tenant", "acme", "--purpose", "contract-review",
+        "--classification", "internal", "--priority", "high", "--work-item-id", "wi-42",
+        "--api", api.base_url,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (request,) = api.requests
+    assert request.body == contract.read_bytes()
+    assert request.headers["Content-Type"] == "text/plain"
+    assert request.headers[TENANT_HEADER] == "acme"
+    assert request.headers[PURPOSE_HEADER] == "contract-review"
+    assert request.headers[CLASSIFICATION_HEADER] == "internal"
+    assert request.headers[PRIORITY_HEADER] == "high"
+    assert request.headers[WORK_ITEM_HEADER] == "wi-42"
+    assert "wi-42" in result.stdout
+    assert "receipt.version" in result.stdout
+
+
+def test_send_json_prints_the_receipt_unchanged(api: ApiStub, contract: Path) -> None:
+    """send --json prints exactly the API's receipt, and --content-type overrides the guess."""
+    api.answers[("POST", "/api/documents")] = (202, RECEIPT)
+    result = run_ops(
+        "send", str(contract), "--tenant", "acme", "--purpose", "contract-review",
+        "--classification", "internal", "--content-type", "application/pdf", "--json",
+        env={"CLAIMCHECK_API": api.base_url},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == RECEIPT
+    assert api.requests[0].headers["Content-Type"] == "application/pdf"
+
+
+def test_send_reports_the_api_rejection_in_one_line(api: ApiStub, contract: Path) -> None:
+    """A 4xx answer becomes one error line with the API's code, and exit code 1."""
+    api.answers[("POST", "/api/documents")] = (
+        413,
+        {"code": "payload_too_large", "message": "document exceeds 2048 bytes"},
+    )
+    result = run_ops(
+        "send", str(contract), "--tenant", "acme", "--purpose", "p", "--classification", "internal",
+        "--api", api.base_url,
+    )  # fmt: skip
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        "error: document contract.txt: API answered 413 payload_too_large: document exceeds 2048 bytes"
+    )
+    assert "Traceback" not in result.output
+
+
+def test_send_of_a_missing_file_fails_without_calling_the_api(api: ApiStub, tmp_path: Path) -> None:
+    """A file that does not exist is named in the error and nothing is posted."""
+    result = run_ops(
+        "send", str(tmp_path / "absent.pdf"), "--tenant", "acme", "--purpose", "p",
+        "--classification", "internal", "--api", api.base_url,
+    )  # fmt: skip
+    assert result.exit_code == 1
+    assert "absent.pdf" in result.stderr
+    assert api.requests == []
+
+
+def test_show_asks_for_the_minimum_version_and_prints_a_table(api: ApiStub) -> None:
+    """show --min-version adds ?min_version=N and prints nested fields as dotted rows."""
+    view = {"work_item_id": "wi-42", "state": "completed", "payload": {"state": "processed", "version": 2}}
+    api.answers[("GET", "/api/work-items/wi-42?min_version=2")] = (200, view)
+    result = run_ops("show", "wi-42", "--min-version", "2", "--api", api.base_url)
+    assert result.exit_code == 0, result.output
+    assert "payload.state" in result.stdout
+    assert "processed" in result.stdout
+    assert "completed" in result.stdout
+
+
+def test_show_of_an_unknown_work_item_exits_1_with_a_clear_message(api: ApiStub) -> None:
+    """A 404 from the status API is a one-line error naming the work item."""
+    result = run_ops("show", "wi-missing", "--api", api.base_url)
+    assert result.exit_code == 1
+    assert result.stderr.strip() == "error: work item wi-missing: API answered 404 not_found"
+
+
+def test_an_unreachable_api_is_a_one_line_error() -> None:
+    """Connection refused names the URL and does not print a traceback."""
+    result = run_ops("show", "wi-1", "--api", f"http://127.0.0.1:{free_port()}/api")
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: cannot reach the API at http://127.0.0.1:")
+    assert "Traceback" not in result.output
+
+
+def test_a_malformed_api_url_is_rejected() -> None:
+    """--api must be an http(s) URL; anything else is refused before any request."""
+    result = run_ops("show", "wi-1", "--api", "file:///etc/passwd")
+    assert result.exit_code == 1
+    assert "--api must be an http(s) URL" in result.stderr
