@@ -1,0 +1,64 @@
+"""`peek` against the emulator, and how connection problems are reported."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from local.ports import free_port
+from tests.integration.ops.bus import drain_session, publish
+from tests.integration.ops.cli import run_ops
+from tests.integration.ops.emulator import connection_string
+
+
+def test_peek_shows_metadata_only_and_leaves_the_message_in_place(servicebus_connection: str) -> None:
+    """peek lists a subscription's message by id and metadata, without body bytes, and removes nothing."""
+    sent = publish(servicebus_connection)
+    env = {"CLAIMCHECK_SERVICEBUS_CONNECTION": servicebus_connection}
+
+    first = run_ops("peek", "results", "--subscription", "audit", "--max", "1000", "--json", env=env)
+    again = run_ops("peek", "results", "-s", "audit", "--max", "1000", env=env)
+
+    assert first.exit_code == 0, first.output
+    (row,) = [row for row in json.loads(first.stdout) if row["message_id"] == sent.message_id]
+    assert row["state"] == "active"
+    assert row["content_type"] == "application/json"
+    assert "dead_letter_reason" in row
+    assert row["dead_letter_reason"] is None
+    assert again.exit_code == 0, again.output
+    assert sent.message_id in again.stdout
+    assert "PAYLOAD-BYTES" not in first.output + again.output
+
+
+def test_peek_of_a_session_queue_browses_the_given_session(servicebus_connection: str) -> None:
+    """peek --session lists that session's messages and leaves them to the consumer."""
+    session = f"wi-{uuid.uuid4().hex[:12]}"
+    sent = [publish(servicebus_connection, session_id=session) for _ in range(2)]
+
+    result = run_ops(
+        "peek", "documents", "--session", session, "--json", "--connection-string", servicebus_connection
+    )  # fmt: skip
+
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [row["message_id"] for row in rows] == [message.message_id for message in sent]
+    assert {row["session_id"] for row in rows} == {session}
+    assert "PAYLOAD-BYTES" not in result.output
+    assert len(drain_session(servicebus_connection, session)) == 2
+
+
+def test_connection_refused_is_a_one_line_error() -> None:
+    """A broker that is not running gives one `error: cannot connect` line and exit code 1."""
+    result = run_ops("dlq", "list", "documents", "--connection-string", connection_string(free_port()))
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: cannot connect to Service Bus:")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "SAS_KEY_VALUE" not in result.output
+
+
+def test_a_connection_is_required() -> None:
+    """Without a connection string or namespace the command says which settings are missing."""
+    result = run_ops("peek", "documents")
+    assert result.exit_code == 1
+    assert "--connection-string" in result.stderr
+    assert "CLAIMCHECK_SERVICEBUS_NAMESPACE" in result.stderr
