@@ -62,7 +62,8 @@ class _Findings:
         self.titled_contract = False
         self.review_required = False
         self.urgent = False
-        self.truncated = False
+        self.obligations_truncated = False
+        self.dates_truncated = False
         self._seen_first_segment = False
 
     def add(self, segment: Segment) -> None:
@@ -70,16 +71,16 @@ class _Findings:
         if not self._seen_first_segment:
             self._seen_first_segment = True
             self.titled_contract = is_contract_title(text)
-        obligation = is_obligation(text)
         # Parties are declared in the preamble; after the first obligation, "between" and
         # "Parties:" are ordinary words and would only add noise.
         if not self.obligations and len(self.parties.names) < MAX_PARTIES:
             for party in find_parties(text):
                 self.parties.add(party)
         self._add_dates(find_dates(text))
+        # Each check below stops once its answer is final: a large document costs little more.
         self.review_required = self.review_required or needs_review(text)
         self.urgent = self.urgent or is_urgent(text)
-        if obligation:
+        if not self.obligations_truncated and is_obligation(text):
             self._add_obligation(segment)
 
     def _add_dates(self, dates: Iterable[str]) -> None:
@@ -87,13 +88,13 @@ class _Findings:
             if found in self.dates:
                 continue
             if len(self.dates) >= MAX_DATES:
-                self.truncated = True
+                self.dates_truncated = True
                 return
             self.dates.add(found)
 
     def _add_obligation(self, segment: Segment) -> None:
         if len(self.obligations) >= MAX_OBLIGATIONS:
-            self.truncated = True
+            self.obligations_truncated = True
             return
         self.obligations.append(
             Obligation(
@@ -116,7 +117,7 @@ class _Findings:
             # Urgency is read from the content, never from the clock, so the same document
             # always gets the same priority (and the same routing) on every delivery.
             priority="high" if self.urgent else "normal",
-            truncated=self.truncated or source_truncated,
+            truncated=self.obligations_truncated or self.dates_truncated or source_truncated,
         )
 
 

@@ -19,9 +19,9 @@ MAX_SEGMENT_CHARS = 4000
 FORM_FEED = "\f"
 
 # A sentence ends at . ! or ? followed by whitespace and something that can start a sentence
-# (so "Acme Ltd. and Beta" and 'Acme Ltd. ("Supplier")' stay whole), at a blank line, or before a line that opens a numbered
-# clause such as "2.1 The Supplier" / "3. Payment" (the number needs a dot, so a wrapped line
-# starting "15 March 2026" is not cut).
+# (so "Acme Ltd. and Beta" and 'Acme Ltd. ("Supplier")' stay whole), at a blank line, or
+# before a line that opens a numbered clause such as "2.1 The Supplier" / "3. Payment" (the
+# number needs a dot, so a wrapped line starting "15 March 2026" is not cut).
 _BOUNDARY = re.compile(
     r"""(?<=[.!?])\s+(?=["“0-9A-ZÀ-Ý])
       | \n[ \t]*\n\s*
