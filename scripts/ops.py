@@ -24,17 +24,14 @@ from scripts.ops_errors import OpsError
 from scripts.ops_servicebus import (
     BusTarget,
     Entity,
-    EntityCounts,
     MessageSummary,
     ReplayStatus,
-    count_by_peeking,
     dead_letter_sequence_numbers,
-    emulator_entities,
     peek,
     replay,
-    runtime_counts,
     show_dead_letter,
 )
+from scripts.ops_stats import entity_counts
 
 app = typer.Typer(
     help=__doc__,
@@ -358,25 +355,12 @@ def stats(
     """
     with _reported_errors():
         target = _target(connection_string, namespace)
-        counts = _emulator_counts(target, config, max_count) if target.is_emulator else runtime_counts(target)
+        counts = entity_counts(target, config, max_count)
     rows = [dataclasses.asdict(count) for count in counts]
     if as_json:
         _print_json(rows)
     else:
         _print_table("Message counts", rows, ["entity", "active", "dead_letter", "scheduled", "detail"])
-
-
-def _emulator_counts(target: BusTarget, config: Path | None, limit: int) -> list[EntityCounts]:
-    if config is None:
-        raise OpsError(
-            "stats on the emulator needs --config PATH (CLAIMCHECK_SERVICEBUS_CONFIG) to list entities"
-        )
-    entities = emulator_entities(config)
-    with target.client() as client:
-        return [
-            count_by_peeking(client, entity, requires_session=requires_session, limit=limit)
-            for entity, requires_session in entities
-        ]
 
 
 @app.callback()

@@ -9,13 +9,11 @@ The Azure SDK is imported inside functions so that `claimcheck-ops --help` stays
 from __future__ import annotations
 
 import hashlib
-import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scripts.ops_errors import OpsError
@@ -50,6 +48,8 @@ HIDDEN_VALUE = "(value not shown)"
 _DEAD_LETTER_PROPERTIES = frozenset({"DeadLetterReason", "DeadLetterErrorDescription"})
 _MAX_MESSAGE_ID_LENGTH = 128  # Service Bus limit
 _PEEK_PAGE = 100
+_RECEIVE_BATCH = 20
+_MAX_BROWSE = 100_000  # bounds a presence check on a huge DLQ
 _RECEIVE_WAIT_SECONDS = 5.0
 
 
@@ -148,17 +148,6 @@ class ReplayResult:
     destination: str | None = None
 
 
-@dataclass(frozen=True)
-class EntityCounts:
-    """Message counts of one entity; None where the count cannot be obtained (see `detail`)."""
-
-    entity: str
-    active: int | None
-    dead_letter: int | None
-    scheduled: int | None
-    detail: str = ""
-
-
 def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
@@ -200,7 +189,7 @@ def describe(message: ServiceBusReceivedMessage) -> MessageDetail:
 
 
 @contextmanager
-def _receiver(
+def receiver_for(
     client: ServiceBusClient, entity: Entity, *, dead_letter: bool, session_id: str | None = None
 ) -> Iterator[ServiceBusReceiver]:
     from azure.servicebus import ServiceBusSubQueue
@@ -218,7 +207,7 @@ def _receiver(
         yield receiver
 
 
-def _peek_pages(
+def peek_pages(
     receiver: ServiceBusReceiver, limit: int, start: int = 1
 ) -> Iterator[ServiceBusReceivedMessage]:
     """Peek up to `limit` messages from sequence number `start` on, page by page (no lock taken)."""
@@ -241,12 +230,12 @@ def peek(
     limit: int,
     session_id: str | None = None,
 ) -> list[MessageSummary]:
-    with _receiver(client, entity, dead_letter=dead_letter, session_id=session_id) as receiver:
-        return [summarize(message) for message in _peek_pages(receiver, limit)]
+    with receiver_for(client, entity, dead_letter=dead_letter, session_id=session_id) as receiver:
+        return [summarize(message) for message in peek_pages(receiver, limit)]
 
 
 def show_dead_letter(client: ServiceBusClient, entity: Entity, sequence_number: int) -> MessageDetail | None:
-    with _receiver(client, entity, dead_letter=True) as receiver:
+    with receiver_for(client, entity, dead_letter=True) as receiver:
         found = receiver.peek_messages(1, sequence_number=max(sequence_number, 1))
     if found and found[0].sequence_number == sequence_number:
         return describe(found[0])
@@ -306,7 +295,8 @@ def _replay_one(
         copy = _replay_copy(message)
         sender.send_messages(copy)
     except (OpsError, ServiceBusError) as exc:
-        receiver.abandon_message(message)
+        with suppress(ServiceBusError):  # else the lock expires; the message stays in the DLQ either way
+            receiver.abandon_message(message)
         return replace(not_sent, detail=f"not sent, left in the DLQ: {exc}")
     sent = replace(not_sent, replay_message_id=copy.message_id, destination=destination)
     try:
@@ -322,29 +312,36 @@ def _replay_one(
 
 
 def dead_letter_sequence_numbers(client: ServiceBusClient, entity: Entity, limit: int) -> list[int]:
-    with _receiver(client, entity, dead_letter=True) as receiver:
-        return [int(message.sequence_number or 0) for message in _peek_pages(receiver, limit)]
+    with receiver_for(client, entity, dead_letter=True) as receiver:
+        return [int(message.sequence_number or 0) for message in peek_pages(receiver, limit)]
 
 
 def replay(client: ServiceBusClient, entity: Entity, sequence_numbers: Sequence[int]) -> list[ReplayResult]:
     """Move the given dead-lettered messages back to their entity (a subscription's go to its topic).
 
-    Each is received in peek-lock, its copy sent, then completed. Messages met on the way that are not
-    wanted stay locked until the end and are then abandoned, so they remain in the DLQ untouched
-    (apart from their delivery count).
+    Only sequence numbers that a peek finds in the DLQ are received. Each is received in peek-lock,
+    its copy sent, then completed. Service Bus cannot receive by sequence number, so messages met on
+    the way that are not wanted stay locked until the end and are then abandoned: they remain in the
+    DLQ, their delivery count one higher.
     """
     from azure.servicebus.exceptions import ServiceBusError
 
-    wanted = set(sequence_numbers)
-    results: dict[int, ReplayResult] = {}
+    results = {
+        number: ReplayResult(
+            sequence_number=number,
+            status=ReplayStatus.NOT_FOUND,
+            detail="not in the dead-letter queue (replayed or removed, or locked by another receiver)",
+        )
+        for number in sequence_numbers
+    }
     held: list[ServiceBusReceivedMessage] = []
     sender_factory = client.get_topic_sender if entity.subscription else client.get_queue_sender
-    with _receiver(client, entity, dead_letter=True) as receiver, sender_factory(entity.name) as sender:
+    with receiver_for(client, entity, dead_letter=True) as receiver, sender_factory(entity.name) as sender:
+        wanted = _dead_lettered(receiver, set(sequence_numbers))
         try:
             while wanted:
                 batch = receiver.receive_messages(
-                    max_message_count=min(len(wanted) + len(held), _PEEK_PAGE),
-                    max_wait_time=_RECEIVE_WAIT_SECONDS,
+                    max_message_count=min(len(wanted), _RECEIVE_BATCH), max_wait_time=_RECEIVE_WAIT_SECONDS
                 )
                 if not batch:
                     break
@@ -360,86 +357,19 @@ def replay(client: ServiceBusClient, entity: Entity, sequence_numbers: Sequence[
                 # If abandoning fails the lock expires on its own; the message stays in the DLQ either way.
                 with suppress(ServiceBusError):
                     receiver.abandon_message(message)
-    for sequence_number in wanted:
-        results[sequence_number] = ReplayResult(
-            sequence_number=sequence_number,
-            status=ReplayStatus.NOT_FOUND,
-            detail="not in the dead-letter queue (replayed or removed, or locked by another receiver)",
-        )
     return [results[number] for number in sorted(results)]
 
 
-def emulator_entities(config_path: Path) -> list[tuple[Entity, bool]]:
-    """Queues and subscriptions declared in an emulator Config.json, each with its RequiresSession flag."""
-    try:
-        document = json.loads(config_path.read_text(encoding="utf-8"))
-        namespaces: list[Mapping[str, Any]] = document["UserConfig"]["Namespaces"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise OpsError(f"cannot read the emulator config {config_path}: {exc}") from None
-    entities: list[tuple[Entity, bool]] = []
-    for namespace in namespaces:
-        for queue in namespace.get("Queues", []):
-            entities.append((Entity(queue["Name"]), bool(queue.get("Properties", {}).get("RequiresSession"))))
-        for topic in namespace.get("Topics", []):
-            for subscription in topic.get("Subscriptions", []):
-                requires_session = bool(subscription.get("Properties", {}).get("RequiresSession"))
-                entities.append((Entity(topic["Name"], subscription["Name"]), requires_session))
-    return entities
-
-
-def count_by_peeking(
-    client: ServiceBusClient, entity: Entity, *, requires_session: bool, limit: int
-) -> EntityCounts:
-    """Counts by browsing (emulator only; Azure gives exact runtime properties). Capped at `limit`."""
-    with _receiver(client, entity, dead_letter=True) as receiver:
-        dead_letter = sum(1 for _ in _peek_pages(receiver, limit))
-    if requires_session:
-        # Browsing a session entity needs a session lock per session: not something a stats call should take.
-        return EntityCounts(str(entity), None, dead_letter, None, "session entity: active count needs Azure")
-    with _receiver(client, entity, dead_letter=False) as receiver:
-        states = [summarize(message).state for message in _peek_pages(receiver, limit)]
-    capped = " (capped)" if max(dead_letter, len(states)) >= limit else ""
-    return EntityCounts(
-        str(entity),
-        active=sum(1 for state in states if state != "scheduled"),
-        dead_letter=dead_letter,
-        scheduled=states.count("scheduled"),
-        detail=f"peek-based{capped}",
-    )
-
-
-def runtime_counts(target: BusTarget) -> list[EntityCounts]:
-    """Exact counts from the management API (Azure): every queue and every subscription."""
-    from azure.servicebus.management import ServiceBusAdministrationClient
-
-    if target.connection_string:
-        admin = ServiceBusAdministrationClient.from_connection_string(target.connection_string)
-    else:
-        from azure.identity import DefaultAzureCredential
-
-        admin = ServiceBusAdministrationClient(str(target.namespace), DefaultAzureCredential())
-    counts: list[EntityCounts] = []
-    with admin:
-        for queue in admin.list_queues_runtime_properties():
-            counts.append(
-                EntityCounts(
-                    queue.name,
-                    queue.active_message_count,
-                    queue.dead_letter_message_count,
-                    queue.scheduled_message_count,
-                    "runtime properties",
-                )
-            )
-        for topic in admin.list_topics_runtime_properties():
-            counts.append(EntityCounts(topic.name, None, None, topic.scheduled_message_count, "topic"))
-            for subscription in admin.list_subscriptions_runtime_properties(topic.name):
-                counts.append(
-                    EntityCounts(
-                        str(Entity(topic.name, subscription.name)),
-                        subscription.active_message_count,
-                        subscription.dead_letter_message_count,
-                        None,
-                        "runtime properties",
-                    )
-                )
-    return counts
+def _dead_lettered(receiver: ServiceBusReceiver, sequence_numbers: set[int]) -> set[int]:
+    """The subset of `sequence_numbers` a peek finds in the DLQ (browsed from the lowest to the highest)."""
+    if not sequence_numbers:
+        return set()
+    found: set[int] = set()
+    highest = max(sequence_numbers)
+    for message in peek_pages(receiver, limit=_MAX_BROWSE, start=min(sequence_numbers)):
+        sequence_number = int(message.sequence_number or 0)
+        if sequence_number > highest:
+            break
+        if sequence_number in sequence_numbers:
+            found.add(sequence_number)
+    return found
