@@ -125,20 +125,25 @@ def _print_record(title: str, record: Mapping[str, Any], as_json: bool) -> None:
     _print_table(title, rows, ["field", "value"])
 
 
-MESSAGE_COLUMNS = [field.name for field in dataclasses.fields(MessageSummary)]
+# Table columns (JSON output carries every MessageSummary field).
+ACTIVE_COLUMNS = (
+    "sequence_number", "message_id", "session_id", "correlation_id", "enqueued_time", "delivery_count",
+    "state", "subject", "content_type",
+)  # fmt: skip
+DEAD_LETTER_COLUMNS = (
+    "sequence_number", "message_id", "dead_letter_reason", "dead_letter_description", "delivery_count",
+    "correlation_id", "enqueued_time", "session_id",
+)  # fmt: skip
 
 
 def _print_messages(
-    title: str, messages: Sequence[MessageSummary], as_json: bool, *, dead_letter: bool
+    title: str, messages: Sequence[MessageSummary], as_json: bool, columns: Sequence[str]
 ) -> None:
     rows = [dataclasses.asdict(message) for message in messages]
     if as_json:
         _print_json(rows)
-        return
-    skipped = set() if dead_letter else {"dead_letter_reason", "dead_letter_description"}
-    _print_table(
-        f"{title} ({len(rows)})", rows, [column for column in MESSAGE_COLUMNS if column not in skipped]
-    )
+    else:
+        _print_table(f"{title} ({len(rows)})", rows, columns)
 
 
 # ---------------------------------------------------------------------------------------------- errors
@@ -243,7 +248,7 @@ def peek_command(
     where = Entity(entity, subscription)
     with _reported_errors(), _target(connection_string, namespace).client() as client:
         messages = peek(client, where, dead_letter=False, limit=max_count, session_id=session)
-    _print_messages(f"Active messages in {where}", messages, as_json, dead_letter=False)
+    _print_messages(f"Active messages in {where}", messages, as_json, ACTIVE_COLUMNS)
 
 
 @dlq_app.command("list")
@@ -259,7 +264,7 @@ def dlq_list(
     where = Entity(entity, subscription)
     with _reported_errors(), _target(connection_string, namespace).client() as client:
         messages = peek(client, where, dead_letter=True, limit=max_count)
-    _print_messages(f"Dead-lettered messages in {where}", messages, as_json, dead_letter=True)
+    _print_messages(f"Dead-lettered messages in {where}", messages, as_json, DEAD_LETTER_COLUMNS)
 
 
 @dlq_app.command("show")
