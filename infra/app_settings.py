@@ -1,0 +1,52 @@
+"""The Function App's app settings, computed from plain strings (pure, so tests and the binding check
+use exactly what the infrastructure sets).
+
+Identity-based connections only: each connection name expands to `<NAME>__<property>` settings that
+the Functions host and the claimcheck adapters resolve with the app's managed identity. No value
+carries a key, a SAS token or a storage connection string. The Application Insights connection
+string holds only the instrumentation key and endpoints; with local auth disabled on the component,
+ingestion needs the Entra token that APPLICATIONINSIGHTS_AUTHENTICATION_STRING=Authorization=AAD asks for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from claimcheck.settings import SERVICEBUS_CONNECTION, STORAGE_CONNECTION
+
+from infra.topology import Topology
+
+
+@dataclass(frozen=True)
+class AppEndpoints:
+    service_bus_fqdn: str            # <namespace>.servicebus.windows.net
+    payload_blob_uri: str            # https://<account>.blob.core.windows.net
+    payload_table_uri: str           # https://<account>.table.core.windows.net
+    host_storage_account: str        # the AzureWebJobsStorage / deployment account
+    app_insights_connection_string: str
+
+
+def service_bus_fqdn(endpoint: str) -> str:
+    """`https://ns.servicebus.windows.net:443/` (the namespace's serviceBusEndpoint) -> the host name."""
+    host = endpoint.split("://", 1)[-1]
+    return host.split("/", 1)[0].split(":", 1)[0]
+
+
+def build_app_settings(endpoints: AppEndpoints, topology: Topology, environment: str) -> dict[str, str]:
+    bindings, tables = topology.bindings, topology.tables
+    return {
+        "AzureWebJobsStorage__accountName": endpoints.host_storage_account,
+        f"{SERVICEBUS_CONNECTION}__fullyQualifiedNamespace": endpoints.service_bus_fqdn,
+        f"{STORAGE_CONNECTION}__blobServiceUri": endpoints.payload_blob_uri.rstrip("/"),
+        f"{STORAGE_CONNECTION}__tableServiceUri": endpoints.payload_table_uri.rstrip("/"),
+        "APPLICATIONINSIGHTS_CONNECTION_STRING": endpoints.app_insights_connection_string,
+        "APPLICATIONINSIGHTS_AUTHENTICATION_STRING": "Authorization=AAD",
+        "CLAIMCHECK_ENVIRONMENT": environment,
+        "CLAIMCHECK_DOCUMENTS_QUEUE": bindings.documents_queue,
+        "CLAIMCHECK_RESULTS_TOPIC": bindings.results_topic,
+        "CLAIMCHECK_PAYLOAD_CONTAINER": bindings.payload_container,
+        "CLAIMCHECK_REGISTRY_TABLE": tables.registry,
+        "CLAIMCHECK_IDEMPOTENCY_TABLE": tables.idempotency,
+        "CLAIMCHECK_WORK_ITEMS_TABLE": tables.work_items,
+        "CLAIMCHECK_AUDIT_TABLE": tables.audit,
+    }

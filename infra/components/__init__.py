@@ -1,0 +1,1 @@
+"""One ComponentResource per concern: messaging, storage, function app, access, observability."""

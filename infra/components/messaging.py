@@ -1,0 +1,142 @@
+"""Service Bus: a namespace without SAS (Entra only), and the queues, topics, subscriptions and rules
+of the topology spec."""
+
+from __future__ import annotations
+
+import pulumi
+from pulumi_azure_native import servicebus
+
+from infra.app_settings import service_bus_fqdn
+from infra.topology import RuleSpec, SubscriptionSpec, TopicSpec, Topology
+
+# A rule that matches nothing. Declaring `$Default` (servicebus.DefaultRule) with it removes the
+# TrueFilter's effect declaratively on every run; deleting `$Default` outright would need a
+# create-then-delete of the DefaultRule resource across two deployments.
+FALSE_FILTER = "1=0"
+
+
+class Messaging(pulumi.ComponentResource):
+    """The namespace and every entity of the topology."""
+
+    def __init__(self, name: str, *, resource_group_name: pulumi.Input[str], location: str,
+                 sku: str, capacity: int, public_network_access: str, topology: Topology,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("claimcheck:messaging:Messaging", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self._resource_group_name = resource_group_name
+        self.namespace = servicebus.Namespace(
+            f"{name}-ns",
+            resource_group_name=resource_group_name,
+            location=location,
+            sku=servicebus.SBSkuArgs(name=servicebus.SkuName(sku), tier=servicebus.SkuTier(sku),
+                                     capacity=capacity if sku == "Premium" else None),
+            disable_local_auth=True,  # no SAS keys: every client authenticates with Entra ID
+            minimum_tls_version="1.2",
+            public_network_access=public_network_access,
+            opts=child,
+        )
+        self.queues = {
+            queue.name: servicebus.Queue(
+                f"{name}-queue-{queue.name}",
+                resource_group_name=resource_group_name,
+                namespace_name=self.namespace.name,
+                queue_name=queue.name,
+                requires_session=queue.requires_session,
+                max_delivery_count=queue.max_delivery_count,
+                lock_duration=queue.lock_duration,
+                default_message_time_to_live=queue.default_message_time_to_live,
+                dead_lettering_on_message_expiration=queue.dead_lettering_on_message_expiration,
+                requires_duplicate_detection=queue.requires_duplicate_detection,
+                duplicate_detection_history_time_window=(
+                    queue.duplicate_detection_history_time_window if queue.requires_duplicate_detection
+                    else None),
+                opts=child,
+            )
+            for queue in topology.queues
+        }
+        self.topics: dict[str, servicebus.Topic] = {}
+        self.subscriptions: dict[str, servicebus.Subscription] = {}
+        for topic in topology.topics:
+            self._topic(name, topic, child)
+        self.namespace_fqdn = self.namespace.service_bus_endpoint.apply(service_bus_fqdn)
+        self.register_outputs({
+            "namespaceName": self.namespace.name,
+            "namespaceFqdn": self.namespace_fqdn,
+            "queues": list(self.queues),
+            "topics": list(self.topics),
+        })
+
+    def _topic(self, name: str, topic: TopicSpec, child: pulumi.ResourceOptions) -> None:
+        resource = servicebus.Topic(
+            f"{name}-topic-{topic.name}",
+            resource_group_name=self._resource_group_name,
+            namespace_name=self.namespace.name,
+            topic_name=topic.name,
+            default_message_time_to_live=topic.default_message_time_to_live,
+            requires_duplicate_detection=topic.requires_duplicate_detection,
+            duplicate_detection_history_time_window=(
+                topic.duplicate_detection_history_time_window if topic.requires_duplicate_detection
+                else None),
+            opts=child,
+        )
+        self.topics[topic.name] = resource
+        for subscription in topic.subscriptions:
+            self._subscription(name, topic.name, resource, subscription, child)
+
+    def _subscription(self, name: str, topic_name: str, topic: servicebus.Topic,
+                      spec: SubscriptionSpec, child: pulumi.ResourceOptions) -> None:
+        logical = f"{name}-sub-{topic_name}-{spec.name}"
+        subscription = servicebus.Subscription(
+            logical,
+            resource_group_name=self._resource_group_name,
+            namespace_name=self.namespace.name,
+            topic_name=topic.name,
+            subscription_name=spec.name,
+            requires_session=spec.requires_session,
+            max_delivery_count=spec.max_delivery_count,
+            lock_duration=spec.lock_duration,
+            default_message_time_to_live=spec.default_message_time_to_live,
+            dead_lettering_on_message_expiration=spec.dead_lettering_on_message_expiration,
+            dead_lettering_on_filter_evaluation_exceptions=spec.dead_lettering_on_filter_evaluation_exceptions,
+            opts=child,
+        )
+        self.subscriptions[f"{topic_name}/{spec.name}"] = subscription
+        if not spec.rules:
+            return  # keeps Azure's $Default TrueFilter: the subscription receives everything
+        servicebus.DefaultRule(f"{logical}-default", resource_group_name=self._resource_group_name,
+                               namespace_name=self.namespace.name, topic_name=topic.name,
+                               subscription_name=subscription.name,
+                               filter_type=servicebus.FilterType.SQL_FILTER,
+                               sql_filter=servicebus.SqlFilterArgs(sql_expression=FALSE_FILTER),
+                               opts=child)
+        for rule in spec.rules:
+            correlation = _correlation_args(rule)
+            servicebus.Rule(
+                f"{logical}-rule-{rule.name}", resource_group_name=self._resource_group_name,
+                namespace_name=self.namespace.name, topic_name=topic.name,
+                subscription_name=subscription.name, rule_name=rule.name,
+                filter_type=(servicebus.FilterType.SQL_FILTER if correlation is None
+                             else servicebus.FilterType.CORRELATION_FILTER),
+                sql_filter=(servicebus.SqlFilterArgs(sql_expression=rule.sql_filter) if correlation is None
+                            else None),
+                correlation_filter=correlation,
+                action=servicebus.ActionArgs(sql_expression=rule.action) if rule.action is not None else None,
+                opts=child)
+
+
+def _correlation_args(rule: RuleSpec) -> servicebus.CorrelationFilterArgs | None:
+    correlation = rule.correlation_filter
+    if correlation is None:
+        return None
+    return servicebus.CorrelationFilterArgs(
+        correlation_id=correlation.correlation_id, message_id=correlation.message_id,
+        to=correlation.to, reply_to=correlation.reply_to, label=correlation.label,
+        session_id=correlation.session_id, reply_to_session_id=correlation.reply_to_session_id,
+        content_type=correlation.content_type,
+        # The ARM API takes application property values as strings.
+        properties={key: _property_text(value) for key, value in correlation.properties.items()} or None,
+    )
+
+
+def _property_text(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)

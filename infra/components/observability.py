@@ -1,0 +1,124 @@
+"""Observability: Log Analytics, Application Insights (Entra-only ingestion), an action group, and
+(after the watched resources exist) diagnostic settings and metric alerts.
+
+Service Bus exposes no "oldest message age" platform metric (its metrics are counts: ActiveMessages,
+DeadletteredMessages, ScheduledMessages, ServerErrors, ThrottledRequests, ...). Backlog age is
+therefore alerted through a sustained ActiveMessages backlog, and the reconciliation timer reports
+dead-letter age and orphan counts in its own telemetry (DESIGN §4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+from pulumi_azure_native import applicationinsights, monitor, operationalinsights
+
+SERVICE_BUS_METRICS = "Microsoft.ServiceBus/namespaces"
+WEB_SITE_METRICS = "Microsoft.Web/sites"
+
+
+class Monitoring(pulumi.ComponentResource):
+    """Workspace, Application Insights and the action group that alerts notify."""
+
+    def __init__(self, name: str, *, resource_group_name: pulumi.Input[str], location: str,
+                 retention_days: int, alert_emails: Sequence[str],
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("claimcheck:observability:Monitoring", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.workspace = operationalinsights.Workspace(
+            f"{name}-logs", resource_group_name=resource_group_name, location=location,
+            sku=operationalinsights.WorkspaceSkuArgs(name="PerGB2018"), retention_in_days=retention_days,
+            opts=child)
+        self.app_insights = applicationinsights.Component(
+            f"{name}-appi", resource_group_name=resource_group_name, location=location,
+            kind="web", application_type="web", ingestion_mode="LogAnalytics",
+            workspace_resource_id=self.workspace.id,
+            disable_local_auth=True,  # ingestion only with an Entra token (Monitoring Metrics Publisher)
+            retention_in_days=retention_days, opts=child)
+        self.action_group = monitor.ActionGroup(
+            f"{name}-alerts", resource_group_name=resource_group_name, location="global",
+            group_short_name="claimcheck", enabled=True,
+            email_receivers=[
+                monitor.MicrosoftCommonEmailReceiverArgs(name=f"email-{index}", email_address=email,
+                                                         use_common_alert_schema=True)
+                for index, email in enumerate(alert_emails)
+            ],
+            opts=child)
+        self.register_outputs({"workspaceId": self.workspace.id, "appInsightsId": self.app_insights.id,
+                               "actionGroupId": self.action_group.id})
+
+
+@dataclass(frozen=True)
+class MetricAlertSpec:
+    key: str
+    description: str
+    metric: str
+    aggregation: str
+    threshold: float
+    severity: int
+    per_entity: bool = False
+
+
+def service_bus_alerts(backlog_threshold: int) -> list[MetricAlertSpec]:
+    return [
+        MetricAlertSpec("dead-letters", "Messages are in a dead-letter queue: a document or result failed "
+                        "permanently and waits for investigation and replay.",
+                        "DeadletteredMessages", "Maximum", 0, 1, per_entity=True),
+        MetricAlertSpec("backlog", f"More than {backlog_threshold} active messages for 15 minutes: "
+                        "consumers are not keeping up, so messages are ageing.",
+                        "ActiveMessages", "Minimum", backlog_threshold, 2, per_entity=True),
+        MetricAlertSpec("server-errors", "Service Bus returned server errors: sends or receives failed "
+                        "on the service side.", "ServerErrors", "Total", 0, 2),
+    ]
+
+
+class Alerts(pulumi.ComponentResource):
+    """Diagnostic settings to the workspace, and metric alerts to the action group."""
+
+    def __init__(self, name: str, *, resource_group_name: pulumi.Input[str], monitoring: Monitoring,
+                 namespace_id: pulumi.Input[str], payload_account_id: pulumi.Input[str],
+                 function_app_id: pulumi.Input[str], backlog_threshold: int,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("claimcheck:observability:Alerts", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        workspace_id = monitoring.workspace.id
+        targets: dict[str, pulumi.Input[str]] = {
+            "servicebus": namespace_id,
+            "payload-blobs": pulumi.Output.concat(payload_account_id, "/blobServices/default"),
+            "function-app": function_app_id,
+        }
+        for key, resource_uri in targets.items():
+            monitor.DiagnosticSetting(
+                f"{name}-diag-{key}", name="to-log-analytics", resource_uri=resource_uri,
+                workspace_id=workspace_id,
+                logs=[monitor.DiagnosticsLogSettingsArgs(category_group="allLogs", enabled=True)],
+                metrics=[monitor.DiagnosticsMetricSettingsArgs(category="AllMetrics", enabled=True)],
+                opts=child)
+        for spec in service_bus_alerts(backlog_threshold):
+            self._alert(name, spec, SERVICE_BUS_METRICS, namespace_id, resource_group_name,
+                        monitoring.action_group.id, child)
+        self._alert(name, MetricAlertSpec("function-errors", "The Function App answered HTTP 5xx: intake "
+                                          "or status requests are failing.", "Http5xx", "Total", 0, 2),
+                    WEB_SITE_METRICS, function_app_id, resource_group_name, monitoring.action_group.id, child)
+        self.register_outputs({})
+
+    def _alert(self, name: str, spec: MetricAlertSpec, metric_namespace: str, scope: pulumi.Input[str],
+               resource_group_name: pulumi.Input[str], action_group_id: pulumi.Input[str],
+               child: pulumi.ResourceOptions) -> None:
+        # Splitting by EntityName gives one alert per queue/subscription, naming the entity.
+        dimensions = [monitor.MetricDimensionArgs(name="EntityName", operator="Include", values=["*"])] \
+            if spec.per_entity else None
+        monitor.MetricAlert(
+            f"{name}-{spec.key}", resource_group_name=resource_group_name, location="global",
+            description=spec.description, severity=spec.severity, enabled=True, auto_mitigate=True,
+            scopes=[scope], evaluation_frequency="PT5M", window_size="PT15M",
+            criteria=monitor.MetricAlertSingleResourceMultipleMetricCriteriaArgs(
+                odata_type="Microsoft.Azure.Monitor.SingleResourceMultipleMetricCriteria",
+                all_of=[monitor.MetricCriteriaArgs(
+                    criterion_type="StaticThresholdCriterion", name=spec.key, metric_name=spec.metric,
+                    metric_namespace=metric_namespace, operator="GreaterThan", threshold=spec.threshold,
+                    time_aggregation=spec.aggregation, dimensions=dimensions)]),
+            actions=[monitor.MetricAlertActionArgs(action_group_id=action_group_id)],
+            opts=child)

@@ -1,0 +1,123 @@
+"""Payload storage: a locked-down account (Entra only), private containers, soft delete, versioning,
+the lifecycle backstop, and the registry/idempotency/work-item/audit tables."""
+
+from __future__ import annotations
+
+import pulumi
+from pulumi_azure_native import storage
+
+from infra.topology import LifecycleSpec, Topology
+
+
+def secure_storage_account(logical_name: str, *, resource_group_name: pulumi.Input[str], location: str,
+                           sku: str, opts: pulumi.ResourceOptions) -> storage.StorageAccount:
+    """A StorageV2 account that only accepts Entra-authenticated HTTPS (TLS 1.2) requests."""
+    return storage.StorageAccount(
+        logical_name,
+        resource_group_name=resource_group_name,
+        location=location,
+        kind=storage.Kind.STORAGE_V2,
+        sku=storage.SkuArgs(name=sku),
+        access_tier=storage.AccessTier.HOT,
+        allow_shared_key_access=False,          # no account keys, no SAS signed with them
+        allow_blob_public_access=False,
+        allow_cross_tenant_replication=False,
+        allowed_copy_scope=storage.AllowedCopyScope.AAD,
+        default_to_o_auth_authentication=True,
+        enable_https_traffic_only=True,
+        minimum_tls_version=storage.MinimumTlsVersion.TLS1_2,
+        is_local_user_enabled=False,
+        is_sftp_enabled=False,
+        opts=opts,
+    )
+
+
+class PayloadStorage(pulumi.ComponentResource):
+    def __init__(self, name: str, *, resource_group_name: pulumi.Input[str], location: str, sku: str,
+                 account_logical_name: str, blob_delete_retention_days: int,
+                 container_delete_retention_days: int, topology: Topology,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("claimcheck:storage:PayloadStorage", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.account = secure_storage_account(account_logical_name, resource_group_name=resource_group_name,
+                                              location=location, sku=sku, opts=child)
+        account_name = self.account.name
+        self.blob_service = storage.BlobServiceProperties(
+            f"{name}-blob-service", resource_group_name=resource_group_name, account_name=account_name,
+            blob_services_name="default",
+            is_versioning_enabled=True,
+            delete_retention_policy=storage.DeleteRetentionPolicyArgs(
+                enabled=True, days=blob_delete_retention_days),
+            container_delete_retention_policy=storage.DeleteRetentionPolicyArgs(
+                enabled=True, days=container_delete_retention_days),
+            opts=child,
+        )
+        self.containers = {
+            container: storage.BlobContainer(
+                f"{name}-container-{container}", resource_group_name=resource_group_name,
+                account_name=account_name, container_name=container, public_access=storage.PublicAccess.NONE,
+                opts=child.merge(pulumi.ResourceOptions(depends_on=[self.blob_service])))
+            for container in topology.containers
+        }
+        self.tables = {
+            table: storage.Table(f"{name}-table-{table}", resource_group_name=resource_group_name,
+                                 account_name=account_name, table_name=table, opts=child)
+            for table in topology.tables.all()
+        }
+        self.lifecycle = storage.ManagementPolicy(
+            f"{name}-lifecycle",
+            resource_group_name=resource_group_name, account_name=account_name,
+            management_policy_name="default",
+            policy=storage.ManagementPolicySchemaArgs(
+                rules=lifecycle_rules(topology.lifecycle, topology.bindings.payload_container)),
+            opts=child.merge(pulumi.ResourceOptions(depends_on=[self.blob_service])),
+        )
+        self.blob_endpoint = self.account.primary_endpoints.apply(lambda endpoints: endpoints.blob)
+        self.table_endpoint = self.account.primary_endpoints.apply(lambda endpoints: endpoints.table)
+        self.register_outputs({
+            "accountName": self.account.name,
+            "blobEndpoint": self.blob_endpoint,
+            "tableEndpoint": self.table_endpoint,
+            "containers": list(self.containers),
+            "tables": list(self.tables),
+        })
+
+
+def lifecycle_rules(lifecycle: LifecycleSpec, container: str) -> list[storage.ManagementPolicyRuleArgs]:
+    """The backstop: orphaned provisional objects, aged payloads, and old versions."""
+    prefix = [f"{container}/"]
+
+    def rule(name: str, filters: storage.ManagementPolicyFilterArgs,
+             actions: storage.ManagementPolicyActionArgs) -> storage.ManagementPolicyRuleArgs:
+        return storage.ManagementPolicyRuleArgs(
+            name=name, type=storage.RuleType.LIFECYCLE, enabled=True,
+            definition=storage.ManagementPolicyDefinitionArgs(filters=filters, actions=actions))
+
+    def after(days: int) -> storage.DateAfterModificationArgs:
+        return storage.DateAfterModificationArgs(days_after_modification_greater_than=days)
+
+    return [
+        # A provisional object whose publish never completed (DESIGN §4, outbox-style intake); the
+        # reconciliation timer removes it first, this catches what it missed.
+        rule("deleteProvisionalOrphans",
+             storage.ManagementPolicyFilterArgs(
+                 blob_types=["blockBlob"], prefix_match=prefix,
+                 blob_index_match=[storage.TagFilterArgs(name=lifecycle.provisional_tag_name, op="==",
+                                                         value=lifecycle.provisional_tag_value)]),
+             storage.ManagementPolicyActionArgs(
+                 base_blob=storage.ManagementPolicyBaseBlobArgs(
+                     delete=after(lifecycle.provisional_grace_days)))),
+        rule("tierAndExpirePayloads",
+             storage.ManagementPolicyFilterArgs(blob_types=["blockBlob"], prefix_match=prefix),
+             storage.ManagementPolicyActionArgs(
+                 base_blob=storage.ManagementPolicyBaseBlobArgs(
+                     tier_to_cool=after(lifecycle.cool_after_days),
+                     tier_to_cold=after(lifecycle.cold_after_days),
+                     delete=after(lifecycle.delete_after_days)))),
+        rule("deleteOldVersions",
+             storage.ManagementPolicyFilterArgs(blob_types=["blockBlob"], prefix_match=prefix),
+             storage.ManagementPolicyActionArgs(
+                 version=storage.ManagementPolicyVersionArgs(
+                     delete=storage.DateAfterCreationArgs(
+                         days_after_creation_greater_than=lifecycle.old_versions_delete_after_days)))),
+    ]

@@ -1,0 +1,94 @@
+"""The whole stack: settings and topology in, components declared, outputs exported."""
+
+from __future__ import annotations
+
+import re
+
+import pulumi
+from pulumi_azure_native import resources
+
+from infra.components.access import Access, Grant
+from infra.components.function_app import FunctionApp
+from infra.components.messaging import Messaging
+from infra.components.observability import Alerts, Monitoring
+from infra.components.storage import PayloadStorage
+from infra.roles import BuiltInRole
+from infra.stack_config import StackSettings
+
+
+def deploy(settings: StackSettings) -> None:
+    topology = settings.topology
+    prefix = f"claimcheck-{settings.environment}"
+    # Storage account names are 3-24 lower-case letters and digits, globally unique: Pulumi appends
+    # a random suffix to these short logical names.
+    short_env = re.sub(r"[^a-z0-9]", "", settings.environment)[:8]
+    group = resources.ResourceGroup(prefix, resource_group_name=settings.resource_group_name,
+                                    location=settings.location)
+    rg, location = group.name, settings.location
+
+    monitoring = Monitoring(f"{prefix}-monitoring", resource_group_name=rg, location=location,
+                            retention_days=settings.log_retention_days, alert_emails=settings.alert_emails)
+    messaging = Messaging(f"{prefix}-messaging", resource_group_name=rg, location=location,
+                          sku=settings.service_bus_sku, capacity=settings.service_bus_capacity,
+                          public_network_access=settings.public_network_access, topology=topology)
+    payloads = PayloadStorage(f"{prefix}-storage", resource_group_name=rg, location=location,
+                              sku=settings.storage_sku, account_logical_name=f"ccpay{short_env}",
+                              blob_delete_retention_days=settings.blob_delete_retention_days,
+                              container_delete_retention_days=settings.container_delete_retention_days,
+                              topology=topology)
+    functions = FunctionApp(f"{prefix}-functions", resource_group_name=rg, location=location,
+                            host_account_logical_name=f"cchost{short_env}",
+                            storage_sku=settings.storage_sku, topology=topology,
+                            environment=settings.environment, service_bus_fqdn=messaging.namespace_fqdn,
+                            payload_blob_endpoint=payloads.blob_endpoint,
+                            payload_table_endpoint=payloads.table_endpoint,
+                            app_insights_connection_string=monitoring.app_insights.connection_string,
+                            maximum_instances=settings.function_maximum_instances,
+                            instance_memory_mb=settings.function_instance_memory_mb)
+
+    bindings = topology.bindings
+    documents_queue = messaging.queues[bindings.documents_queue].id
+    results_topic = messaging.topics[bindings.results_topic].id
+    payload_container = payloads.containers[bindings.payload_container].id
+    app = functions.principal_id
+    grants = [
+        Grant("app-receive-documents", BuiltInRole.SERVICE_BUS_DATA_RECEIVER, documents_queue, app),
+        # The HTTP intake function publishes the envelope to the same queue.
+        Grant("app-send-documents", BuiltInRole.SERVICE_BUS_DATA_SENDER, documents_queue, app),
+        Grant("app-send-results", BuiltInRole.SERVICE_BUS_DATA_SENDER, results_topic, app),
+        Grant("app-payload-blobs", BuiltInRole.STORAGE_BLOB_DATA_CONTRIBUTOR, payload_container, app),
+        *[Grant(f"app-table-{table}", BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR, resource.id, app)
+          for table, resource in payloads.tables.items()],
+        Grant("app-host-storage", BuiltInRole.STORAGE_BLOB_DATA_OWNER, functions.host_account.id, app),
+        Grant("app-telemetry", BuiltInRole.MONITORING_METRICS_PUBLISHER, monitoring.app_insights.id, app),
+    ]
+    for producer in settings.producer_principals:
+        grants += [
+            Grant(f"producer-{producer.name}-send-documents", BuiltInRole.SERVICE_BUS_DATA_SENDER,
+                  documents_queue, producer.object_id),
+            Grant(f"producer-{producer.name}-payload-blobs", BuiltInRole.STORAGE_BLOB_DATA_CONTRIBUTOR,
+                  payload_container, producer.object_id),
+        ]
+    Access(f"{prefix}-access", grants=grants)
+    Alerts(f"{prefix}-alerts", resource_group_name=group.name, monitoring=monitoring,
+           namespace_id=messaging.namespace.id, payload_account_id=payloads.account.id,
+           function_app_id=functions.app.id, backlog_threshold=settings.backlog_alert_threshold)
+
+    pulumi.export("resourceGroupName", group.name)
+    pulumi.export("serviceBusNamespace", messaging.namespace.name)
+    pulumi.export("serviceBusFqdn", messaging.namespace_fqdn)
+    pulumi.export("documentsQueue", bindings.documents_queue)
+    pulumi.export("resultsTopic", bindings.results_topic)
+    pulumi.export("queues", [queue.name for queue in topology.queues])
+    pulumi.export("subscriptions", {topic.name: [sub.name for sub in topic.subscriptions]
+                                    for topic in topology.topics})
+    pulumi.export("payloadStorageAccount", payloads.account.name)
+    pulumi.export("payloadBlobEndpoint", payloads.blob_endpoint)
+    pulumi.export("payloadTableEndpoint", payloads.table_endpoint)
+    pulumi.export("payloadContainer", bindings.payload_container)
+    pulumi.export("tables", list(topology.tables.all()))
+    pulumi.export("functionAppName", functions.app.name)
+    pulumi.export("functionAppHostName", functions.app.default_host_name)
+    pulumi.export("functionAppPrincipalId", functions.principal_id)
+    pulumi.export("deploymentStorageAccount", functions.host_account.name)
+    pulumi.export("producerPrincipalIds", [producer.object_id for producer in settings.producer_principals])
