@@ -50,7 +50,7 @@ SUPPLY_AGREEMENT_PAGES = [
     ],
     [
         "5. Term",
-        "5.1 This Agreement remains in force until 31/12/2027.",
+        "5.1 This Agreement will remain in force until 31/12/2027.",
         "",
         "Signed for the Supplier: A. Becker, Managing Director.",
         "Signed for the Buyer: R. Singh, Procurement Lead.",

@@ -125,14 +125,16 @@ _PARTIES_LINE = re.compile(r"^(?:parties|partes)\s*:\s*(.+)", re.IGNORECASE)
 _ROLE_LINE = re.compile(r"^(CONTRATANTE|CONTRATADA|CONTRATADO)\s*:\s*(.+)", re.IGNORECASE)
 # A name ends where a description starts: ", a company...", ", inscrita no CNPJ...", "; and".
 _NAME_END = re.compile(r",\s+(?=[a-zà-ÿ])|;|\s+-\s+")
-_CORPORATE_SUFFIX = re.compile(r"\b(?:Ltd|Inc|Corp|Co|Ltda|S\.A|S/A|LLC|plc|GmbH|AG|N\.V|B\.V)\.?$")
+# Company suffixes written with a final period ("Acme Ltd."), which is part of the name rather
+# than the end of the sentence.
+_ABBREVIATED_SUFFIX = re.compile(r"\b(?:Ltd|Inc|Corp|Co|Ltda|S\.A|N\.V|B\.V)\.$")
 
 
 def _clean_name(raw: str) -> str | None:
     name = _NAME_END.split(raw, maxsplit=1)[0]
     name = re.sub(r"^(?:and|e)\s+|^[,\s]+", "", name.strip())
     name = name.rstrip(" ,")
-    if name.endswith(".") and not _CORPORATE_SUFFIX.search(name):
+    if name.endswith(".") and not _ABBREVIATED_SUFFIX.search(name):
         name = name.rstrip(".")
     if not name or not name[0].isupper() or len(name) > 120:
         return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -12,6 +13,11 @@ if TYPE_CHECKING:
     from pypdf import PdfReader
 
 MAX_PDF_PAGES = 500
+
+# pypdf logs parsing problems with excerpts of the file ("invalid pdf header: b'...'"), which
+# would put document bytes in our logs; its failures reach us as exceptions anyway. This module
+# is imported only when a PDF is analyzed, so the setting applies exactly when pypdf is in use.
+logging.getLogger("pypdf").setLevel(logging.CRITICAL + 1)
 
 
 def _unreadable(exc: Exception) -> AnalysisError:
