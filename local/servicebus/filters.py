@@ -179,7 +179,7 @@ def rule_from_config(rule_json: Mapping[str, Any]) -> Rule:
     """Turn one Config.json subscription "Rules" entry into a Rule; FilterError names the rule."""
     name = rule_json.get("Name") if isinstance(rule_json, Mapping) else None
     if not isinstance(name, str) or not name:
-        raise FilterError(f"a subscription rule needs a non-empty \"Name\", got {name!r}")
+        raise FilterError(f'a subscription rule needs a non-empty "Name", got {name!r}')
     try:
         properties = rule_json.get("Properties")
         if not isinstance(properties, Mapping):
@@ -230,4 +230,3 @@ def _sql_expression(section: Any, section_name: str) -> str | None:
     if expression is not None and not isinstance(expression, str):
         raise FilterError(f'"{section_name}.SqlExpression" must be a string')
     return expression or None
-

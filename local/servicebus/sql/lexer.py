@@ -76,7 +76,7 @@ def tokenize(text: str) -> list[Token]:
             value, end = _read_quoted(text, index, "'", "string")
             tokens.append(Token(TokenKind.STRING, text[index:end], value, index))
             index = end
-        elif char in "[\"":
+        elif char in '["':
             value, end = _read_quoted(text, index, "]" if char == "[" else '"', "identifier")
             if not value:
                 raise FilterError(f"at position {index + 1} ({text[index:end]!r}): empty identifier")

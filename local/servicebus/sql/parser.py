@@ -338,4 +338,3 @@ class _Parser:
         self.expect_operator("=", "after the SET target")
         start = self.current
         return nodes.SetStatement(target, self.value(self.disjunction(), start))
-

@@ -77,15 +77,18 @@ def compare(operator: str, left: Any, right: Any) -> Truth:
     ordering = operator not in ("=", "<>", "!=")
     if ordering and left_kind not in _ORDERED_KINDS:
         return None  # C# has no < on bool, Guid or byte[]
-    if left_kind == "number":
-        left, right = _promote(left, right)
-    elif left_kind == "string" and ordering:
-        # Ordinal comparison over UTF-16 code units, as .NET compares strings.
-        left, right = left.encode("utf-16-be"), right.encode("utf-16-be")
     try:
+        if left_kind == "number":
+            left, right = _promote(left, right)
+        elif left_kind == "string" and ordering:
+            # Ordinal comparison over UTF-16 code units, as .NET compares strings.
+            left, right = (
+                left.encode("utf-16-be", "surrogatepass"),
+                right.encode("utf-16-be", "surrogatepass"),
+            )
         return _COMPARISONS[operator](left, right)
     except _EVALUATION_ERRORS:
-        return None  # e.g. naive vs aware datetimes, Decimal vs NaN
+        return None  # e.g. decimal vs double, naive vs aware datetimes, Decimal('sNaN')
 
 
 def equals(left: Any, right: Any) -> bool:
@@ -111,13 +114,13 @@ def arithmetic(operator: str, left: Any, right: Any) -> Any:
 def negate(value: Any) -> Any:
     """Unary minus: numbers and time spans; anything else is unknown."""
     kind = kind_of(value)
-    if kind == "number":
-        return _wrap_int64(-value) if isinstance(value, int) else -value
-    if kind == "timespan":
-        try:
+    try:
+        if kind == "number":
+            return _wrap_int64(-value) if isinstance(value, int) else -value
+        if kind == "timespan":
             return -value
-        except OverflowError:
-            return None
+    except _EVALUATION_ERRORS:  # -timedelta.min overflows; -Decimal('sNaN') signals
+        return None
     return None
 
 
