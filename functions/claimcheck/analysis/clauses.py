@@ -120,7 +120,7 @@ class Party:
 
 # `Name ("Alias")`, `Name (the "Alias")`, `Name (hereinafter "Alias")`; curly quotes too.
 _DEFINED_TERM = re.compile(r"""\(\s*(?:hereinafter\s+)?(?:the\s+)?["“]([^"”]{1,60})["”]\s*\)""")
-_BETWEEN = re.compile(r"\bbetween\s+(?=[A-ZÀ-Ý])(.+)", re.IGNORECASE)
+_BETWEEN = re.compile(r"\b(?i:between)\s+(?=[A-ZÀ-Ý])(.+)")  # the first name is capitalised
 _PARTIES_LINE = re.compile(r"^(?:parties|partes)\s*:\s*(.+)", re.IGNORECASE)
 _ROLE_LINE = re.compile(r"^(CONTRATANTE|CONTRATADA|CONTRATADO)\s*:\s*(.+)", re.IGNORECASE)
 # A name ends where a description starts: ", a company...", ", inscrita no CNPJ...", "; and".

@@ -26,7 +26,12 @@ def _unreadable(exc: Exception) -> AnalysisError:
 
 
 class PdfSource:
-    """Opens the PDF eagerly so a corrupt or encrypted file fails before any analysis starts."""
+    """Segments of each page's extracted text, in page order.
+
+    The PDF is opened eagerly so a corrupt or encrypted file fails before any analysis starts.
+    A sentence that runs over a page break becomes two segments, one per page, so every
+    obligation has a single page reference.
+    """
 
     def __init__(self, document: BinaryIO) -> None:
         from pypdf import PdfReader  # lazy: keeps `import claimcheck.analysis` cheap
