@@ -43,7 +43,9 @@ def _open_source(document: BinaryIO, content_type: str) -> _Source:
         from claimcheck.analysis.pdf import PdfSource  # pypdf loads only for PDFs
 
         return PdfSource(document)
-    raise AnalysisError(f"unsupported content type {media_type!r}; expected text/plain or application/pdf")
+    raise AnalysisError(
+        f"unsupported content type {media_type[:100]!r}; expected text/plain or application/pdf"
+    )
 
 
 def _clip(text: str) -> str:
@@ -128,6 +130,11 @@ class ContractObligationExtractor:
     """
 
     def analyze(self, document: BinaryIO, content_type: str) -> AnalysisResult:
+        """Analyze from the start of `document`; AnalysisError if it cannot be read as `content_type`.
+
+        An OSError from reading a text document is not wrapped: it is the storage failing, not
+        the document, and deserves a retry rather than a dead letter.
+        """
         source = _open_source(document, content_type)
         findings = _Findings()
         for segment in source.segments():
