@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pulumi
 from pulumi_azure_native import resources
@@ -16,7 +17,8 @@ from infra.roles import BuiltInRole
 from infra.stack_config import StackSettings
 
 
-def deploy(settings: StackSettings) -> None:
+def deploy(settings: StackSettings) -> dict[str, Any]:
+    """Declares every resource and exports (and returns) the stack outputs."""
     topology = settings.topology
     prefix = f"claimcheck-{settings.environment}"
     # Storage account names are 3-24 lower-case letters and digits, globally unique: Pulumi appends
@@ -74,21 +76,26 @@ def deploy(settings: StackSettings) -> None:
            namespace_id=messaging.namespace.id, payload_account_id=payloads.account.id,
            function_app_id=functions.app.id, backlog_threshold=settings.backlog_alert_threshold)
 
-    pulumi.export("resourceGroupName", group.name)
-    pulumi.export("serviceBusNamespace", messaging.namespace.name)
-    pulumi.export("serviceBusFqdn", messaging.namespace_fqdn)
-    pulumi.export("documentsQueue", bindings.documents_queue)
-    pulumi.export("resultsTopic", bindings.results_topic)
-    pulumi.export("queues", [queue.name for queue in topology.queues])
-    pulumi.export("subscriptions", {topic.name: [sub.name for sub in topic.subscriptions]
-                                    for topic in topology.topics})
-    pulumi.export("payloadStorageAccount", payloads.account.name)
-    pulumi.export("payloadBlobEndpoint", payloads.blob_endpoint)
-    pulumi.export("payloadTableEndpoint", payloads.table_endpoint)
-    pulumi.export("payloadContainer", bindings.payload_container)
-    pulumi.export("tables", list(topology.tables.all()))
-    pulumi.export("functionAppName", functions.app.name)
-    pulumi.export("functionAppHostName", functions.app.default_host_name)
-    pulumi.export("functionAppPrincipalId", functions.principal_id)
-    pulumi.export("deploymentStorageAccount", functions.host_account.name)
-    pulumi.export("producerPrincipalIds", [producer.object_id for producer in settings.producer_principals])
+    outputs: dict[str, Any] = {
+        "resourceGroupName": group.name,
+        "serviceBusNamespace": messaging.namespace.name,
+        "serviceBusFqdn": messaging.namespace_fqdn,
+        "documentsQueue": bindings.documents_queue,
+        "resultsTopic": bindings.results_topic,
+        "queues": [queue.name for queue in topology.queues],
+        "subscriptions": {topic.name: [sub.name for sub in topic.subscriptions]
+                          for topic in topology.topics},
+        "payloadStorageAccount": payloads.account.name,
+        "payloadBlobEndpoint": payloads.blob_endpoint,
+        "payloadTableEndpoint": payloads.table_endpoint,
+        "payloadContainer": bindings.payload_container,
+        "tables": list(topology.tables.all()),
+        "functionAppName": functions.app.name,
+        "functionAppHostName": functions.app.default_host_name,
+        "functionAppPrincipalId": functions.principal_id,
+        "deploymentStorageAccount": functions.host_account.name,
+        "producerPrincipalIds": [producer.object_id for producer in settings.producer_principals],
+    }
+    for key, value in outputs.items():
+        pulumi.export(key, value)
+    return outputs

@@ -1,0 +1,161 @@
+"""The policy pack's checks as pure functions over a resource's properties (camelCase, as Pulumi
+passes them), so each rule is unit-tested without the Pulumi engine. Each returns violation messages.
+
+During `pulumi preview` values not yet known arrive as the engine's unknown sentinel; a check never
+fails on an unknown value (the same check runs again, with the value, at `pulumi up`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from infra.roles import DATA_ROLES, SERVICE_BUS_DATA_ROLES, role_guid
+
+UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the Pulumi engine's "computed" sentinel
+TLS_1_2_OR_LATER = ("1.2", "1.3", "TLS1_2", "TLS1_3")
+
+# Credentials or credential-bearing material that must never sit in an app setting.
+_SECRET_MARKERS = re.compile(
+    r"accountkey=|sharedaccesskey(name)?=|sharedaccesssignature=|defaultendpointsprotocol=|"
+    r"[?&]sig=|password=|pwd=",
+    re.IGNORECASE,
+)
+# Bare connection names the Functions host would read as connection strings.
+_CONNECTION_STRING_SETTINGS = ("AzureWebJobsStorage", "AzureWebJobsServiceBus")
+
+
+def is_unknown(value: object) -> bool:
+    return value == UNKNOWN
+
+
+def servicebus_namespace_violations(props: Mapping[str, Any]) -> list[str]:
+    problems = []
+    if props.get("disableLocalAuth") is not True:
+        problems.append("Service Bus namespace must set disableLocalAuth: true (no SAS keys; Entra ID only)")
+    if props.get("minimumTlsVersion") not in TLS_1_2_OR_LATER:
+        problems.append(f"Service Bus namespace must set minimumTlsVersion '1.2', got "
+                        f"{props.get('minimumTlsVersion')!r}")
+    return problems
+
+
+def storage_account_violations(props: Mapping[str, Any]) -> list[str]:
+    required: dict[str, tuple[object, str]] = {
+        "allowSharedKeyAccess": (False, "shared-key (account key and SAS) access off"),
+        "allowBlobPublicAccess": (False, "anonymous blob access off"),
+        "allowCrossTenantReplication": (False, "cross-tenant object replication off"),
+        "defaultToOAuthAuthentication": (True, "Entra ID (OAuth) as the default authentication"),
+    }
+    problems = [f"storage account must set {key}: {str(expected).lower()} ({why})"
+                for key, (expected, why) in required.items() if props.get(key) is not expected]
+    if props.get("enableHttpsTrafficOnly") is False:
+        problems.append("storage account must not allow plain HTTP (enableHttpsTrafficOnly: true)")
+    if props.get("minimumTlsVersion") not in TLS_1_2_OR_LATER:
+        problems.append(f"storage account must set minimumTlsVersion 'TLS1_2', got "
+                        f"{props.get('minimumTlsVersion')!r}")
+    return problems
+
+
+def blob_container_violations(props: Mapping[str, Any]) -> list[str]:
+    access = props.get("publicAccess")
+    if access not in (None, "None"):
+        return [f"blob container must be private (publicAccess: None), got {access!r}"]
+    return []
+
+
+def app_settings_violations(settings: Mapping[str, object]) -> list[str]:
+    """Settings that carry (or would be read as) a credential: keys, SAS, connection strings."""
+    problems = []
+    for name, value in settings.items():
+        if name in _CONNECTION_STRING_SETTINGS:
+            problems.append(f"app setting {name!r} is a connection string; use identity-based "
+                            f"{name}__accountName / __fullyQualifiedNamespace settings")
+        elif isinstance(value, str) and not is_unknown(value) and _SECRET_MARKERS.search(value):
+            problems.append(f"app setting {name!r} carries a key, SAS token or connection string; use a "
+                            "managed identity (the value is not shown)")
+    return problems
+
+
+def web_app_violations(props: Mapping[str, Any]) -> list[str]:
+    site_config = props.get("siteConfig")
+    pairs = site_config.get("appSettings") if isinstance(site_config, Mapping) else None
+    if not isinstance(pairs, list):
+        return []
+    settings = {str(pair.get("name")): pair.get("value") for pair in pairs if isinstance(pair, Mapping)}
+    return app_settings_violations(settings)
+
+
+def host_storage_accounts(web_apps: Iterable[Mapping[str, Any]]) -> set[str]:
+    """Accounts that Function Apps use as AzureWebJobsStorage: account-wide host roles are expected there."""
+    accounts = set()
+    for props in web_apps:
+        site_config = props.get("siteConfig")
+        pairs = site_config.get("appSettings") if isinstance(site_config, Mapping) else None
+        for pair in pairs if isinstance(pairs, list) else []:
+            if isinstance(pair, Mapping) and pair.get("name") == "AzureWebJobsStorage__accountName":
+                accounts.add(str(pair.get("value")).lower())
+    return accounts
+
+
+_BROAD_SCOPE = re.compile(
+    r"^(/|/subscriptions/[^/]+/?|/subscriptions/[^/]+/resourcegroups/[^/]+/?|"
+    r"/providers/microsoft\.management/managementgroups/[^/]+/?)$", re.IGNORECASE)
+_NAMESPACE_SCOPE = re.compile(r"/providers/microsoft\.servicebus/namespaces/[^/]+/?$", re.IGNORECASE)
+_ACCOUNT_SCOPE = re.compile(
+    r"/providers/microsoft\.storage/storageaccounts/(?P<account>[^/]+)(/(blob|table|queue)services/default)?/?$",
+    re.IGNORECASE)
+
+
+def role_assignment_violations(props: Mapping[str, Any], host_accounts: set[str]) -> list[str]:
+    """A data role (Service Bus or Storage data) must sit on an entity, not on a broad scope."""
+    scope, definition = props.get("scope"), props.get("roleDefinitionId")
+    if not isinstance(scope, str) or not isinstance(definition, str) or is_unknown(scope) \
+            or is_unknown(definition):
+        return []
+    role = role_guid(definition)
+    if role not in DATA_ROLES:
+        return []
+    if _BROAD_SCOPE.match(scope):
+        return [f"data role {role} assigned at subscription/resource-group scope {scope!r}; assign it on "
+                "the queue, topic, container or table"]
+    if role in SERVICE_BUS_DATA_ROLES and _NAMESPACE_SCOPE.search(scope):
+        return [f"Service Bus data role {role} assigned on the whole namespace {scope!r}; assign it on the "
+                "queue or topic"]
+    account = _ACCOUNT_SCOPE.search(scope)
+    if account and account.group("account").lower() not in host_accounts:
+        return [f"storage data role {role} assigned on the whole account {scope!r}; assign it on the "
+                "container or table"]
+    return []
+
+
+SAS_RULE_TYPES = (
+    "azure-native:servicebus:NamespaceAuthorizationRule",
+    "azure-native:servicebus:QueueAuthorizationRule",
+    "azure-native:servicebus:TopicAuthorizationRule",
+)
+
+
+def sas_rule_violations(resource_type: str) -> list[str]:
+    if resource_type in SAS_RULE_TYPES:
+        return [f"{resource_type} creates SAS keys; grant an Entra role on the entity instead"]
+    return []
+
+
+# azure-native v3 type token -> the check for that resource's properties.
+RESOURCE_CHECKS = {
+    "azure-native:servicebus:Namespace": servicebus_namespace_violations,
+    "azure-native:storage:StorageAccount": storage_account_violations,
+    "azure-native:storage:BlobContainer": blob_container_violations,
+    "azure-native:web:WebApp": web_app_violations,
+}
+
+
+def stack_role_violations(resources: Iterable[tuple[str, Mapping[str, Any]]]) -> list[tuple[int, str]]:
+    """(index of the role assignment, problem) for every data role at a broad scope in the stack."""
+    listed = list(resources)
+    host_accounts = host_storage_accounts(
+        props for kind, props in listed if kind == "azure-native:web:WebApp")
+    return [(index, problem) for index, (kind, props) in enumerate(listed)
+            if kind == "azure-native:authorization:RoleAssignment"
+            for problem in role_assignment_violations(props, host_accounts)]
