@@ -59,11 +59,18 @@ class ForbiddenContentType(IntakeRejected):
     http_status = 415
 
 
-class ConcurrentSubmission(IntakeRejected):
-    """Another submission for the same work item won the race for the next version."""
+class WorkItemConflict(IntakeRejected):
+    """The work item id belongs to another tenant, or a concurrent submission won the next version."""
 
-    code = "concurrent_submission"
+    code = "work_item_conflict"
     http_status = 409
+
+
+class PublishNotConfirmed(IntakeRejected):
+    """The broker did not confirm the publish; nothing was activated, reconciliation cleans up."""
+
+    code = "publish_not_confirmed"
+    http_status = 503
 
 
 # --- consumer: permanent ----------------------------------------------------------------------------

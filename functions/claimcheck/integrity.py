@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import tempfile
 from collections.abc import Iterable
-from typing import IO, BinaryIO
+from typing import BinaryIO, Protocol
 
 from claimcheck.errors import ContentTypeMismatch, IntegrityFailed, PayloadTooLarge
 from claimcheck.policy import base_content_type
@@ -15,6 +15,20 @@ DEFAULT_CHUNK_BYTES = 4 * 1024 * 1024
 SPOOL_MEMORY_BYTES = 8 * 1024 * 1024
 
 
+class Readable(Protocol):
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+def read_up_to(source: Readable, size: int) -> bytes:
+    """Read until ``size`` bytes or the end, looping over short reads (pipes and sockets return less)."""
+    parts: list[bytes] = []
+    remaining = size
+    while remaining > 0 and (part := source.read(remaining)):
+        parts.append(part)
+        remaining -= len(part)
+    return b"".join(parts)
+
+
 class HashingReader:
     """Wraps a source; every byte read through it is counted and hashed, and a limit is enforced.
 
@@ -22,7 +36,7 @@ class HashingReader:
     no second read of the source, no copy in memory.
     """
 
-    def __init__(self, source: IO[bytes], *, max_bytes: int) -> None:
+    def __init__(self, source: Readable, *, max_bytes: int) -> None:
         self._source = source
         self._max_bytes = max_bytes
         self._digest = hashlib.sha256()

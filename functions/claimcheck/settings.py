@@ -24,6 +24,12 @@ REGISTRY_TABLE = "payloadregistry"
 IDEMPOTENCY_TABLE = "idempotency"
 WORK_ITEMS_TABLE = "workitems"
 AUDIT_TABLE = "cleanupaudit"
+RESULTS_TABLE = "results"
+
+# Blob index tag on objects whose publish is not confirmed yet. The storage lifecycle rule (infra/)
+# deletes objects still carrying it after a day: the backstop behind the reconciler.
+PROVISIONAL_TAG_NAME = "claimcheck-state"
+PROVISIONAL_TAG_VALUE = "provisional"
 
 
 class SettingsError(ValueError):
@@ -42,8 +48,18 @@ class Settings:
     idempotency_table: str = IDEMPOTENCY_TABLE
     work_items_table: str = WORK_ITEMS_TABLE
     audit_table: str = AUDIT_TABLE
+    results_table: str = RESULTS_TABLE
     inline_threshold_bytes: int = 16 * 1024
     max_payload_bytes: int = 2 * 1024 * 1024 * 1024
+    # The consumer dead-letters on this delivery itself (with a precise reason) instead of letting
+    # the broker do it with a generic MaxDeliveryCountExceeded; matches the queue's MaxDeliveryCount.
+    max_delivery_count: int = 5
+    # How long a published version may stay invisible before a consumer gives up waiting for it.
+    visibility_grace_seconds: int = 120
+    # How long a provisional object may wait for its publish before the reconciler removes it.
+    orphan_grace_seconds: int = 3600
+    # An in-progress idempotency record older than this belongs to a crashed attempt.
+    in_progress_ttl_seconds: int = 300
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -59,6 +75,11 @@ class Settings:
             audit_table=values.get("CLAIMCHECK_AUDIT_TABLE", AUDIT_TABLE),
             inline_threshold_bytes=_positive_int(values, "CLAIMCHECK_INLINE_THRESHOLD_BYTES", 16 * 1024),
             max_payload_bytes=_positive_int(values, "CLAIMCHECK_MAX_PAYLOAD_BYTES", 2 * 1024**3),
+            results_table=values.get("CLAIMCHECK_RESULTS_TABLE", RESULTS_TABLE),
+            max_delivery_count=_positive_int(values, "CLAIMCHECK_MAX_DELIVERY_COUNT", 5),
+            visibility_grace_seconds=_positive_int(values, "CLAIMCHECK_VISIBILITY_GRACE_SECONDS", 120),
+            orphan_grace_seconds=_positive_int(values, "CLAIMCHECK_ORPHAN_GRACE_SECONDS", 3600),
+            in_progress_ttl_seconds=_positive_int(values, "CLAIMCHECK_IN_PROGRESS_TTL_SECONDS", 300),
         )
 
 

@@ -1,0 +1,1 @@
+"""Thin adapters from the core's ports to the Azure SDKs. Each module imports its SDK itself."""

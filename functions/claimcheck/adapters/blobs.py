@@ -1,0 +1,110 @@
+"""Azure Blob Storage adapter of the ``PayloadStore`` port (azure-storage-blob).
+
+Objects are write-once block blobs named by their opaque reference. The upload stages one block per
+chunk read through a ``HashingReader`` (sha256 and length come out of the upload pass; memory holds
+one chunk) and commits with ``If-None-Match: *``. A blob index tag marks provisional objects so that
+the storage lifecycle rule can backstop orphans; activation rewrites the tag (which leaves the
+ETag unchanged, so readers still condition on the ETag recorded at upload).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, BinaryIO
+
+from azure.core import MatchConditions
+from azure.core.exceptions import ResourceExistsError, ResourceModifiedError, ResourceNotFoundError
+from azure.storage.blob import BlobBlock, ContentSettings
+
+from claimcheck.errors import ConcurrencyConflict, ContentTypeMismatch, EmptyPayload, IntegrityFailed
+from claimcheck.integrity import (
+    DEFAULT_CHUNK_BYTES,
+    HashingReader,
+    Readable,
+    check_declared_type,
+    read_up_to,
+    spool_verified,
+)
+from claimcheck.policy import base_content_type
+from claimcheck.settings import PROVISIONAL_TAG_NAME, PROVISIONAL_TAG_VALUE
+from claimcheck.storage import ObjectNotFound, ProvisionalObject, UploadedObject
+
+if TYPE_CHECKING:
+    from azure.storage.blob import ContainerClient
+
+ACTIVE_TAG_VALUE = "active"
+
+
+class AzureBlobPayloadStore:
+    """Payload objects in one private container."""
+
+    def __init__(self, container: ContainerClient, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> None:
+        self._container = container
+        self._chunk_bytes = chunk_bytes
+
+    def upload_provisional(
+        self, ref: str, source: Readable, *, content_type: str, max_bytes: int
+    ) -> UploadedObject:
+        blob = self._container.get_blob_client(ref)
+        reader = HashingReader(source, max_bytes=max_bytes)
+        block_ids: list[str] = []
+        while chunk := read_up_to(reader, self._chunk_bytes):
+            if not block_ids:
+                check_declared_type(content_type, reader.head)
+            block_id = base64.b64encode(f"{len(block_ids):08d}".encode()).decode("ascii")
+            blob.stage_block(block_id, chunk, length=len(chunk))
+            block_ids.append(block_id)
+        if not block_ids:
+            raise EmptyPayload("the payload is empty")
+        try:
+            committed = blob.commit_block_list(
+                [BlobBlock(block_id=block_id) for block_id in block_ids],
+                content_settings=ContentSettings(content_type=content_type),
+                tags={PROVISIONAL_TAG_NAME: PROVISIONAL_TAG_VALUE},
+                match_condition=MatchConditions.IfMissing,
+            )
+        except ResourceExistsError as exc:
+            # Write-once: an existing object is never overwritten, whatever the caller intended.
+            raise ConcurrencyConflict("an object already exists under this reference") from exc
+        return UploadedObject(length=reader.length, sha256=reader.sha256, etag=str(committed["etag"]))
+
+    def activate(self, ref: str) -> None:
+        self._container.get_blob_client(ref).set_blob_tags({PROVISIONAL_TAG_NAME: ACTIVE_TAG_VALUE})
+
+    def open_verified(self, ref: str, *, etag: str, length: int, sha256: str, content_type: str) -> BinaryIO:
+        blob = self._container.get_blob_client(ref)
+        try:
+            downloader = blob.download_blob(etag=etag, match_condition=MatchConditions.IfNotModified)
+        except ResourceNotFoundError as exc:
+            raise ObjectNotFound(ref) from exc
+        except ResourceModifiedError as exc:
+            raise IntegrityFailed("the stored object changed after it was registered (ETag differs)") from exc
+        stored_type = downloader.properties.content_settings.content_type or ""
+        if base_content_type(stored_type) != base_content_type(content_type):
+            raise ContentTypeMismatch("the stored object's content type differs from the registered one")
+        try:
+            return spool_verified(
+                downloader.chunks(), expected_length=length, expected_sha256=sha256, content_type=content_type
+            )
+        except ResourceModifiedError as exc:  # changed between two range reads
+            raise IntegrityFailed("the stored object changed while it was being read") from exc
+
+    def exists(self, ref: str) -> bool:
+        return bool(self._container.get_blob_client(ref).exists())
+
+    def delete(self, ref: str) -> bool:
+        try:
+            self._container.delete_blob(ref, delete_snapshots="include")
+        except ResourceNotFoundError:
+            return False
+        return True
+
+    def provisional_objects(self) -> Iterator[ProvisionalObject]:
+        query = f"\"{PROVISIONAL_TAG_NAME}\"='{PROVISIONAL_TAG_VALUE}'"
+        for found in self._container.find_blobs_by_tags(query):
+            try:
+                properties = self._container.get_blob_client(found.name).get_blob_properties()
+            except ResourceNotFoundError:
+                continue  # deleted since the index answered
+            yield ProvisionalObject(ref=found.name, created_at=properties.creation_time)

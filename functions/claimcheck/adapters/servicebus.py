@@ -1,0 +1,81 @@
+"""Azure Service Bus adapter of the ``Bus`` port (azure-servicebus), imported lazily.
+
+Identity-based on Azure (fully qualified namespace + a token credential, DefaultAzureCredential by
+default) or a connection string locally (our emulator). One sender per destination, reused; a
+publish returns only after the broker settled the send, which is the "confirmed" the producer waits
+for before activating a reference.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any
+
+from claimcheck.messages import OutboundMessage
+from claimcheck.settings import RESULTS_TOPIC
+
+if TYPE_CHECKING:
+    from azure.core.credentials import TokenCredential
+    from azure.servicebus import ServiceBusClient, ServiceBusSender
+
+
+class ServiceBusBus:
+    def __init__(
+        self,
+        *,
+        connection_string: str | None = None,
+        fully_qualified_namespace: str | None = None,
+        credential: TokenCredential | None = None,
+        topics: Collection[str] = (RESULTS_TOPIC,),
+    ) -> None:
+        from azure.servicebus import ServiceBusClient
+
+        if (connection_string is None) == (fully_qualified_namespace is None):
+            raise ValueError("give exactly one of connection_string and fully_qualified_namespace")
+        if connection_string is not None:
+            self._client: ServiceBusClient = ServiceBusClient.from_connection_string(connection_string)
+        else:
+            assert fully_qualified_namespace is not None
+            if credential is None:
+                from azure.identity import DefaultAzureCredential
+
+                credential = DefaultAzureCredential()
+            self._client = ServiceBusClient(fully_qualified_namespace, credential)
+        self._topics = frozenset(topics)
+        self._senders: dict[str, ServiceBusSender] = {}
+        self._lock = threading.Lock()
+
+    def publish(self, destination: str, message: OutboundMessage) -> None:
+        from azure.servicebus import ServiceBusMessage
+
+        properties: dict[str | bytes, Any] = {
+            key: value for key, value in message.application_properties.items()
+        }
+        outgoing = ServiceBusMessage(
+            body=message.body,
+            message_id=message.message_id,
+            content_type=message.content_type,
+            session_id=message.session_id,
+            correlation_id=message.correlation_id,
+            subject=message.subject,
+            application_properties=properties,
+            time_to_live=message.time_to_live,
+        )
+        # Senders are not thread-safe; concurrent publishers share one per destination, serialized.
+        with self._lock:
+            sender = self._senders.get(destination)
+            if sender is None:
+                if destination in self._topics:
+                    sender = self._client.get_topic_sender(topic_name=destination)
+                else:
+                    sender = self._client.get_queue_sender(queue_name=destination)
+                self._senders[destination] = sender
+            sender.send_messages(outgoing)
+
+    def close(self) -> None:
+        with self._lock:
+            for sender in self._senders.values():
+                sender.close()
+            self._senders.clear()
+            self._client.close()

@@ -1,0 +1,100 @@
+"""Cleanup tied to settlement, with a proof record for every deletion.
+
+Called only once the effect is durably recorded (idempotency ledger completed, result event
+published): never before, and never for a dead-lettered delivery. Sync deletes at once; async marks
+``cleanup_pending`` for the reconciler's sweep; retain keeps the object until retention ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime
+
+from claimcheck.envelope import format_timestamp
+from claimcheck.policy import CleanupPolicy
+from claimcheck.registry import PayloadRecord, PayloadRegistry
+from claimcheck.states import PayloadState
+from claimcheck.storage import EntityTable, PayloadStore
+
+log = logging.getLogger(__name__)
+
+
+class Cleaner:
+    def __init__(
+        self, store: PayloadStore, registry: PayloadRegistry, audit: EntityTable, *, identity: str
+    ) -> None:
+        self._store = store
+        self._registry = registry
+        self._audit = audit
+        self._identity = identity
+
+    def after_effect(self, record: PayloadRecord, policy: CleanupPolicy, *, now: datetime) -> PayloadRecord:
+        """Apply ``policy`` to a processed object."""
+        if policy is CleanupPolicy.SYNC:
+            return self.remove(record, why="sync cleanup after the effect was confirmed", now=now)
+        if policy is CleanupPolicy.ASYNC:
+            return self._registry.move(record, PayloadState.CLEANUP_PENDING, now=now)
+        return record
+
+    def remove(self, record: PayloadRecord, *, why: str, now: datetime) -> PayloadRecord:
+        """Delete the object, move the record to ``removed`` (checked moves), and write the proof.
+
+        A processed object passes through ``cleanup_pending`` first, so a crash mid-way leaves a
+        state the reconciler's sweep finishes; a lost race on the record raises before deleting.
+        """
+        previous = record.state
+        if record.state is PayloadState.PROCESSED:
+            record = self._registry.move(record, PayloadState.CLEANUP_PENDING, now=now)
+        existed = self._store.delete(record.ref)
+        removed = self._registry.move(record, PayloadState.REMOVED, now=now)
+        self._prove(
+            record.ref,
+            why,
+            now,
+            existed=existed,
+            work_item_id=record.work_item_id,
+            tenant_id=record.tenant_id,
+            version=record.version,
+            sha256=record.sha256,
+            previous_state=previous.value,
+        )
+        log.info(
+            "payload removed: ref=%s work_item=%s version=%d at=%s reason=%s",
+            record.ref,
+            record.work_item_id,
+            record.version,
+            format_timestamp(now),
+            why,
+        )
+        return removed
+
+    def remove_unregistered(self, ref: str, *, why: str, now: datetime) -> None:
+        """Delete a provisional object that has no registry record (crash right after its upload)."""
+        existed = self._store.delete(ref)
+        self._prove(
+            ref,
+            why,
+            now,
+            existed=existed,
+            work_item_id="",
+            tenant_id="",
+            version=0,
+            sha256="",
+            previous_state="unregistered",
+        )
+        log.info("unregistered provisional object removed: ref=%s reason=%s", ref, why)
+
+    def _prove(self, ref: str, why: str, now: datetime, *, existed: bool, **facts: str | int) -> None:
+        """The deletion proof: who, when, which object and version, why."""
+        self._audit.insert(
+            {
+                "PartitionKey": ref,
+                "RowKey": uuid.uuid4().hex,
+                **facts,
+                "object_existed": existed,
+                "deleted_by": self._identity,
+                "deleted_at": now,
+                "reason": why,
+            }
+        )

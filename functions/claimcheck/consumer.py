@@ -1,0 +1,347 @@
+"""The consumer pipeline: envelope → resolve → authorize → fetch + verify → analyze → idempotent
+result write → result event → cleanup; answers an ``Outcome`` for the Function App to settle.
+
+Every failure is classified into one of three answers: ``DeadLetter`` (a ``MessageRejected`` leaf,
+with its reason), ``Retry`` with backoff (a ``RetryableError`` or an unexpected I/O failure), or,
+once the delivery count reaches its bound, ``DeadLetter`` — never an endless retry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, BinaryIO
+
+from claimcheck.analysis import AnalysisError, AnalysisResult, Analyzer
+from claimcheck.cleanup import Cleaner
+from claimcheck.envelope import Envelope, format_timestamp, parse_envelope
+from claimcheck.errors import (
+    AccessDenied,
+    ContentTypeMismatch,
+    EnvelopeExpired,
+    IntegrityFailed,
+    MessageRejected,
+    NotYetVisible,
+    PayloadMissing,
+    ProcessingFailed,
+    RecordExists,
+    RetryableError,
+    VersionMismatch,
+)
+from claimcheck.idempotency import AlreadyDone, Claimed, IdempotencyLedger, idempotency_key
+from claimcheck.integrity import spool_verified
+from claimcheck.messages import ApplicationValue, Bus, InboundMessage, OutboundMessage
+from claimcheck.outcome import Complete, DeadLetter, DeadLetterReason, Outcome, Retry, compute_backoff
+from claimcheck.policy import (
+    PurposePolicy,
+    ReadRequest,
+    Verdict,
+    authorize,
+    base_content_type,
+)
+from claimcheck.registry import PayloadRecord, PayloadRegistry
+from claimcheck.settings import Settings
+from claimcheck.states import PayloadState, WorkItemState
+from claimcheck.storage import EntityTable, ObjectNotFound, PayloadStore
+from claimcheck.workitems import WorkItemStore
+
+log = logging.getLogger(__name__)
+
+RESULT_EFFECT = "analysis-result"
+RESULT_SCHEMA = "claimcheck.result/1"
+
+_DENIALS: Mapping[Verdict, type[MessageRejected]] = {
+    Verdict.UNRESOLVABLE: AccessDenied,
+    Verdict.BLOCKED: AccessDenied,
+    Verdict.EXPIRED: EnvelopeExpired,
+    Verdict.GONE: PayloadMissing,
+    Verdict.VERSION_MISMATCH: VersionMismatch,
+    Verdict.CONTENT_TYPE_MISMATCH: ContentTypeMismatch,
+}
+
+
+@dataclass(frozen=True)
+class _Work:
+    envelope: Envelope
+    record: PayloadRecord | None  # None for an inline payload
+    policy: PurposePolicy
+    key: str
+    traceparent: str | None
+
+
+class Consumer:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: PayloadStore,
+        registry: PayloadRegistry,
+        work_items: WorkItemStore,
+        ledger: IdempotencyLedger,
+        results: EntityTable,
+        cleaner: Cleaner,
+        bus: Bus,
+        analyzer: Analyzer,
+        purposes: Mapping[str, PurposePolicy],
+        identity: str,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._settings = settings
+        self._store = store
+        self._registry = registry
+        self._work_items = work_items
+        self._ledger = ledger
+        self._results = results
+        self._cleaner = cleaner
+        self._bus = bus
+        self._analyzer = analyzer
+        self._purposes = purposes
+        self._identity = identity
+        self._clock = clock
+
+    def handle(self, message: InboundMessage) -> Outcome:
+        """Process one delivery; never raises for a bad message, always answers an ``Outcome``."""
+        envelope: Envelope | None = None
+        try:
+            envelope = parse_envelope(message.body)
+            return self._process(envelope, message)
+        except MessageRejected as rejected:
+            log.warning(
+                "dead-letter %s: %s (message %s)", rejected.reason.value, rejected, message.message_id
+            )
+            if envelope is not None:
+                self._mark_failed(envelope, rejected)
+            return DeadLetter(rejected.reason, str(rejected))
+        except RetryableError as waiting:
+            return self._retry_or_give_up(message, str(waiting), DeadLetterReason.PROCESSING_FAILED)
+        except Exception as unexpected:  # storage or bus unavailable, a bug: retry, bounded
+            # The type only: foreign exception texts may quote URLs or request details.
+            log.exception("unexpected %s on message %s", type(unexpected).__name__, message.message_id)
+            return self._retry_or_give_up(
+                message, f"unexpected {type(unexpected).__name__}", DeadLetterReason.PROCESSING_FAILED
+            )
+
+    def _process(self, envelope: Envelope, message: InboundMessage) -> Outcome:
+        now = self._clock()
+        if now >= envelope.expires_at:
+            raise EnvelopeExpired("the envelope expired before processing")
+        policy = self._purposes.get(envelope.purpose)
+        if policy is None or envelope.environment != self._settings.environment:
+            raise AccessDenied("reference does not resolve for this tenant, purpose and environment")
+        key = idempotency_key(
+            envelope.work_item_id, envelope.payload_version, envelope.purpose, RESULT_EFFECT
+        )
+        record = self._resolve(envelope, policy, key, now) if envelope.payload_ref is not None else None
+        if record is None and envelope.payload_ref is not None:
+            return Complete()  # duplicate of a completed effect whose object is already cleaned up
+        self._check_inline_policy(envelope, policy)
+        self._check_work_item(envelope, now)
+        traceparent = message.application_properties.get("traceparent")
+        work = _Work(envelope, record, policy, key, traceparent if isinstance(traceparent, str) else None)
+        claim = self._ledger.begin(key, now=now)
+        if isinstance(claim, AlreadyDone):
+            self._settle(work, claim.result)
+            return Complete()
+        try:
+            summary = self._run(work, claim)
+        except BaseException:
+            self._ledger.release(claim)
+            raise
+        self._settle(work, summary)
+        return Complete()
+
+    def _resolve(
+        self, envelope: Envelope, policy: PurposePolicy, key: str, now: datetime
+    ) -> PayloadRecord | None:
+        assert envelope.payload_ref is not None
+        record = self._registry.get(envelope.payload_ref)
+        request = ReadRequest(
+            identity=self._identity,
+            tenant_id=envelope.tenant_id,
+            purpose=envelope.purpose,
+            environment=envelope.environment,
+            classification=envelope.classification.value,
+            version=envelope.payload_version,
+            content_type=envelope.content_type,
+            expires_at=envelope.expires_at,
+            now=now,
+        )
+        verdict, reason = authorize(request, None if record is None else record.facts(), self._purposes)
+        if verdict is Verdict.ALLOW:
+            assert record is not None
+            if (record.content_length, record.sha256) != (envelope.content_length, envelope.checksum.value):
+                raise IntegrityFailed("the envelope's length or checksum differs from the registered object")
+            return record
+        if verdict is not Verdict.UNRESOLVABLE and self._ledger.lookup(key) is not None:
+            return None  # a duplicate of a completed effect: the object may be processed or gone
+        if verdict is Verdict.NOT_YET_VISIBLE:
+            assert record is not None
+            self._wait_for_visibility(record.created_at, now, "the producer has not confirmed this version")
+        raise _DENIALS[verdict](reason)
+
+    def _check_inline_policy(self, envelope: Envelope, policy: PurposePolicy) -> None:
+        if envelope.payload_inline is None:
+            return
+        if envelope.classification.sensitive or envelope.classification not in policy.classifications:
+            raise AccessDenied("policy does not allow this classification inline for this purpose")
+        if base_content_type(envelope.content_type) not in policy.content_types:
+            raise ContentTypeMismatch("the declared content type is not allowed for this purpose")
+
+    def _check_work_item(self, envelope: Envelope, now: datetime) -> None:
+        """Process only the version the producer confirmed; an older one has been superseded."""
+        work_item = self._work_items.get(envelope.work_item_id)
+        if work_item is not None and work_item.tenant_id != envelope.tenant_id:
+            raise AccessDenied("reference does not resolve for this tenant, purpose and environment")
+        confirmed = 0 if work_item is None else work_item.version
+        if confirmed < envelope.payload_version:
+            self._wait_for_visibility(envelope.created_at, now, "the work item version is not confirmed yet")
+            raise PayloadMissing("the producer never confirmed this version (publish not completed)")
+        if confirmed > envelope.payload_version:
+            raise VersionMismatch(f"version {envelope.payload_version} was superseded by version {confirmed}")
+
+    def _wait_for_visibility(self, since: datetime, now: datetime, why: str) -> None:
+        """Inside the grace window, not yet visible means retry; after it, the caller classifies."""
+        if now < since + timedelta(seconds=self._settings.visibility_grace_seconds):
+            raise NotYetVisible(why)
+
+    def _run(self, work: _Work, claim: Claimed) -> dict[str, Any]:
+        envelope = work.envelope
+        now = self._clock()
+        self._work_items.set_state(
+            envelope.work_item_id, envelope.payload_version, WorkItemState.RUNNING, now=now
+        )
+        with self._open(work) as document:
+            try:
+                analysis = self._analyzer.analyze(document, base_content_type(envelope.content_type))
+            except AnalysisError as exc:
+                raise ProcessingFailed(f"the analyzer cannot process this document: {exc}") from exc
+        summary = _summary(envelope, analysis, completed_at=self._clock())
+        self._write_result(envelope, analysis, summary)
+        self._bus.publish(self._settings.results_topic, _result_event(work, analysis, summary))
+        self._ledger.complete(claim, summary, now=self._clock())
+        log.info("completed %s v%d", envelope.work_item_id, envelope.payload_version)
+        return summary
+
+    def _open(self, work: _Work) -> BinaryIO:
+        envelope, record = work.envelope, work.record
+        if record is None:
+            assert envelope.payload_inline is not None
+            return spool_verified(
+                [envelope.payload_inline],
+                expected_length=envelope.content_length,
+                expected_sha256=envelope.checksum.value,
+                content_type=envelope.content_type,
+            )
+        try:
+            return self._store.open_verified(
+                record.ref,
+                etag=record.object_etag,
+                length=record.content_length,
+                sha256=record.sha256,
+                content_type=record.content_type,
+            )
+        except ObjectNotFound as exc:
+            self._registry.move(record, PayloadState.MISSING, now=self._clock())
+            raise PayloadMissing("the registered object is gone (removed early or never completed)") from exc
+        except (IntegrityFailed, ContentTypeMismatch):
+            # Keep the metadata and the object for investigation; never "make do" with other bytes.
+            self._registry.move(record, PayloadState.INTEGRITY_FAILED, now=self._clock())
+            raise
+
+    def _write_result(self, envelope: Envelope, analysis: AnalysisResult, summary: Mapping[str, Any]) -> None:
+        row = {
+            "PartitionKey": envelope.work_item_id,
+            "RowKey": f"v{envelope.payload_version:010d}",
+            "tenant_id": envelope.tenant_id,
+            "purpose": envelope.purpose,
+            "completed_at": self._clock(),
+            "summary": json.dumps(summary, sort_keys=True),
+            "result": json.dumps(analysis.to_dict(), sort_keys=True),
+        }
+        # Taken means an attempt that crashed before completing the ledger wrote it: same key, same effect.
+        with contextlib.suppress(RecordExists):
+            self._results.insert(row)
+
+    def _settle(self, work: _Work, summary: Mapping[str, Any]) -> None:
+        """After the effect is durable: work item completed, object processed, cleanup per policy."""
+        envelope, now = work.envelope, self._clock()
+        self._work_items.set_state(
+            envelope.work_item_id, envelope.payload_version, WorkItemState.COMPLETED, now=now, result=summary
+        )
+        if work.record is None:
+            return
+        record = self._registry.get(work.record.ref) or work.record
+        if record.state in (PayloadState.REF_PUBLISHED, PayloadState.AVAILABLE):
+            record = self._registry.move(record, PayloadState.PROCESSED, now=now)
+        if record.state is PayloadState.PROCESSED:
+            self._cleaner.after_effect(record, work.policy.cleanup, now=now)
+
+    def _mark_failed(self, envelope: Envelope, rejected: MessageRejected) -> None:
+        target = WorkItemState.EXPIRED if isinstance(rejected, EnvelopeExpired) else WorkItemState.FAILED
+        work_item = self._work_items.get(envelope.work_item_id)
+        if work_item is None or work_item.tenant_id != envelope.tenant_id:
+            return  # never touch a work item this envelope has no claim on
+        try:
+            self._work_items.set_state(
+                envelope.work_item_id,
+                envelope.payload_version,
+                target,
+                now=self._clock(),
+                failure_reason=rejected.reason.value,
+            )
+        except Exception as exc:  # the dead-letter itself must still happen
+            log.warning("could not record failure of %s: %s", envelope.work_item_id, type(exc).__name__)
+
+    def _retry_or_give_up(self, message: InboundMessage, reason: str, last: DeadLetterReason) -> Outcome:
+        if message.delivery_count >= self._settings.max_delivery_count:
+            return DeadLetter(last, f"gave up after {message.delivery_count} deliveries: {reason}")
+        return Retry(reason, compute_backoff(message.delivery_count))
+
+
+def _summary(envelope: Envelope, analysis: AnalysisResult, *, completed_at: datetime) -> dict[str, Any]:
+    return {
+        "work_item_id": envelope.work_item_id,
+        "version": envelope.payload_version,
+        "document_type": analysis.document_type,
+        "priority": analysis.priority,
+        "review_required": analysis.review_required,
+        "parties": len(analysis.parties),
+        "obligations": len(analysis.obligations),
+        "page_count": analysis.page_count,
+        "completed_at": format_timestamp(completed_at),
+    }
+
+
+def _result_event(work: _Work, analysis: AnalysisResult, summary: Mapping[str, Any]) -> OutboundMessage:
+    envelope = work.envelope
+    properties: dict[str, ApplicationValue] = {
+        "tenant": envelope.tenant_id,
+        "purpose": envelope.purpose,
+        "priority": analysis.priority,
+        "document_type": analysis.document_type,
+        "review_required": analysis.review_required,
+        "schema": RESULT_SCHEMA,
+    }
+    if work.traceparent is not None:
+        properties["traceparent"] = work.traceparent
+    body = {
+        "schema": RESULT_SCHEMA,
+        "tenant_id": envelope.tenant_id,
+        "purpose": envelope.purpose,
+        "summary": dict(summary),
+        "result": analysis.to_dict(),
+    }
+    return OutboundMessage(
+        body=json.dumps(body, sort_keys=True).encode(),
+        message_id=f"res-{work.key[:40]}",
+        content_type="application/json",
+        session_id=None,
+        correlation_id=envelope.correlation_id,
+        subject="analysis-result",
+        application_properties=properties,
+        time_to_live=None,
+    )

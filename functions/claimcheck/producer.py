@@ -1,0 +1,283 @@
+"""Intake (DESIGN §4): validate → version → provisional write with hashing → registry → publish →
+activate only after the publish is confirmed → receipt.
+
+A crash between any two steps leaves something the reconciler finds: a provisional-tagged object
+without a record, a ``preparing`` record (publish not confirmed), a ``ref_published`` record
+(activation not finished), or a reserved-but-unconfirmed work item version (a harmless gap).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import BinaryIO
+
+from claimcheck.envelope import IDENTIFIER, IDENTIFIER_RULE, Checksum, Envelope
+from claimcheck.errors import ContentTypeMismatch, ForbiddenContentType, IntakeRejected, PublishNotConfirmed
+from claimcheck.integrity import Readable, check_declared_type, read_up_to
+from claimcheck.messages import Bus
+from claimcheck.policy import (
+    Classification,
+    PurposePolicy,
+    base_content_type,
+    check_intake,
+    check_length,
+    travels_inline,
+)
+from claimcheck.refs import new_payload_ref
+from claimcheck.registry import PayloadRecord, PayloadRegistry
+from claimcheck.settings import Settings
+from claimcheck.states import PayloadState
+from claimcheck.storage import PayloadStore
+from claimcheck.workitems import IntakeReceipt, WorkItemStore
+
+log = logging.getLogger(__name__)
+
+PRIORITIES = frozenset({"high", "normal"})
+VISIBILITY_WINDOW = timedelta(seconds=30)
+
+
+@dataclass(frozen=True)
+class _Submission:
+    tenant_id: str
+    purpose: str
+    classification: Classification
+    content_type: str
+    work_item_id: str
+    version: int
+    priority: str
+    document_type: str | None
+    review_required: bool
+    correlation_id: str | None
+    traceparent: str | None
+    policy: PurposePolicy
+    now: datetime
+
+
+class Producer:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: PayloadStore,
+        registry: PayloadRegistry,
+        work_items: WorkItemStore,
+        bus: Bus,
+        purposes: Mapping[str, PurposePolicy],
+        identity: str,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._settings = settings
+        self._store = store
+        self._registry = registry
+        self._work_items = work_items
+        self._bus = bus
+        self._purposes = purposes
+        self._identity = identity
+        self._clock = clock
+
+    def submit(
+        self,
+        source: BinaryIO | bytes,
+        *,
+        tenant_id: str,
+        purpose: str,
+        classification: str,
+        content_type: str,
+        work_item_id: str | None = None,
+        priority: str = "normal",
+        document_type: str | None = None,
+        review_required: bool = False,
+        correlation_id: str | None = None,
+        traceparent: str | None = None,
+    ) -> IntakeReceipt:
+        """Accept one document; raise an ``IntakeRejected`` leaf for bad input (nothing is kept then)."""
+        declared = len(source) if isinstance(source, bytes) else None
+        policy, level = check_intake(
+            self._purposes,
+            tenant_id=tenant_id,
+            purpose=purpose,
+            classification=classification,
+            content_type=content_type,
+            declared_length=declared,
+            max_payload_bytes=self._settings.max_payload_bytes,
+        )
+        work_item_id = work_item_id or f"wi-{uuid.uuid4().hex}"
+        for name, value in (
+            ("tenant_id", tenant_id),
+            ("work_item_id", work_item_id),
+            ("correlation_id", correlation_id),
+        ):
+            if value is not None and not IDENTIFIER.fullmatch(value):
+                raise IntakeRejected(f"{name} {IDENTIFIER_RULE}")
+        if priority not in PRIORITIES:
+            raise IntakeRejected(f"priority must be one of {sorted(PRIORITIES)}")
+        stream: Readable = io.BytesIO(source) if isinstance(source, bytes) else source
+        inline: bytes | None = None
+        if not level.sensitive:
+            head = read_up_to(stream, self._settings.inline_threshold_bytes + 1)
+            if travels_inline(level, len(head), self._settings.inline_threshold_bytes):
+                check_length(len(head), self._settings.max_payload_bytes)
+                inline = head
+            else:
+                stream = _Prefixed(head, stream)
+        now = self._clock()
+        version = self._work_items.reserve_version(
+            work_item_id, tenant_id=tenant_id, purpose=purpose, now=now
+        )
+        submission = _Submission(
+            tenant_id=tenant_id,
+            purpose=purpose,
+            classification=level,
+            content_type=content_type,
+            work_item_id=work_item_id,
+            version=version,
+            priority=priority,
+            document_type=document_type,
+            review_required=review_required,
+            correlation_id=correlation_id,
+            traceparent=traceparent,
+            policy=policy,
+            now=now,
+        )
+        if inline is not None:
+            return self._submit_inline(submission, inline)
+        return self._submit_by_reference(submission, stream)
+
+    def _submit_inline(self, submission: _Submission, payload: bytes) -> IntakeReceipt:
+        try:
+            check_declared_type(submission.content_type, payload[:1024])
+        except ContentTypeMismatch as exc:
+            raise ForbiddenContentType(str(exc)) from exc
+        sha256 = hashlib.sha256(payload).hexdigest()
+        envelope = self._envelope(submission, ref=None, inline=payload, length=len(payload), sha256=sha256)
+        self._publish(submission, envelope)
+        return self._confirm(submission, envelope, object_etag=None)
+
+    def _submit_by_reference(self, submission: _Submission, stream: Readable) -> IntakeReceipt:
+        ref = new_payload_ref()
+        try:
+            uploaded = self._store.upload_provisional(
+                ref, stream, content_type=submission.content_type, max_bytes=self._settings.max_payload_bytes
+            )
+        except ContentTypeMismatch as exc:
+            raise ForbiddenContentType(str(exc)) from exc
+        record = self._registry.create(
+            PayloadRecord(
+                ref=ref,
+                work_item_id=submission.work_item_id,
+                tenant_id=submission.tenant_id,
+                purpose=submission.purpose,
+                classification=submission.classification.value,
+                environment=self._settings.environment,
+                content_type=submission.content_type,
+                content_length=uploaded.length,
+                sha256=uploaded.sha256,
+                version=submission.version,
+                object_etag=uploaded.etag,
+                owner=self._identity,
+                created_at=submission.now,
+                expires_at=submission.now + submission.policy.grant_lifetime,
+                state=PayloadState.PREPARING,
+                updated_at=submission.now,
+            )
+        )
+        envelope = self._envelope(
+            submission, ref=ref, inline=None, length=uploaded.length, sha256=uploaded.sha256
+        )
+        self._publish(submission, envelope)
+        now = self._clock()
+        record = self._registry.move(record, PayloadState.REF_PUBLISHED, now=now)
+        self._store.activate(ref)
+        self._registry.move(record, PayloadState.AVAILABLE, now=now)
+        return self._confirm(submission, envelope, object_etag=uploaded.etag)
+
+    def _envelope(
+        self, submission: _Submission, *, ref: str | None, inline: bytes | None, length: int, sha256: str
+    ) -> Envelope:
+        return Envelope(
+            work_item_id=submission.work_item_id,
+            payload_ref=ref,
+            payload_inline=inline,
+            payload_version=submission.version,
+            content_type=base_content_type(submission.content_type),
+            content_length=length,
+            checksum=Checksum("sha256", sha256),
+            classification=submission.classification,
+            tenant_id=submission.tenant_id,
+            purpose=submission.purpose,
+            environment=self._settings.environment,
+            created_at=submission.now,
+            expires_at=submission.now + submission.policy.grant_lifetime,
+            correlation_id=submission.correlation_id,
+        )
+
+    def _publish(self, submission: _Submission, envelope: Envelope) -> None:
+        message = envelope.to_message(
+            priority=submission.priority,
+            document_type=submission.document_type,
+            review_required=submission.review_required,
+            traceparent=submission.traceparent,
+        )
+        try:
+            self._bus.publish(self._settings.documents_queue, message)
+        except Exception as exc:
+            grace = timedelta(seconds=self._settings.orphan_grace_seconds)
+            log.warning(
+                "ALERT %s v%d: object written, publish not confirmed (%s); no worker got access; "
+                "the provisional object is removed by reconciliation after %s",
+                submission.work_item_id,
+                submission.version,
+                type(exc).__name__,
+                grace,
+            )
+            raise PublishNotConfirmed("the queue did not confirm the message; submit again") from exc
+
+    def _confirm(
+        self, submission: _Submission, envelope: Envelope, *, object_etag: str | None
+    ) -> IntakeReceipt:
+        accepted_at = self._clock()
+        receipt = IntakeReceipt(
+            work_item_id=submission.work_item_id,
+            version=submission.version,
+            transport="reference" if envelope.payload_ref else "inline",
+            payload_ref=envelope.payload_ref,
+            object_etag=object_etag,
+            record_etag="",
+            request_id=uuid.uuid4().hex,
+            message_id=envelope.message_id,
+            accepted_at=accepted_at,
+            visibility_deadline=accepted_at + VISIBILITY_WINDOW,
+            content_length=envelope.content_length,
+            sha256=envelope.checksum.value,
+        )
+        persisted = {key: value for key, value in receipt.to_dict().items() if key != "record_etag"}
+        etag = self._work_items.confirm_version(
+            submission.work_item_id, submission.version, persisted, now=accepted_at
+        )
+        log.info("accepted %s v%d (%s)", submission.work_item_id, submission.version, receipt.transport)
+        return replace(receipt, record_etag=etag)
+
+
+class _Prefixed(io.RawIOBase):
+    """Bytes already read (to decide inline vs reference) followed by the rest of the source."""
+
+    def __init__(self, head: bytes, rest: Readable) -> None:
+        super().__init__()
+        self._head = head
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        if self._head:
+            taken = self._head if size < 0 else self._head[:size]
+            self._head = self._head[len(taken) :]
+            return taken
+        return self._rest.read(size)

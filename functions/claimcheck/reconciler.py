@@ -1,0 +1,152 @@
+"""Reconciliation (timer trigger and ops command): find what a crash between two steps left behind.
+
+- provisional objects whose publish was never confirmed (``preparing`` records, or provisional-
+  tagged objects with no record at all) → removed after the orphan grace period, with an alert
+  that states the consequence;
+- ``ref_published`` records (publish confirmed, activation unfinished) → activation finished;
+- readable or processed records whose object is gone → flagged ``missing``;
+- ``cleanup_pending`` records → deleted (the asynchronous cleanup sweep);
+- processed records kept under a retention policy → deleted once retention has elapsed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from claimcheck.cleanup import Cleaner
+from claimcheck.errors import StoreError
+from claimcheck.policy import CleanupPolicy, PurposePolicy
+from claimcheck.registry import PayloadRecord, PayloadRegistry
+from claimcheck.settings import Settings
+from claimcheck.states import PayloadState
+from claimcheck.storage import PayloadStore
+from claimcheck.workitems import WorkItemStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ReconciliationReport:
+    orphans_removed: list[str] = field(default_factory=list)
+    orphans_waiting: list[str] = field(default_factory=list)
+    activations_finished: list[str] = field(default_factory=list)
+    flagged_missing: list[str] = field(default_factory=list)
+    cleaned_up: list[str] = field(default_factory=list)
+    retention_removed: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)  # records that changed under us; next run
+    alerts: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: list(value) for name, value in self.__dict__.items()}
+
+
+class Reconciler:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: PayloadStore,
+        registry: PayloadRegistry,
+        work_items: WorkItemStore,
+        cleaner: Cleaner,
+        purposes: Mapping[str, PurposePolicy],
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._store = store
+        self._registry = registry
+        self._work_items = work_items
+        self._cleaner = cleaner
+        self._purposes = purposes
+        self._clock = clock
+        self._orphan_grace = timedelta(seconds=settings.orphan_grace_seconds)
+
+    def run(self, now: datetime | None = None) -> ReconciliationReport:
+        now = now or self._clock()
+        report = ReconciliationReport()
+        for record in self._registry.in_states(
+            [
+                PayloadState.PREPARING,
+                PayloadState.REF_PUBLISHED,
+                PayloadState.AVAILABLE,
+                PayloadState.PROCESSED,
+                PayloadState.CLEANUP_PENDING,
+            ]
+        ):
+            try:
+                self._reconcile(record, now, report)
+            except StoreError as exc:
+                report.conflicts.append(record.ref)
+                log.info("reconcile %s skipped: %s", record.ref, type(exc).__name__)
+        self._sweep_unregistered(now, report)
+        for alert in report.alerts:
+            log.warning("ALERT %s", alert)
+        return report
+
+    def _reconcile(self, record: PayloadRecord, now: datetime, report: ReconciliationReport) -> None:
+        if record.state is PayloadState.PREPARING:
+            self._orphan(record, now, report)
+        elif record.state is PayloadState.CLEANUP_PENDING:
+            self._cleaner.remove(record, why="asynchronous cleanup sweep", now=now)
+            report.cleaned_up.append(record.ref)
+        elif not self._store.exists(record.ref):
+            self._registry.move(record, PayloadState.MISSING, now=now)
+            report.flagged_missing.append(record.ref)
+            report.alerts.append(
+                f"{record.work_item_id} v{record.version}: registered object is gone while"
+                f" {record.state.value}; a consumer will dead-letter it as payload_missing"
+            )
+        elif record.state is PayloadState.REF_PUBLISHED and now - record.updated_at >= self._orphan_grace:
+            self._store.activate(record.ref)
+            self._registry.move(record, PayloadState.AVAILABLE, now=now)
+            self._work_items.confirm_version(record.work_item_id, record.version, None, now=now)
+            report.activations_finished.append(record.ref)
+        elif record.state is PayloadState.PROCESSED and self._retention_over(record, now):
+            self._cleaner.remove(record, why="retention period elapsed", now=now)
+            report.retention_removed.append(record.ref)
+
+    def _orphan(self, record: PayloadRecord, now: datetime, report: ReconciliationReport) -> None:
+        due = record.created_at + self._orphan_grace
+        if now < due:
+            report.orphans_waiting.append(record.ref)
+            report.alerts.append(
+                f"{record.work_item_id} v{record.version}: object written, publish not confirmed;"
+                f" no worker got access; provisional object removed in {_rounded(due - now)}"
+            )
+            return
+        self._cleaner.remove(record, why="orphan: publish never confirmed within the grace period", now=now)
+        report.orphans_removed.append(record.ref)
+        report.alerts.append(
+            f"{record.work_item_id} v{record.version}: object written, publish not confirmed; no worker got"
+            " access; provisional object removed"
+        )
+
+    def _sweep_unregistered(self, now: datetime, report: ReconciliationReport) -> None:
+        """Provisional objects with no registry record: the producer crashed right after the upload."""
+        for found in self._store.provisional_objects():
+            if self._registry.get(found.ref) is not None or now < found.created_at + self._orphan_grace:
+                continue
+            self._cleaner.remove_unregistered(
+                found.ref, why="orphan: never registered nor published", now=now
+            )
+            report.orphans_removed.append(found.ref)
+            report.alerts.append(
+                f"{found.ref}: object written, never registered nor published; no worker got access;"
+                " provisional object removed"
+            )
+
+    def _retention_over(self, record: PayloadRecord, now: datetime) -> bool:
+        policy = self._purposes.get(record.purpose)
+        return (
+            policy is not None
+            and policy.cleanup is CleanupPolicy.RETAIN
+            and now >= record.updated_at + policy.retention
+        )
+
+
+def _rounded(delay: timedelta) -> str:
+    minutes = max(1, round(delay.total_seconds() / 60))
+    return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h"

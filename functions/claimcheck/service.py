@@ -1,0 +1,147 @@
+"""The composition root: one ``ClaimCheck`` wires the ports to the Azure adapters.
+
+SDK imports happen inside ``from_settings``, so importing ``claimcheck`` stays cheap for the
+Function App's cold start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from claimcheck.analysis import Analyzer, ContractObligationExtractor
+from claimcheck.cleanup import Cleaner
+from claimcheck.consumer import Consumer
+from claimcheck.idempotency import IdempotencyLedger
+from claimcheck.integrity import DEFAULT_CHUNK_BYTES
+from claimcheck.messages import Bus
+from claimcheck.policy import DEFAULT_PURPOSES, PurposePolicy
+from claimcheck.producer import Producer
+from claimcheck.reconciler import Reconciler
+from claimcheck.registry import PayloadRegistry
+from claimcheck.settings import Settings
+from claimcheck.workitems import WorkItemStatus, WorkItemStore
+
+if TYPE_CHECKING:
+    from azure.core.credentials import TokenCredential
+
+SERVICE_IDENTITY = "claimcheck-consumer"
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class ClaimCheck:
+    producer: Producer
+    consumer: Consumer
+    reconciler: Reconciler
+    status: WorkItemStatus
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        *,
+        storage_connection: str | None = None,
+        blob_service_uri: str | None = None,
+        table_service_uri: str | None = None,
+        bus: Bus,
+        credential: TokenCredential | None = None,
+        analyzer: Analyzer | None = None,
+        purposes: Mapping[str, PurposePolicy] = DEFAULT_PURPOSES,
+        identity: str = SERVICE_IDENTITY,
+        clock: Callable[[], datetime] = utc_now,
+        chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    ) -> ClaimCheck:
+        """Build from a connection string (local: Azurite, creates what is missing) or from service
+        URIs with a token credential (Azure: infra/ provisions the container and tables)."""
+        from azure.data.tables import TableServiceClient
+        from azure.storage.blob import BlobServiceClient
+
+        from claimcheck.adapters.blobs import AzureBlobPayloadStore
+        from claimcheck.adapters.tables import AzureEntityTable
+
+        # Bounded transfers: the SDK never buffers more than one chunk per request.
+        transfer: dict[str, Any] = {
+            "max_single_get_size": chunk_bytes,
+            "max_chunk_get_size": chunk_bytes,
+            "max_block_size": chunk_bytes,
+            "max_single_put_size": chunk_bytes,
+        }
+        if storage_connection is not None:
+            blobs = BlobServiceClient.from_connection_string(storage_connection, **transfer)
+            tables = TableServiceClient.from_connection_string(storage_connection)
+        else:
+            if blob_service_uri is None or table_service_uri is None:
+                raise ValueError("give storage_connection, or both blob_service_uri and table_service_uri")
+            if credential is None:
+                from azure.identity import DefaultAzureCredential
+
+                credential = DefaultAzureCredential()
+            blobs = BlobServiceClient(blob_service_uri, credential=credential, **transfer)
+            tables = TableServiceClient(table_service_uri, credential=credential)
+        container = blobs.get_container_client(settings.payload_container)
+        table_names = (
+            settings.registry_table,
+            settings.idempotency_table,
+            settings.work_items_table,
+            settings.audit_table,
+            settings.results_table,
+        )
+        if storage_connection is not None:
+            if not container.exists():
+                container.create_container()
+            for name in table_names:
+                tables.create_table_if_not_exists(name)
+
+        def table(name: str) -> AzureEntityTable:
+            return AzureEntityTable(tables.get_table_client(name))
+
+        store = AzureBlobPayloadStore(container, chunk_bytes=chunk_bytes)
+        registry = PayloadRegistry(table(settings.registry_table))
+        work_items = WorkItemStore(table(settings.work_items_table))
+        cleaner = Cleaner(store, registry, table(settings.audit_table), identity=identity)
+        ledger = IdempotencyLedger(
+            table(settings.idempotency_table),
+            in_progress_ttl=timedelta(seconds=settings.in_progress_ttl_seconds),
+        )
+        return cls(
+            producer=Producer(
+                settings=settings,
+                store=store,
+                registry=registry,
+                work_items=work_items,
+                bus=bus,
+                purposes=purposes,
+                identity=identity,
+                clock=clock,
+            ),
+            consumer=Consumer(
+                settings=settings,
+                store=store,
+                registry=registry,
+                work_items=work_items,
+                ledger=ledger,
+                results=table(settings.results_table),
+                cleaner=cleaner,
+                bus=bus,
+                analyzer=analyzer or ContractObligationExtractor(),
+                purposes=purposes,
+                identity=identity,
+                clock=clock,
+            ),
+            reconciler=Reconciler(
+                settings=settings,
+                store=store,
+                registry=registry,
+                work_items=work_items,
+                cleaner=cleaner,
+                purposes=purposes,
+                clock=clock,
+            ),
+            status=WorkItemStatus(work_items),
+        )

@@ -1,0 +1,92 @@
+"""Storage ports: the few operations the core needs from a table store and a blob store.
+
+The logic (registry, ledger, work items, cleanup) lives in pure modules written against these
+protocols; ``claimcheck.adapters`` translates them to Azure Tables and Azure Blob Storage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, BinaryIO, Protocol
+
+from claimcheck.integrity import Readable
+
+
+@dataclass(frozen=True)
+class StoredEntity:
+    """One table row as read: its properties (keys included) and the ETag to condition updates on."""
+
+    values: Mapping[str, Any]
+    etag: str
+
+
+class EntityTable(Protocol):
+    """A table with point reads, conditional insert/replace/delete and a filtered scan."""
+
+    def get(self, partition_key: str, row_key: str) -> StoredEntity | None: ...
+
+    def insert(self, entity: Mapping[str, Any]) -> str:
+        """Insert; return the new ETag. Raise ``RecordExists`` if the key is taken."""
+        ...
+
+    def replace(self, entity: Mapping[str, Any], etag: str) -> str:
+        """Replace iff the stored ETag is ``etag``; raise ``ConcurrencyConflict`` / ``RecordNotFound``."""
+        ...
+
+    def delete(self, partition_key: str, row_key: str, etag: str) -> None:
+        """Delete iff the stored ETag is ``etag``; raise ``ConcurrencyConflict``; absent is fine."""
+        ...
+
+    def query(self, filter_expression: str, parameters: Mapping[str, Any]) -> Iterator[StoredEntity]: ...
+
+
+@dataclass(frozen=True)
+class UploadedObject:
+    """What the upload pass learned: length and sha256 of exactly the bytes stored, and the ETag."""
+
+    length: int
+    sha256: str
+    etag: str
+
+
+@dataclass(frozen=True)
+class ProvisionalObject:
+    """An object still tagged provisional (its activation never happened)."""
+
+    ref: str
+    created_at: datetime
+
+
+class PayloadStore(Protocol):
+    """Write-once objects named by their opaque reference."""
+
+    def upload_provisional(
+        self, ref: str, source: Readable, *, content_type: str, max_bytes: int
+    ) -> UploadedObject:
+        """Write once (never overwrite), hashing while uploading; tag the object provisional."""
+        ...
+
+    def activate(self, ref: str) -> None:
+        """Mark the object active (drops the provisional tag the lifecycle backstop looks for)."""
+        ...
+
+    def open_verified(self, ref: str, *, etag: str, length: int, sha256: str, content_type: str) -> BinaryIO:
+        """Stream exactly the recorded object (ETag-conditioned) into a verified, rewound spool.
+
+        Raise ``ObjectNotFound`` if absent, ``IntegrityFailed`` / ``ContentTypeMismatch`` if it differs.
+        """
+        ...
+
+    def exists(self, ref: str) -> bool: ...
+
+    def delete(self, ref: str) -> bool:
+        """Delete the object; return False if it was already gone."""
+        ...
+
+    def provisional_objects(self) -> Iterator[ProvisionalObject]: ...
+
+
+class ObjectNotFound(Exception):
+    """The blob store has no object under that reference (classified by the caller)."""

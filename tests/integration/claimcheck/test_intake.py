@@ -1,0 +1,158 @@
+"""Intake against Azurite: inline vs reference, limits, types, publish lost, read-after-write."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from datetime import timedelta
+
+import pytest
+
+from claimcheck.envelope import MAX_REFERENCE_ENVELOPE_BYTES, parse_envelope
+from claimcheck.errors import ForbiddenContentType, PayloadTooLarge, PublishNotConfirmed, UnknownPurpose
+from claimcheck.settings import PROVISIONAL_TAG_NAME
+from tests.integration.claimcheck.conftest import PAYLOAD_MARKER, Harness, document
+
+Build = Callable[..., Harness]
+
+
+def test_small_public_payload_travels_inline(make_harness: Build) -> None:
+    """A small non-sensitive payload rides in the message; nothing is stored in Blob Storage."""
+    harness = make_harness()
+    payload = document(300)
+    receipt = harness.claimcheck.producer.submit(
+        payload, tenant_id="tenant-a", purpose="contract-review", classification="internal",
+        content_type="text/plain",
+    )
+    assert receipt.transport == "inline"
+    assert receipt.payload_ref is None
+    envelope = parse_envelope(harness.queued()[0].body)
+    assert envelope.payload_inline == payload
+    assert harness.blob_names() == []
+    assert harness.rows(harness.settings.registry_table) == []
+
+
+def test_large_payload_goes_by_reference_with_a_small_envelope(make_harness: Build) -> None:
+    """A confidential or large payload is stored; the envelope holds only a reference and stays ≤ 1 KiB."""
+    harness = make_harness()
+    payload = document(200_000)
+    receipt = harness.claimcheck.producer.submit(
+        io.BytesIO(payload), tenant_id="tenant-a", purpose="contract-review", classification="confidential",
+        content_type="text/plain", correlation_id="corr-1", traceparent="00-" + "a" * 32 + "-" + "b" * 16 + "-01",
+    )
+    message = harness.queued()[0]
+    assert receipt.transport == "reference"
+    assert len(message.body) <= MAX_REFERENCE_ENVELOPE_BYTES
+    assert PAYLOAD_MARKER.encode() not in message.body
+    assert b"http" not in message.body
+    assert message.application_properties["traceparent"] == "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
+    assert message.session_id == receipt.work_item_id
+    assert harness.blob_names() == [receipt.payload_ref]
+    tags = harness.container.get_blob_client(receipt.payload_ref).get_blob_tags()
+    assert tags[PROVISIONAL_TAG_NAME] == "active"
+    (row,) = harness.rows(harness.settings.registry_table)
+    assert (row["state"], row["content_length"], row["tenant_id"]) == ("available", 200_000, "tenant-a")
+
+
+def test_payload_over_the_limit_is_refused_and_nothing_is_kept(make_harness: Build) -> None:
+    """A stream longer than the limit gives 413 during upload; no object, record or message remains."""
+    harness = make_harness(max_payload_bytes=100_000)
+    with pytest.raises(PayloadTooLarge) as caught:
+        harness.claimcheck.producer.submit(
+            io.BytesIO(document(100_001)), tenant_id="tenant-a", purpose="contract-review",
+            classification="restricted", content_type="text/plain",
+        )
+    assert caught.value.http_status == 413
+    assert harness.blob_names() == []
+    assert harness.rows(harness.settings.registry_table) == []
+    assert harness.queued() == []
+
+
+@pytest.mark.parametrize(
+    ("content_type", "payload", "error"),
+    [
+        ("image/png", b"\x89PNG....", ForbiddenContentType),
+        ("application/pdf", document(5000), ForbiddenContentType),  # declared PDF, bytes are text
+    ],
+)
+def test_forbidden_or_false_type_is_refused(
+    make_harness: Build, content_type: str, payload: bytes, error: type[Exception]
+) -> None:
+    """A type the purpose does not allow, or bytes that are not of the declared type, give 415."""
+    harness = make_harness()
+    with pytest.raises(error) as caught:
+        harness.claimcheck.producer.submit(
+            payload, tenant_id="tenant-a", purpose="contract-review", classification="confidential",
+            content_type=content_type,
+        )
+    assert caught.value.http_status == 415
+    assert harness.queued() == []
+    assert harness.rows(harness.settings.registry_table) == []
+
+
+def test_unknown_purpose_is_a_400(make_harness: Build) -> None:
+    """An unknown purpose is refused with code unknown_purpose before anything is stored."""
+    harness = make_harness()
+    with pytest.raises(UnknownPurpose) as caught:
+        harness.claimcheck.producer.submit(b"x", tenant_id="t", purpose="poetry", classification="public",
+                                           content_type="text/plain")
+    assert (caught.value.code, caught.value.http_status) == ("unknown_purpose", 400)
+
+
+def test_lost_publish_leaves_a_state_the_reconciler_cleans(make_harness: Build) -> None:
+    """Upload done, publish lost: 503, a provisional object in preparing; reconciliation removes it after grace."""
+    harness = make_harness()
+    harness.bus.fail_next = 1
+    with pytest.raises(PublishNotConfirmed) as caught:
+        harness.claimcheck.producer.submit(
+            document(50_000), tenant_id="tenant-a", purpose="contract-review", classification="confidential",
+            content_type="text/plain",
+        )
+    assert caught.value.http_status == 503
+    (ref,) = harness.blob_names()
+    assert harness.container.get_blob_client(ref).get_blob_tags()[PROVISIONAL_TAG_NAME] == "provisional"
+    assert [row["state"] for row in harness.rows(harness.settings.registry_table)] == ["preparing"]
+
+    waiting = harness.claimcheck.reconciler.run()
+    assert waiting.orphans_waiting == [ref]
+    assert any("publish not confirmed" in alert and "removed in" in alert for alert in waiting.alerts)
+    assert harness.blob_names() == [ref]
+
+    harness.clock.advance(timedelta(seconds=harness.settings.orphan_grace_seconds + 1))
+    done = harness.claimcheck.reconciler.run()
+    assert done.orphans_removed == [ref]
+    assert harness.blob_names() == []
+    assert [row["state"] for row in harness.rows(harness.settings.registry_table)] == ["removed"]
+    (proof,) = harness.rows(harness.settings.audit_table)
+    assert proof["PartitionKey"] == ref
+    assert "publish never confirmed" in proof["reason"]
+
+
+def test_status_answers_awaiting_visibility_until_the_version_is_confirmed(make_harness: Build) -> None:
+    """status.get(min_version=N) says awaiting_visibility below N, and version_confirmed at N."""
+    harness = make_harness()
+    status = harness.claimcheck.status
+    assert status.get("wi-unknown") is None
+    assert status.get("wi-unknown", min_version=1).state == "awaiting_visibility"  # type: ignore[union-attr]
+    first = harness.claimcheck.producer.submit(
+        b"first " + PAYLOAD_MARKER.encode(), tenant_id="tenant-a", purpose="contract-review",
+        classification="public", content_type="text/plain", work_item_id="wi-raw-1",
+    )
+    view = status.get("wi-raw-1", min_version=2)
+    assert view is not None
+    assert (view.visibility, view.version) == ("awaiting_visibility", 1)
+    second = harness.claimcheck.producer.submit(
+        b"second " + PAYLOAD_MARKER.encode(), tenant_id="tenant-a", purpose="contract-review",
+        classification="public", content_type="text/plain", work_item_id="wi-raw-1",
+    )
+    assert (first.version, second.version) == (1, 2)
+    assert first.record_etag != second.record_etag
+    confirmed = status.get("wi-raw-1", min_version=2)
+    assert confirmed is not None
+    assert (confirmed.visibility, confirmed.state, confirmed.version) == ("version_confirmed", "accepted", 2)
+    assert confirmed.latest_receipt is not None
+    assert confirmed.latest_receipt["request_id"] == second.request_id
+    assert status.get("wi-raw-1", tenant_id="tenant-b") is None
+    assert json.dumps(confirmed.to_dict())
+    assert json.dumps(second.to_dict())
