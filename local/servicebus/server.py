@@ -1,0 +1,177 @@
+"""Starting and stopping the emulator: in this process (a thread with its own asyncio loop, for
+pytest fixtures) or as a subprocess running the CLI (for restart tests and the local stack)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from local.ports import free_port, wait_for_port
+from local.servicebus.broker import Broker
+from local.servicebus.cbs import SharedAccessKey
+from local.servicebus.config import NamespaceConfig, parse_config
+from local.servicebus.connection import AmqpConnection
+from local.servicebus.management import Management
+from local.servicebus.store import Store
+
+# Microsoft's Docker emulator uses this well-known development key; so do we, by default.
+DEFAULT_KEY = SharedAccessKey("RootManageSharedAccessKey", "SAS_KEY_VALUE")
+TICK_SECONDS = 0.05
+
+
+def connection_string(port: int, key: SharedAccessKey | None, host: str = "localhost") -> str:
+    shown = key or DEFAULT_KEY  # the SDK insists on a key even when the emulator checks none
+    return (f"Endpoint=sb://{host}:{port};SharedAccessKeyName={shown.name};SharedAccessKey={shown.key};"
+            "UseDevelopmentEmulator=true;")
+
+
+async def serve(broker: Broker, key: SharedAccessKey | None, host: str, port: int,
+                stop: asyncio.Event, ready: Future[int] | None = None) -> None:
+    """Accept connections until ``stop`` is set, running the broker's timers meanwhile."""
+    management = Management(broker)
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: AmqpConnection(broker, management, key), host, port)
+    bound = int(server.sockets[0].getsockname()[1])
+    if ready is not None:
+        ready.set_result(bound)
+    try:
+        while not stop.is_set():
+            broker.tick()
+            broker.commit()
+            try:
+                await asyncio.wait_for(stop.wait(), TICK_SECONDS)
+            except TimeoutError:
+                pass
+    finally:
+        server.close()
+        broker.commit()
+
+
+@dataclass
+class RunningEmulator:
+    """An emulator serving on ``port``; stop it with ``stop()`` or by leaving the ``with`` block."""
+
+    port: int
+    connection_string: str
+    broker: Broker | None
+    _stop: Callable[[], None]
+    _thread: threading.Thread | None = None
+    _process: subprocess.Popen[bytes] | None = None
+    _loop: asyncio.AbstractEventLoop | None = None
+
+    def runtime_properties(self, entity: str) -> dict[str, Any]:
+        """Counts per entity: active, dead-lettered, scheduled, deferred, oldest message age (in-process only)."""
+        broker, loop = self.broker, self._loop
+        if broker is None or loop is None:
+            raise RuntimeError("runtime properties are only available for an in-process emulator")
+
+        async def read() -> dict[str, Any]:
+            return broker.runtime_properties(entity)
+
+        return asyncio.run_coroutine_threadsafe(read(), loop).result(timeout=10)
+
+    def stop(self) -> None:
+        self._stop()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self._process is not None:
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait(timeout=10)
+
+    def kill(self) -> None:
+        """Kill a subprocess emulator abruptly (SIGKILL), as a crash would."""
+        if self._process is None:
+            raise RuntimeError("only a subprocess emulator can be killed")
+        self._process.kill()
+        self._process.wait(timeout=10)
+
+    def __enter__(self) -> RunningEmulator:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.stop()
+
+
+def start_emulator(config: dict[str, Any] | Path | NamespaceConfig, *, port: int = 0, data_dir: Path | None = None,
+                   key: SharedAccessKey | None = DEFAULT_KEY, host: str = "127.0.0.1",
+                   max_message_size: int = 256 * 1024, max_messages_per_entity: int | None = None) -> RunningEmulator:
+    """Start an emulator in a background thread; ``port=0`` picks a free port. ``data_dir=None`` is in-memory."""
+    namespace = config if isinstance(config, NamespaceConfig) else parse_config(config)
+    broker = Broker(namespace, Store(data_dir), max_message_size=max_message_size,
+                    max_messages_per_entity=max_messages_per_entity)
+    ready: Future[int] = Future()
+    loop = asyncio.new_event_loop()
+    stop_event: list[asyncio.Event] = []
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+
+        async def main() -> None:
+            stop_event.append(asyncio.Event())
+            await serve(broker, key, host, port, stop_event[0], ready)
+
+        try:
+            loop.run_until_complete(main())
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+            raise
+        finally:
+            broker.store.close()
+            loop.close()
+
+    thread = threading.Thread(target=run, name="servicebus-emulator", daemon=True)
+    thread.start()
+    bound = ready.result(timeout=30)
+
+    def stop() -> None:
+        if not loop.is_closed() and stop_event:
+            loop.call_soon_threadsafe(stop_event[0].set)
+
+    return RunningEmulator(bound, connection_string(bound, key), broker, stop, thread, _loop=loop)
+
+
+def start_emulator_process(config_path: Path, *, port: int | None = None, data_dir: Path | None = None,
+                           key: SharedAccessKey = DEFAULT_KEY, timeout: float = 30.0) -> RunningEmulator:
+    """Run ``python -m local.servicebus`` as a subprocess (restart tests, the local stack launcher)."""
+    port = port or free_port()
+    command = [sys.executable, "-m", "local.servicebus", "--config", str(config_path), "--port", str(port),
+               "--key-name", key.name, "--key", key.key]
+    command += ["--data", str(data_dir)] if data_dir is not None else ["--in-memory"]
+    errors = tempfile.TemporaryFile()  # a file, not a pipe: a long-lived child must never block on it
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors)
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.poll() is not None:
+            errors.seek(0)
+            stderr = errors.read().decode(errors="replace")
+            raise RuntimeError(f"the emulator exited with code {process.returncode}: {stderr.strip()}")
+        try:
+            wait_for_port(port, timeout=0.2)
+            break
+        except TimeoutError:
+            if time.monotonic() > deadline:
+                process.kill()
+                process.wait(timeout=10)
+                raise
+
+    def stop() -> None:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+
+    return RunningEmulator(port, connection_string(port, key), None, stop, _process=process)
