@@ -1,0 +1,166 @@
+"""Runs the Pulumi program offline under `pulumi.runtime.set_mocks`, collecting every resource.
+
+The mocks answer like Azure Resource Manager would: realistic resource ids (so role-assignment
+scopes can be asserted), the namespace endpoint, storage endpoints, the Function App's identity.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+
+SUBSCRIPTION_ID = "00000000-1111-2222-3333-444444444444"
+TENANT_ID = "99999999-8888-7777-6666-555555555555"
+APP_PRINCIPAL_ID = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
+
+
+@dataclass(frozen=True)
+class Registered:
+    type: str
+    name: str  # logical (Pulumi) name
+    id: str
+    inputs: dict[str, Any]
+
+
+# Where the ARM name of each explicitly named resource type comes from (autonamed types get a suffix).
+_NAME_INPUTS = {
+    "ResourceGroup": "resourceGroupName", "Queue": "queueName", "Topic": "topicName",
+    "Subscription": "subscriptionName", "Rule": "ruleName", "BlobContainer": "containerName",
+    "Table": "tableName", "ManagementPolicy": "managementPolicyName",
+    "BlobServiceProperties": "blobServicesName", "RoleAssignment": "roleAssignmentName",
+}
+
+
+def _physical_name(args: pulumi.runtime.MockResourceArgs) -> str:
+    kind = args.typ.rsplit(":", 1)[-1]
+    if kind in _NAME_INPUTS:
+        return str(args.inputs[_NAME_INPUTS[kind]])
+    if kind == "DefaultRule":
+        return "$Default"
+    if kind == "StorageAccount":
+        return f"{args.name}x1y2"  # autonaming appends a random suffix
+    return f"{args.name}-a1b2"
+
+
+def _resource_id(args: pulumi.runtime.MockResourceArgs, name: str) -> str:
+    inputs = args.inputs
+    group = f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/{inputs.get('resourceGroupName', 'rg')}"
+    def namespace_of(namespace_name: object) -> str:
+        return f"{group}/providers/Microsoft.ServiceBus/namespaces/{namespace_name}"
+
+    def account_of(account_name: object) -> str:
+        return f"{group}/providers/Microsoft.Storage/storageAccounts/{account_name}"
+
+    namespace = namespace_of(inputs.get("namespaceName"))
+    topic = f"{namespace}/topics/{inputs.get('topicName')}"
+    subscription = f"{topic}/subscriptions/{inputs.get('subscriptionName')}"
+    account = account_of(inputs.get("accountName"))
+    site = f"{group}/providers/Microsoft.Web/sites/{inputs.get('name')}"
+    ids: dict[str, Callable[[], str]] = {
+        "azure-native:resources:ResourceGroup": lambda: group,
+        "azure-native:servicebus:Namespace": lambda: namespace_of(name),
+        "azure-native:servicebus:Queue": lambda: f"{namespace}/queues/{name}",
+        "azure-native:servicebus:Topic": lambda: topic,
+        "azure-native:servicebus:Subscription": lambda: subscription,
+        "azure-native:servicebus:Rule": lambda: f"{subscription}/rules/{name}",
+        "azure-native:servicebus:DefaultRule": lambda: f"{subscription}/rules/$Default",
+        "azure-native:storage:StorageAccount": lambda: account_of(name),
+        "azure-native:storage:BlobServiceProperties": lambda: f"{account}/blobServices/default",
+        "azure-native:storage:BlobContainer": lambda: f"{account}/blobServices/default/containers/{name}",
+        "azure-native:storage:Table": lambda: f"{account}/tableServices/default/tables/{name}",
+        "azure-native:storage:ManagementPolicy": lambda: f"{account}/managementPolicies/default",
+        "azure-native:web:AppServicePlan": lambda: f"{group}/providers/Microsoft.Web/serverfarms/{name}",
+        "azure-native:web:WebApp": lambda: f"{group}/providers/Microsoft.Web/sites/{name}",
+        "azure-native:web:WebAppFtpAllowed": lambda: f"{site}/basicPublishingCredentialsPolicies/ftp",
+        "azure-native:web:WebAppScmAllowed": lambda: f"{site}/basicPublishingCredentialsPolicies/scm",
+        "azure-native:applicationinsights:Component": lambda: (
+            f"{group}/providers/Microsoft.Insights/components/{name}"),
+        "azure-native:monitor:DiagnosticSetting": lambda: (
+            f"{inputs.get('resourceUri')}/providers/Microsoft.Insights/diagnosticSettings/{inputs.get('name')}"),
+        "azure-native:authorization:RoleAssignment": lambda: (
+            f"{inputs.get('scope')}/providers/Microsoft.Authorization/roleAssignments/{name}"),
+    }
+    return ids.get(args.typ, lambda: f"{group}/providers/mock/{args.typ.rsplit(':', 1)[-1]}/{name}")()
+
+
+class AzureMocks(pulumi.runtime.Mocks):
+    def __init__(self) -> None:
+        self.resources: list[Registered] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        name = _physical_name(args)
+        resource_id = _resource_id(args, name)
+        outputs: dict[str, Any] = {**args.inputs, "name": args.inputs.get("name", name)}
+        if args.typ == "azure-native:servicebus:Namespace":
+            outputs["serviceBusEndpoint"] = f"https://{name}.servicebus.windows.net:443/"
+        elif args.typ == "azure-native:storage:StorageAccount":
+            outputs["primaryEndpoints"] = {service: f"https://{name}.{service}.core.windows.net/"
+                                           for service in ("blob", "table", "queue", "file", "dfs", "web")}
+        elif args.typ == "azure-native:web:WebApp":
+            outputs["identity"] = {"type": "SystemAssigned", "principalId": APP_PRINCIPAL_ID,
+                                   "tenantId": TENANT_ID}
+            outputs["defaultHostName"] = f"{name}.azurewebsites.net"
+        elif args.typ == "azure-native:applicationinsights:Component":
+            outputs["connectionString"] = ("InstrumentationKey=00000000-0000-0000-0000-000000000000;"
+                                           "IngestionEndpoint=https://westeurope-5.in.applicationinsights.azure.com/")
+        self.resources.append(Registered(args.typ, args.name, resource_id, dict(args.inputs)))
+        return resource_id, outputs
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        if args.token == "azure-native:authorization:getClientConfig":
+            return {"subscriptionId": SUBSCRIPTION_ID, "tenantId": TENANT_ID, "clientId": "ci",
+                    "objectId": "ci"}, []
+        raise NotImplementedError(f"no mock for call {args.token}")
+
+
+@dataclass
+class ProgramRun:
+    """What one offline run of the program registered and exported."""
+
+    resources: list[Registered]
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    def of_type(self, suffix: str) -> list[Registered]:
+        return [resource for resource in self.resources if resource.type.endswith(f":{suffix}")]
+
+    def one(self, suffix: str, **inputs: Any) -> Registered:
+        matches = [resource for resource in self.of_type(suffix)
+                   if all(resource.inputs.get(key) == value for key, value in inputs.items())]
+        assert len(matches) == 1, f"expected one {suffix} with {inputs}, found {len(matches)}"
+        return matches[0]
+
+
+def run_program(program: Callable[[], dict[str, Any] | None], *, stack: str,
+                config: dict[str, Any] | None = None) -> ProgramRun:
+    """Runs `program` under mocks, with `config` as the stack's `claimcheck:*` config.
+
+    The config goes where the Pulumi language host puts it for a real run: the PULUMI_CONFIG
+    environment variable, a JSON object of strings (structured values JSON-encoded).
+    """
+    mocks = AzureMocks()
+    pulumi.runtime.set_mocks(mocks, project="claimcheck", stack=stack, preview=False)
+    pulumi.runtime.set_all_config({})
+    run = ProgramRun(resources=mocks.resources)
+
+    @pulumi.runtime.test  # type: ignore[untyped-decorator]
+    def declare() -> pulumi.Output[Any]:
+        outputs = program() or {}
+        return pulumi.Output.from_input(outputs).apply(run.outputs.update)
+
+    encoded = {f"claimcheck:{key}": value if isinstance(value, str) else json.dumps(value)
+               for key, value in (config or {}).items()}
+    previous = os.environ.get("PULUMI_CONFIG")
+    os.environ["PULUMI_CONFIG"] = json.dumps(encoded)
+    try:
+        declare()
+    finally:
+        if previous is None:
+            del os.environ["PULUMI_CONFIG"]
+        else:
+            os.environ["PULUMI_CONFIG"] = previous
+    return run

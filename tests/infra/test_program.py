@@ -1,0 +1,270 @@
+"""The Pulumi program run offline under mocks, for the dev and prod stack config."""
+
+from __future__ import annotations
+
+import runpy
+from typing import Any
+
+import pytest
+from claimcheck.settings import Settings
+
+from infra.policy import rules
+from infra.program import deploy
+from infra.roles import BuiltInRole, assignment_name, role_guid
+from infra.stack_config import REPO_ROOT, StackSettings, load_settings, read_stack_config
+from tests.infra.pulumi_harness import (
+    APP_PRINCIPAL_ID,
+    SUBSCRIPTION_ID,
+    ProgramRun,
+    Registered,
+    run_program,
+)
+
+STACKS = ("dev", "prod")
+Stack = tuple[StackSettings, ProgramRun]
+_RUNS: dict[str, Stack] = {}
+
+
+def _stack(name: str) -> Stack:
+    """One offline run per stack, shared by the tests (the program is deterministic)."""
+    if name not in _RUNS:
+        settings = load_settings(read_stack_config(name), name)
+        _RUNS[name] = settings, run_program(lambda: deploy(settings), stack=name)
+    return _RUNS[name]
+
+
+@pytest.fixture(params=STACKS)
+def stack(request: pytest.FixtureRequest) -> Stack:
+    return _stack(request.param)
+
+
+def test_namespace_is_entra_only_with_tls12(stack: Stack) -> None:
+    """The namespace disables SAS, requires TLS 1.2, uses the stack's SKU and network access; no SAS rules."""
+    settings, run = stack
+    namespace = run.one("Namespace").inputs
+    assert namespace["disableLocalAuth"] is True
+    assert namespace["minimumTlsVersion"] == "1.2"
+    assert namespace["publicNetworkAccess"] == settings.public_network_access
+    assert namespace["sku"]["name"] == settings.service_bus_sku
+    assert not [r for r in run.resources if r.type.endswith("AuthorizationRule")]
+
+
+def test_documents_queue_has_sessions_and_dead_lettering(stack: Stack) -> None:
+    """`documents` requires sessions, 5 deliveries, a 1-minute lock, dead-letter on expiry, dedup."""
+    _, run = stack
+    queue = run.one("Queue", queueName="documents").inputs
+    assert queue["requiresSession"] is True
+    assert queue["maxDeliveryCount"] == 5
+    assert queue["lockDuration"] == "PT1M"
+    assert queue["deadLetteringOnMessageExpiration"] is True
+    assert queue["requiresDuplicateDetection"] is True
+    assert queue["duplicateDetectionHistoryTimeWindow"] == "PT10M"
+    assert run.one("Topic", topicName="results").inputs["requiresDuplicateDetection"] is True
+
+
+def test_subscriptions_rules_and_default_rule_removal(stack: Stack) -> None:
+    """Filtered subscriptions get their SQL/correlation rule and a neutralised $Default; `audit` keeps it."""
+    _, run = stack
+    subscriptions = {r.inputs["subscriptionName"]: r.inputs for r in run.of_type("Subscription")}
+    assert set(subscriptions) == {"audit", "notifications", "review", "contracts"}
+    assert all(sub["deadLetteringOnFilterEvaluationExceptions"] is True for sub in subscriptions.values())
+    rules_by_subscription = {r.inputs["subscriptionName"]: r.inputs for r in run.of_type("Rule")}
+    assert rules_by_subscription["notifications"]["sqlFilter"]["sqlExpression"] == "priority = 'high'"
+    assert rules_by_subscription["notifications"]["filterType"] == "SqlFilter"
+    assert rules_by_subscription["review"]["sqlFilter"]["sqlExpression"] == "review_required = TRUE"
+    contracts = rules_by_subscription["contracts"]
+    assert contracts["filterType"] == "CorrelationFilter"
+    assert contracts["correlationFilter"]["properties"] == {"document_type": "contract"}
+    defaults = {r.inputs["subscriptionName"]: r.inputs for r in run.of_type("DefaultRule")}
+    assert set(defaults) == {"notifications", "review", "contracts"}
+    assert all(rule["sqlFilter"]["sqlExpression"] == "1=0" for rule in defaults.values())
+
+
+def test_storage_accounts_are_locked_down(stack: Stack) -> None:
+    """Both accounts: no shared key, no public blobs, HTTPS, TLS 1.2, no cross-tenant replication, OAuth."""
+    settings, run = stack
+    accounts = run.of_type("StorageAccount")
+    assert len(accounts) == 2
+    for account in accounts:
+        props = account.inputs
+        assert props["allowSharedKeyAccess"] is False
+        assert props["allowBlobPublicAccess"] is False
+        assert props["enableHttpsTrafficOnly"] is True
+        assert props["minimumTlsVersion"] == "TLS1_2"
+        assert props["allowCrossTenantReplication"] is False
+        assert props["defaultToOAuthAuthentication"] is True
+        assert props["sku"]["name"] == settings.storage_sku
+    assert all(c.inputs["publicAccess"] == "None" for c in run.of_type("BlobContainer"))
+    blob_service = run.one("BlobServiceProperties").inputs
+    assert blob_service["isVersioningEnabled"] is True
+    assert blob_service["deleteRetentionPolicy"] == {
+        "enabled": True, "days": settings.blob_delete_retention_days}
+    assert blob_service["containerDeleteRetentionPolicy"] == {
+        "enabled": True, "days": settings.container_delete_retention_days}
+    tables = sorted(t.inputs["tableName"] for t in run.of_type("Table"))
+    assert tables == sorted(settings.topology.tables.all())
+
+
+def test_lifecycle_rules_follow_the_stack(stack: Stack) -> None:
+    """Provisional orphans, payload tiering/expiry and old versions are governed per the stack's days."""
+    settings, run = stack
+    lifecycle = settings.topology.lifecycle
+    declared = run.one("ManagementPolicy").inputs["policy"]["rules"]
+    policy_rules = {rule["name"]: rule["definition"] for rule in declared}
+    provisional = policy_rules["deleteProvisionalOrphans"]
+    assert provisional["filters"]["blobIndexMatch"] == [{"name": "state", "op": "==", "value": "provisional"}]
+    assert provisional["filters"]["prefixMatch"] == ["payloads/"]
+    assert provisional["actions"]["baseBlob"]["delete"] == {
+        "daysAfterModificationGreaterThan": lifecycle.provisional_grace_days}
+    aging = policy_rules["tierAndExpirePayloads"]["actions"]["baseBlob"]
+    assert aging["tierToCool"] == {"daysAfterModificationGreaterThan": lifecycle.cool_after_days}
+    assert aging["tierToCold"] == {"daysAfterModificationGreaterThan": lifecycle.cold_after_days}
+    assert aging["delete"] == {"daysAfterModificationGreaterThan": lifecycle.delete_after_days}
+    versions = policy_rules["deleteOldVersions"]["actions"]["version"]["delete"]
+    assert versions == {"daysAfterCreationGreaterThan": lifecycle.old_versions_delete_after_days}
+
+
+def _host_account(run: ProgramRun) -> Registered:
+    return next(account for account in run.of_type("StorageAccount") if account.name.startswith("cchost"))
+
+
+def _app_settings(run: ProgramRun) -> dict[str, str]:
+    pairs = run.one("WebApp").inputs["siteConfig"]["appSettings"]
+    return {pair["name"]: pair["value"] for pair in pairs}
+
+
+def test_function_app_is_flex_consumption_with_managed_identity(stack: Stack) -> None:
+    """FC1 Linux plan, Python 3.11, system identity, deployment container read with that identity."""
+    settings, run = stack
+    plan = run.one("AppServicePlan").inputs
+    assert plan["sku"] == {"name": "FC1", "tier": "FlexConsumption"}
+    assert plan["reserved"] is True
+    app = run.one("WebApp").inputs
+    assert app["kind"] == "functionapp,linux"
+    assert app["httpsOnly"] is True
+    assert app["identity"] == {"type": "SystemAssigned"}
+    config = app["functionAppConfig"]
+    assert config["runtime"] == {"name": "python", "version": "3.11"}
+    storage = config["deployment"]["storage"]
+    assert storage["type"] == "blobContainer"
+    assert storage["authentication"] == {"type": "SystemAssignedIdentity"}
+    assert storage["value"].endswith(".blob.core.windows.net/app-package")
+    assert config["scaleAndConcurrency"]["maximumInstanceCount"] == settings.function_maximum_instances
+    basic_auth = run.of_type("WebAppFtpAllowed") + run.of_type("WebAppScmAllowed")
+    assert {policy.inputs["allow"] for policy in basic_auth} == {False}
+    assert run.one("Component").inputs["disableLocalAuth"] is True
+
+
+def test_app_settings_are_identity_based_and_secret_free(stack: Stack) -> None:
+    """App settings are identity-based connections plus CLAIMCHECK_* names that Settings.from_env reads."""
+    settings, run = stack
+    app_settings = _app_settings(run)
+    host_account = _host_account(run)
+    assert app_settings["AzureWebJobsStorage__accountName"] == host_account.id.rsplit("/", 1)[-1]
+    assert app_settings["ServiceBusConnection__fullyQualifiedNamespace"].endswith(".servicebus.windows.net")
+    assert app_settings["PayloadStorage__blobServiceUri"].startswith("https://ccpay")
+    assert app_settings["PayloadStorage__tableServiceUri"].endswith(".table.core.windows.net")
+    assert app_settings["APPLICATIONINSIGHTS_AUTHENTICATION_STRING"] == "Authorization=AAD"
+    assert rules.app_settings_violations(app_settings) == []
+    assert not [name for name in app_settings if name in ("AzureWebJobsStorage", "WEBSITE_RUN_FROM_PACKAGE")]
+    app = Settings.from_env(app_settings)
+    assert app.environment == settings.environment
+    assert (app.documents_queue, app.results_topic, app.payload_container) == (
+        "documents", "results", "payloads")
+    assert (app.registry_table, app.idempotency_table, app.work_items_table, app.audit_table) == \
+        settings.topology.tables.all()
+
+
+def _expected_grants(settings: StackSettings, run: ProgramRun) -> set[tuple[str, str, str]]:
+    queue = run.one("Queue", queueName="documents").id
+    topic = run.one("Topic", topicName="results").id
+    container = run.one("BlobContainer", containerName="payloads").id
+    host_account = _host_account(run).id
+    app_insights = run.one("Component").id
+    app = APP_PRINCIPAL_ID
+    grants = {
+        (BuiltInRole.SERVICE_BUS_DATA_RECEIVER.value, queue, app),
+        (BuiltInRole.SERVICE_BUS_DATA_SENDER.value, queue, app),
+        (BuiltInRole.SERVICE_BUS_DATA_SENDER.value, topic, app),
+        (BuiltInRole.STORAGE_BLOB_DATA_CONTRIBUTOR.value, container, app),
+        (BuiltInRole.STORAGE_BLOB_DATA_OWNER.value, host_account, app),
+        (BuiltInRole.MONITORING_METRICS_PUBLISHER.value, app_insights, app),
+        *{(BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR.value, table.id, app)
+          for table in run.of_type("Table")},
+    }
+    for producer in settings.producer_principals:
+        grants |= {(BuiltInRole.SERVICE_BUS_DATA_SENDER.value, queue, producer.object_id),
+                   (BuiltInRole.STORAGE_BLOB_DATA_CONTRIBUTOR.value, container, producer.object_id)}
+    return grants
+
+
+def test_role_assignments_are_narrow_and_deterministic(stack: Stack) -> None:
+    """Every assignment is the expected role at the entity scope, named uuid5(scope, role, principal)."""
+    settings, run = stack
+    assignments = [r.inputs for r in run.of_type("RoleAssignment")]
+    actual = {(role_guid(a["roleDefinitionId"]), a["scope"], a["principalId"]) for a in assignments}
+    assert actual == _expected_grants(settings, run)
+    assert len(actual) == len(assignments)
+    for assignment in assignments:
+        assert assignment["principalType"] == "ServicePrincipal"
+        assert assignment["roleDefinitionId"].startswith(f"/subscriptions/{SUBSCRIPTION_ID}/providers/")
+        role = BuiltInRole(role_guid(assignment["roleDefinitionId"]))
+        assert assignment["roleAssignmentName"] == assignment_name(assignment["scope"], role,
+                                                                   assignment["principalId"])
+    table_scopes = [a["scope"] for a in assignments
+                    if role_guid(a["roleDefinitionId"]) == BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR.value]
+    assert all("/tableServices/default/tables/" in scope for scope in table_scopes)
+
+
+def test_observability_covers_dead_letters_backlog_and_errors(stack: Stack) -> None:
+    """Diagnostics go to the workspace; alerts on dead letters, backlog and errors reach the receivers."""
+    settings, run = stack
+    workspace = run.one("Workspace")
+    assert workspace.inputs["retentionInDays"] == settings.log_retention_days
+    diagnostics = run.of_type("DiagnosticSetting")
+    assert len(diagnostics) == 3
+    assert {d.inputs["workspaceId"] for d in diagnostics} == {workspace.id}
+    assert any(d.inputs["resourceUri"].endswith("/blobServices/default") for d in diagnostics)
+    metrics = {a.inputs["criteria"]["allOf"][0]["metricName"]: a.inputs for a in run.of_type("MetricAlert")}
+    assert set(metrics) == {"DeadletteredMessages", "ActiveMessages", "ServerErrors", "Http5xx"}
+    assert metrics["ActiveMessages"]["criteria"]["allOf"][0]["threshold"] == settings.backlog_alert_threshold
+    action_group = run.one("ActionGroup")
+    assert all(a["actions"] == [{"actionGroupId": action_group.id}] for a in metrics.values())
+    emails = [r["emailAddress"] for r in action_group.inputs.get("emailReceivers", [])]
+    assert emails == list(settings.alert_emails)
+
+
+def test_every_resource_passes_the_policy_pack(stack: Stack) -> None:
+    """The policy pack's rules find no violation in the stack the program declares."""
+    _, run = stack
+    for resource in run.resources:
+        check = rules.RESOURCE_CHECKS.get(resource.type)
+        assert check is None or check(resource.inputs) == [], resource.name
+        assert rules.sas_rule_violations(resource.type) == []
+    assert rules.stack_role_violations((r.type, r.inputs) for r in run.resources) == []
+
+
+def test_outputs_name_endpoints_entities_and_principals(stack: Stack) -> None:
+    """Stack outputs give the namespace FQDN, entity names, endpoints, app name/host and principal ids."""
+    settings, run = stack
+    outputs: dict[str, Any] = run.outputs
+    assert outputs["serviceBusFqdn"] == f"{outputs['serviceBusNamespace']}.servicebus.windows.net"
+    assert outputs["documentsQueue"] == "documents"
+    assert outputs["resultsTopic"] == "results"
+    assert outputs["subscriptions"] == {"results": ["audit", "notifications", "review", "contracts"]}
+    assert outputs["payloadBlobEndpoint"] == f"https://{outputs['payloadStorageAccount']}.blob.core.windows.net/"
+    assert outputs["tables"] == list(settings.topology.tables.all())
+    assert outputs["functionAppHostName"] == f"{outputs['functionAppName']}.azurewebsites.net"
+    assert outputs["functionAppPrincipalId"] == APP_PRINCIPAL_ID
+    assert outputs["producerPrincipalIds"] == [p.object_id for p in settings.producer_principals]
+    assert outputs["resourceGroupName"] == settings.resource_group_name
+
+
+def test_pulumi_entry_point_reads_stack_config() -> None:
+    """infra/__main__.py, run as Pulumi runs it, reads claimcheck:* config and declares the prod stack."""
+    config = read_stack_config("prod")
+    run = run_program(lambda: runpy.run_path(str(REPO_ROOT / "infra" / "__main__.py")) and None,
+                      stack="prod", config=config)
+    assert run.one("Namespace").inputs["sku"]["name"] == "Premium"
+    assert run.one("Workspace").inputs["retentionInDays"] == 90
+    assert len(run.resources) == len(_stack("prod")[1].resources)
