@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,8 @@ class RunningHost:
     http: FunctionsHttpServer
     listeners: list[ServiceBusListener] = field(default_factory=list)
     timers: list[TimerRunner] = field(default_factory=list)
+    http_thread: threading.Thread | None = None
+    stopped: bool = False
 
     @property
     def port(self) -> int:
@@ -48,7 +51,11 @@ class RunningHost:
 
     def stop(self) -> None:
         """Stop taking work, let in-flight invocations finish (bounded), close every connection."""
-        self.http.shutdown()
+        if self.stopped:
+            return
+        self.stopped = True
+        if self.http_thread is not None:
+            self.http.shutdown()
         for timer in self.timers:
             timer.stop()
         for listener in self.listeners:
@@ -96,7 +103,7 @@ def start_host(
             timer = TimerRunner(timer_function)
             running.timers.append(timer)
             timer.start()
-        http.serve_in_thread()
+        running.http_thread = http.serve_in_thread()
     except BaseException:
         running.stop()
         raise

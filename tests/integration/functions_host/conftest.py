@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from local.ports import free_port
+from local.stack import ChildProcess, emulator_connection_string
 
 SAMPLE_APP = Path(__file__).parent / "sample_app" / "function_app.py"
 
@@ -16,3 +22,79 @@ def journals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]
     monkeypatch.setenv("SAMPLE_TIMER_JOURNAL", str(paths["timer"]))
     monkeypatch.setenv("SAMPLE_BUS_JOURNAL", str(paths["bus"]))
     return paths
+
+
+def _sample_topology() -> dict[str, object]:
+    """Config.json (interface A) for the sample app: a session queue and a topic with one subscription."""
+    entity = {
+        "DefaultMessageTimeToLive": "PT1H",
+        "LockDuration": "PT5S",
+        "MaxDeliveryCount": 5,
+        "DeadLetteringOnMessageExpiration": True,
+        "ForwardTo": "",
+        "ForwardDeadLetteredMessagesTo": "",
+    }
+    return {
+        "UserConfig": {
+            "Namespaces": [
+                {
+                    "Name": "sbemulatorns",
+                    "Queues": [
+                        {
+                            "Name": "orders",
+                            "Properties": {
+                                **entity,
+                                "RequiresSession": True,
+                                "RequiresDuplicateDetection": False,
+                                "DuplicateDetectionHistoryTimeWindow": "PT20S",
+                            },
+                        }
+                    ],
+                    "Topics": [
+                        {
+                            "Name": "events",
+                            "Properties": {
+                                "DefaultMessageTimeToLive": "PT1H",
+                                "RequiresDuplicateDetection": False,
+                                "DuplicateDetectionHistoryTimeWindow": "PT20S",
+                            },
+                            "Subscriptions": [
+                                {"Name": "all", "Properties": {**entity, "RequiresSession": False}}
+                            ],
+                        }
+                    ],
+                }
+            ],
+            "Logging": {"Type": "File"},
+        }
+    }
+
+
+@pytest.fixture(scope="module")
+def servicebus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The embedded emulator (its command-line entry point) loaded with the sample topology; yields its
+    connection string."""
+    folder = tmp_path_factory.mktemp("servicebus")
+    config = folder / "Config.json"
+    config.write_text(json.dumps(_sample_topology()))
+    port = free_port()
+    emulator = ChildProcess(
+        name="Service Bus emulator",
+        command=[
+            sys.executable,
+            "-m",
+            "local.servicebus",
+            "--config",
+            str(config),
+            "--port",
+            str(port),
+            "--in-memory",
+        ],
+        port=port,
+        log_path=folder / "servicebus.log",
+    )
+    emulator.start()
+    try:
+        yield emulator_connection_string(port)
+    finally:
+        emulator.stop()
