@@ -11,7 +11,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
+
+from azure.functions import FunctionApp
 
 from infra.topology import Topology
 
@@ -31,19 +33,10 @@ class FunctionMetadata:
     bindings: tuple[Mapping[str, Any], ...]
 
 
-class _Function(Protocol):
-    def get_function_name(self) -> str: ...
-    def get_bindings_dict(self) -> dict[str, Any]: ...
-
-
-class _FunctionApp(Protocol):
-    def get_functions(self) -> Iterable[_Function]: ...
-
-
-def functions_metadata(app: _FunctionApp) -> list[FunctionMetadata]:
+def functions_metadata(app: FunctionApp) -> list[FunctionMetadata]:
     """function.json-shaped bindings of every function registered on an azure.functions app."""
     return [
-        FunctionMetadata(name=function.get_function_name(),
+        FunctionMetadata(name=str(function.get_function_name()),
                          bindings=tuple(function.get_bindings_dict()["bindings"]))
         for function in app.get_functions()
     ]

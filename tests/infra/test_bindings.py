@@ -1,0 +1,120 @@
+"""The Function App's bindings agree with the topology and with the app settings the infra sets."""
+
+from __future__ import annotations
+
+import importlib
+
+import azure.functions as func
+
+from infra.app_settings import AppEndpoints, build_app_settings
+from infra.bindings import check_bindings, functions_metadata
+from infra.topology import Topology, load_topology
+
+TOPOLOGY = load_topology()
+
+
+def _app_settings(topology: Topology = TOPOLOGY) -> dict[str, str]:
+    endpoints = AppEndpoints(
+        service_bus_fqdn="sb-test.servicebus.windows.net",
+        payload_blob_uri="https://ccpaytest.blob.core.windows.net/",
+        payload_table_uri="https://ccpaytest.table.core.windows.net/",
+        host_storage_account="cchosttest",
+        app_insights_connection_string="InstrumentationKey=00000000-0000-0000-0000-000000000000",
+    )
+    return build_app_settings(endpoints, topology, "test")
+
+
+def _consumer_app(queue_name: str = "documents", *, sessions: bool = True,
+                  connection: str = "ServiceBusConnection") -> func.FunctionApp:
+    app = func.FunctionApp()
+
+    @app.service_bus_queue_trigger(arg_name="message", queue_name=queue_name, connection=connection,
+                                   is_sessions_enabled=sessions)
+    def consume(message: func.ServiceBusMessage) -> None:
+        """A stand-in consumer."""
+
+    return app
+
+
+def _problems(app: func.FunctionApp, topology: Topology = TOPOLOGY) -> list[str]:
+    return check_bindings(functions_metadata(app), topology, _app_settings(topology))
+
+
+def test_matching_consumer_has_no_problem() -> None:
+    """A session trigger on `documents` over ServiceBusConnection matches the infra."""
+    assert _problems(_consumer_app()) == []
+
+
+def test_renamed_queue_is_a_problem() -> None:
+    """A trigger on a queue the topology does not declare is reported, naming the queue."""
+    problems = _problems(_consumer_app("docs"))
+    assert any("queue 'docs' is not in the topology" in problem for problem in problems)
+    assert any("no Service Bus trigger consumes the documents queue 'documents'" in p for p in problems)
+
+
+def test_topology_rename_without_app_change_is_a_problem() -> None:
+    """Renaming the queue in the topology while the app keeps `documents` is reported."""
+    renamed = load_topology({"queues": [{"name": "intake", "requiresSession": True}],
+                             "bindings": {"documentsQueue": "intake"}})
+    assert _problems(_consumer_app(), renamed) == [
+        "no Service Bus trigger consumes the documents queue 'intake'"]
+
+
+def test_session_flag_must_match_the_queue() -> None:
+    """A non-session trigger on the session queue is reported."""
+    (problem,) = _problems(_consumer_app(sessions=False))
+    assert "is_sessions_enabled=False" in problem
+    assert "requires_session=True" in problem
+
+
+def test_app_setting_expressions_resolve_against_infra_settings() -> None:
+    """`%CLAIMCHECK_DOCUMENTS_QUEUE%` resolves; a setting the infra does not set is reported."""
+    assert _problems(_consumer_app("%CLAIMCHECK_DOCUMENTS_QUEUE%")) == []
+    problems = _problems(_consumer_app("%DOCUMENTS_QUEUE_NAME%"))
+    assert any("DOCUMENTS_QUEUE_NAME" in problem for problem in problems)
+
+
+def test_connection_needs_identity_based_settings() -> None:
+    """A connection name without `<name>__fullyQualifiedNamespace` in the app settings is reported."""
+    (problem,) = _problems(_consumer_app(connection="LegacyServiceBus"))
+    assert "LegacyServiceBus__fullyQualifiedNamespace" in problem
+
+
+def test_connection_string_setting_is_a_problem() -> None:
+    """A bare connection-name setting (a connection string) alongside the identity settings is reported."""
+    settings = {**_app_settings(), "ServiceBusConnection": "Endpoint=sb://x/"}
+    (problem,) = check_bindings(functions_metadata(_consumer_app()), TOPOLOGY, settings)
+    assert "holds a connection string" in problem
+
+
+def test_topic_subscription_and_blob_bindings_are_checked() -> None:
+    """Topic triggers must name a declared subscription; blob paths a declared container."""
+    app = _consumer_app()
+
+    @app.service_bus_topic_trigger(arg_name="message", topic_name="results", subscription_name="audit",
+                                   connection="ServiceBusConnection")
+    def audit(message: func.ServiceBusMessage) -> None:
+        """Reads every result."""
+
+    @app.service_bus_topic_trigger(arg_name="message", topic_name="results", subscription_name="billing",
+                                   connection="ServiceBusConnection")
+    def billing(message: func.ServiceBusMessage) -> None:
+        """Reads a subscription that does not exist."""
+
+    @app.blob_trigger(arg_name="blob", path="uploads/{name}", connection="PayloadStorage")
+    def uploaded(blob: func.InputStream) -> None:
+        """Watches a container that does not exist."""
+
+    problems = _problems(app)
+    assert len(problems) == 2
+    assert "subscription results/billing is not in the topology" in problems[0]
+    assert "container 'uploads' is not in the topology" in problems[1]
+
+
+def test_real_function_app_matches_the_topology() -> None:
+    """functions/function_app.py's bindings match the default topology and the infra's app settings."""
+    function_app = importlib.import_module("function_app")
+    metadata = functions_metadata(function_app.app)
+    assert check_bindings(metadata, TOPOLOGY, _app_settings()) == []
+    assert any(binding.get("queueName") == "documents" for function in metadata
+               for binding in function.bindings)
