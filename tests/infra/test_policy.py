@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
+from pulumi_policy import ResourceValidationArgs, StackValidationArgs
 
-from infra.policy import rules
+from infra.policy import pack, rules
 from infra.roles import BuiltInRole, role_definition_id
 
 GROUP = "/subscriptions/sub/resourceGroups/rg"
@@ -135,3 +137,24 @@ def test_broad_data_roles_fail(assignment: tuple[str, dict[str, Any]]) -> None:
     ((index, problem),) = rules.stack_role_violations([_HOST_APP, assignment])
     assert index == 1
     assert assignment[1]["scope"] in problem
+
+
+def test_pack_wiring_reports_each_rules_violations() -> None:
+    """The pack's callbacks pass the resource's props to the rule and report each violation."""
+    reported: list[tuple[str, str | None]] = []
+
+    def report(message: str, urn: str | None) -> None:
+        reported.append((message, urn))
+
+    storage_check = pack._for_type("azure-native:storage:StorageAccount")
+    storage_check(cast(ResourceValidationArgs, SimpleNamespace(
+        resource_type="azure-native:storage:StorageAccount",
+        props={**GOOD_ACCOUNT, "allowSharedKeyAccess": True})), report)
+    storage_check(cast(ResourceValidationArgs, SimpleNamespace(
+        resource_type="azure-native:servicebus:Namespace", props={})), report)
+    roles_type, roles_props = _assignment(BuiltInRole.SERVICE_BUS_DATA_SENDER, NAMESPACE)
+    resource = SimpleNamespace(resource_type=roles_type, props=roles_props, urn="urn:ra")
+    stack = SimpleNamespace(resources=[resource])
+    pack._data_roles_at_entity_scope(cast(StackValidationArgs, stack), report)
+    assert [urn for _, urn in reported] == [None, "urn:ra"]
+    assert "allowSharedKeyAccess" in reported[0][0]
