@@ -79,6 +79,9 @@ class AzureBlobPayloadStore:
         except ResourceNotFoundError as exc:
             raise ObjectNotFound(ref) from exc
         except ResourceModifiedError as exc:
+            # A conditional read of an absent blob may also answer 412 (Azurite does): tell them apart.
+            if not blob.exists():
+                raise ObjectNotFound(ref) from exc
             raise IntegrityFailed("the stored object changed after it was registered (ETag differs)") from exc
         stored_type = downloader.properties.content_settings.content_type or ""
         if base_content_type(stored_type) != base_content_type(content_type):

@@ -16,7 +16,6 @@ from typing import Any, BinaryIO
 import pytest
 from azure.data.tables import TableServiceClient
 from azure.storage.blob import BlobServiceClient, ContainerClient
-
 from claimcheck import ClaimCheck, InboundMessage, OutboundMessage, Settings
 from claimcheck.analysis import AnalysisResult
 from claimcheck.testing import InMemoryBus
@@ -121,8 +120,12 @@ class Harness:
     def delivery(self, index: int = -1, *, count: int = 1) -> InboundMessage:
         sent = self.queued()[index]
         return InboundMessage(
-            body=sent.body, message_id=sent.message_id, delivery_count=count, session_id=sent.session_id,
-            correlation_id=sent.correlation_id, application_properties=dict(sent.application_properties),
+            body=sent.body,
+            message_id=sent.message_id,
+            delivery_count=count,
+            session_id=sent.session_id,
+            correlation_id=sent.correlation_id,
+            application_properties=dict(sent.application_properties),
             enqueued_time=self.clock.now,
         )
 
@@ -133,8 +136,13 @@ class Harness:
         return [blob.name for blob in self.container.list_blobs()]
 
     def another_consumer(self, analyzer: RecordingAnalyzer) -> ClaimCheck:
-        return ClaimCheck.from_settings(self.settings, storage_connection=self.connection, bus=self.bus,
-                                        analyzer=analyzer, clock=self.clock)
+        return ClaimCheck.from_settings(
+            self.settings,
+            storage_connection=self.connection,
+            bus=self.bus,
+            analyzer=analyzer,
+            clock=self.clock,
+        )
 
 
 @pytest.fixture
@@ -145,17 +153,26 @@ def make_harness(storage_connection_string: str) -> Callable[..., Harness]:
         suffix = uuid.uuid4().hex[:10]
         settings = replace(
             Settings(environment="test"),
-            payload_container=f"payloads-{suffix}", registry_table=f"registry{suffix}",
-            idempotency_table=f"idempotency{suffix}", work_items_table=f"workitems{suffix}",
-            audit_table=f"audit{suffix}", results_table=f"results{suffix}", inline_threshold_bytes=1024,
+            payload_container=f"payloads-{suffix}",
+            registry_table=f"registry{suffix}",
+            idempotency_table=f"idempotency{suffix}",
+            work_items_table=f"workitems{suffix}",
+            audit_table=f"audit{suffix}",
+            results_table=f"results{suffix}",
+            inline_threshold_bytes=1024,
             **settings_changes,
         )
         bus, analyzer, clock = InMemoryBus(), RecordingAnalyzer(), Clock()
-        claimcheck = ClaimCheck.from_settings(settings, storage_connection=storage_connection_string, bus=bus,
-                                              analyzer=analyzer, clock=clock)
+        claimcheck = ClaimCheck.from_settings(
+            settings, storage_connection=storage_connection_string, bus=bus, analyzer=analyzer, clock=clock
+        )
         blobs = BlobServiceClient.from_connection_string(storage_connection_string)
         return Harness(
-            claimcheck=claimcheck, bus=bus, analyzer=analyzer, clock=clock, settings=settings,
+            claimcheck=claimcheck,
+            bus=bus,
+            analyzer=analyzer,
+            clock=clock,
+            settings=settings,
             container=blobs.get_container_client(settings.payload_container),
             tables=TableServiceClient.from_connection_string(storage_connection_string),
             connection=storage_connection_string,

@@ -8,10 +8,10 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
-
 from claimcheck.envelope import MAX_REFERENCE_ENVELOPE_BYTES, parse_envelope
 from claimcheck.errors import ForbiddenContentType, PayloadTooLarge, PublishNotConfirmed, UnknownPurpose
 from claimcheck.settings import PROVISIONAL_TAG_NAME
+
 from tests.integration.claimcheck.conftest import PAYLOAD_MARKER, Harness, document
 
 Build = Callable[..., Harness]
@@ -22,7 +22,10 @@ def test_small_public_payload_travels_inline(make_harness: Build) -> None:
     harness = make_harness()
     payload = document(300)
     receipt = harness.claimcheck.producer.submit(
-        payload, tenant_id="tenant-a", purpose="contract-review", classification="internal",
+        payload,
+        tenant_id="tenant-a",
+        purpose="contract-review",
+        classification="internal",
         content_type="text/plain",
     )
     assert receipt.transport == "inline"
@@ -38,8 +41,13 @@ def test_large_payload_goes_by_reference_with_a_small_envelope(make_harness: Bui
     harness = make_harness()
     payload = document(200_000)
     receipt = harness.claimcheck.producer.submit(
-        io.BytesIO(payload), tenant_id="tenant-a", purpose="contract-review", classification="confidential",
-        content_type="text/plain", correlation_id="corr-1", traceparent="00-" + "a" * 32 + "-" + "b" * 16 + "-01",
+        io.BytesIO(payload),
+        tenant_id="tenant-a",
+        purpose="contract-review",
+        classification="confidential",
+        content_type="text/plain",
+        correlation_id="corr-1",
+        traceparent="00-" + "a" * 32 + "-" + "b" * 16 + "-01",
     )
     message = harness.queued()[0]
     assert receipt.transport == "reference"
@@ -60,8 +68,11 @@ def test_payload_over_the_limit_is_refused_and_nothing_is_kept(make_harness: Bui
     harness = make_harness(max_payload_bytes=100_000)
     with pytest.raises(PayloadTooLarge) as caught:
         harness.claimcheck.producer.submit(
-            io.BytesIO(document(100_001)), tenant_id="tenant-a", purpose="contract-review",
-            classification="restricted", content_type="text/plain",
+            io.BytesIO(document(100_001)),
+            tenant_id="tenant-a",
+            purpose="contract-review",
+            classification="restricted",
+            content_type="text/plain",
         )
     assert caught.value.http_status == 413
     assert harness.blob_names() == []
@@ -83,7 +94,10 @@ def test_forbidden_or_false_type_is_refused(
     harness = make_harness()
     with pytest.raises(error) as caught:
         harness.claimcheck.producer.submit(
-            payload, tenant_id="tenant-a", purpose="contract-review", classification="confidential",
+            payload,
+            tenant_id="tenant-a",
+            purpose="contract-review",
+            classification="confidential",
             content_type=content_type,
         )
     assert caught.value.http_status == 415
@@ -95,18 +109,22 @@ def test_unknown_purpose_is_a_400(make_harness: Build) -> None:
     """An unknown purpose is refused with code unknown_purpose before anything is stored."""
     harness = make_harness()
     with pytest.raises(UnknownPurpose) as caught:
-        harness.claimcheck.producer.submit(b"x", tenant_id="t", purpose="poetry", classification="public",
-                                           content_type="text/plain")
+        harness.claimcheck.producer.submit(
+            b"x", tenant_id="t", purpose="poetry", classification="public", content_type="text/plain"
+        )
     assert (caught.value.code, caught.value.http_status) == ("unknown_purpose", 400)
 
 
 def test_lost_publish_leaves_a_state_the_reconciler_cleans(make_harness: Build) -> None:
-    """Upload done, publish lost: 503, a provisional object in preparing; reconciliation removes it after grace."""
+    """Upload done, publish lost: 503 and a provisional object that reconciliation removes after grace."""
     harness = make_harness()
     harness.bus.fail_next = 1
     with pytest.raises(PublishNotConfirmed) as caught:
         harness.claimcheck.producer.submit(
-            document(50_000), tenant_id="tenant-a", purpose="contract-review", classification="confidential",
+            document(50_000),
+            tenant_id="tenant-a",
+            purpose="contract-review",
+            classification="confidential",
             content_type="text/plain",
         )
     assert caught.value.http_status == 503
@@ -136,15 +154,23 @@ def test_status_answers_awaiting_visibility_until_the_version_is_confirmed(make_
     assert status.get("wi-unknown") is None
     assert status.get("wi-unknown", min_version=1).state == "awaiting_visibility"  # type: ignore[union-attr]
     first = harness.claimcheck.producer.submit(
-        b"first " + PAYLOAD_MARKER.encode(), tenant_id="tenant-a", purpose="contract-review",
-        classification="public", content_type="text/plain", work_item_id="wi-raw-1",
+        b"first " + PAYLOAD_MARKER.encode(),
+        tenant_id="tenant-a",
+        purpose="contract-review",
+        classification="public",
+        content_type="text/plain",
+        work_item_id="wi-raw-1",
     )
     view = status.get("wi-raw-1", min_version=2)
     assert view is not None
     assert (view.visibility, view.version) == ("awaiting_visibility", 1)
     second = harness.claimcheck.producer.submit(
-        b"second " + PAYLOAD_MARKER.encode(), tenant_id="tenant-a", purpose="contract-review",
-        classification="public", content_type="text/plain", work_item_id="wi-raw-1",
+        b"second " + PAYLOAD_MARKER.encode(),
+        tenant_id="tenant-a",
+        purpose="contract-review",
+        classification="public",
+        content_type="text/plain",
+        work_item_id="wi-raw-1",
     )
     assert (first.version, second.version) == (1, 2)
     assert first.record_etag != second.record_etag

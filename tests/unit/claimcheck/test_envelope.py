@@ -66,8 +66,12 @@ def test_round_trip_keeps_every_field() -> None:
 
 def test_inline_round_trip_carries_the_bytes() -> None:
     """An inline envelope carries the payload (base64) and no reference."""
-    original = make_envelope(payload_ref=None, payload_inline=b"small text", content_length=10,
-                             classification=Classification.PUBLIC)
+    original = make_envelope(
+        payload_ref=None,
+        payload_inline=b"small text",
+        content_length=10,
+        classification=Classification.PUBLIC,
+    )
     parsed = parse_envelope(original.to_json())
     assert parsed.payload_inline == b"small text"
     assert parsed.payload_ref is None
@@ -121,8 +125,14 @@ def test_duplicate_keys_are_refused() -> None:
 def test_reference_envelope_with_longest_fields_fits_in_one_kib() -> None:
     """A by-reference envelope with every field at its maximum length stays within 1 KiB."""
     longest = make_envelope(
-        work_item_id="w" * 64, tenant_id="t" * 64, purpose="p" * 64, environment="e" * 64,
-        correlation_id="c" * 64, content_type="x" * 100, content_length=2**40, payload_version=10**6,
+        work_item_id="w" * 64,
+        tenant_id="t" * 64,
+        purpose="p" * 64,
+        environment="e" * 64,
+        correlation_id="c" * 64,
+        content_type="x" * 100,
+        content_length=2**40,
+        payload_version=10**6,
     )
     assert len(longest.to_json()) <= MAX_REFERENCE_ENVELOPE_BYTES
 
@@ -136,8 +146,12 @@ def test_message_id_is_deterministic_per_work_item_version_and_purpose() -> None
 
 def test_routing_values_are_application_properties() -> None:
     """The queue message carries routing values as properties and the work item as session id."""
-    message = make_envelope().to_message(priority="high", document_type="contract", review_required=True,
-                                         traceparent="00-" + "1" * 32 + "-" + "2" * 16 + "-01")
+    message = make_envelope().to_message(
+        priority="high",
+        document_type="contract",
+        review_required=True,
+        traceparent="00-" + "1" * 32 + "-" + "2" * 16 + "-01",
+    )
     assert message.application_properties["priority"] == "high"
     assert message.application_properties["review_required"] is True
     assert message.application_properties["schema"] == "claimcheck.envelope/1"

@@ -31,8 +31,12 @@ def test_hashing_reader_stops_at_the_limit() -> None:
 def test_spool_returns_verified_bytes_rewound() -> None:
     """Matching chunks come back as a readable spool positioned at 0."""
     data = b"hello world"
-    spool = spool_verified([data[:5], data[5:]], expected_length=len(data),
-                           expected_sha256=hashlib.sha256(data).hexdigest(), content_type="text/plain")
+    spool = spool_verified(
+        [data[:5], data[5:]],
+        expected_length=len(data),
+        expected_sha256=hashlib.sha256(data).hexdigest(),
+        content_type="text/plain",
+    )
     assert spool.read() == data
 
 
@@ -47,13 +51,21 @@ def test_spool_returns_verified_bytes_rewound() -> None:
 def test_spool_refuses_tampered_bytes(chunks: list[bytes], error: type[Exception]) -> None:
     """Different bytes, fewer bytes or more bytes than recorded raise IntegrityFailed."""
     with pytest.raises(error):
-        spool_verified(chunks, expected_length=11, expected_sha256=hashlib.sha256(b"hello world").hexdigest(),
-                       content_type="text/plain")
+        spool_verified(
+            chunks,
+            expected_length=11,
+            expected_sha256=hashlib.sha256(b"hello world").hexdigest(),
+            content_type="text/plain",
+        )
 
 
 def test_spool_checks_declared_type() -> None:
     """Bytes that cannot be a PDF are refused when the declared type is application/pdf."""
     data = b"not a pdf"
     with pytest.raises(ContentTypeMismatch):
-        spool_verified([data], expected_length=len(data), expected_sha256=hashlib.sha256(data).hexdigest(),
-                       content_type="application/pdf")
+        spool_verified(
+            [data],
+            expected_length=len(data),
+            expected_sha256=hashlib.sha256(data).hexdigest(),
+            content_type="application/pdf",
+        )

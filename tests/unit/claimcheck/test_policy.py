@@ -37,8 +37,12 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 def intake(**changes: Any) -> None:
     values: dict[str, Any] = {
-        "tenant_id": "t", "purpose": "contract-review", "classification": "internal",
-        "content_type": "text/plain", "declared_length": 10, "max_payload_bytes": 100,
+        "tenant_id": "t",
+        "purpose": "contract-review",
+        "classification": "internal",
+        "content_type": "text/plain",
+        "declared_length": 10,
+        "max_payload_bytes": 100,
     }
     values.update(changes)
     check_intake(DEFAULT_PURPOSES, **values)
@@ -80,16 +84,27 @@ def test_sensitive_classes_never_travel_inline() -> None:
 
 def _request() -> ReadRequest:
     return ReadRequest(
-        identity="claimcheck-consumer", tenant_id="a", purpose="contract-review", environment="test",
-        classification="confidential", version=1, content_type="text/plain",
-        expires_at=NOW + timedelta(hours=1), now=NOW,
+        identity="claimcheck-consumer",
+        tenant_id="a",
+        purpose="contract-review",
+        environment="test",
+        classification="confidential",
+        version=1,
+        content_type="text/plain",
+        expires_at=NOW + timedelta(hours=1),
+        now=NOW,
     )
 
 
 def _record() -> RecordFacts:
     return RecordFacts(
-        tenant_id="a", purpose="contract-review", environment="test", classification="confidential",
-        version=1, content_type="text/plain", expires_at=NOW + timedelta(hours=1),
+        tenant_id="a",
+        purpose="contract-review",
+        environment="test",
+        classification="confidential",
+        version=1,
+        content_type="text/plain",
+        expires_at=NOW + timedelta(hours=1),
         state=PayloadState.AVAILABLE,
     )
 
@@ -125,8 +140,9 @@ def test_denials_name_their_reason(
     request_change: dict[str, Any], record_change: dict[str, Any], verdict: Verdict
 ) -> None:
     """Expiry, version, type, classification and state each produce their own verdict."""
-    result = authorize(replace(_request(), **request_change), replace(_record(), **record_change),
-                       DEFAULT_PURPOSES)
+    result = authorize(
+        replace(_request(), **request_change), replace(_record(), **record_change), DEFAULT_PURPOSES
+    )
     assert result[0] is verdict
 
 

@@ -1,0 +1,192 @@
+"""Consumer pipeline against Azurite: verification, authorization, classification of failures."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import timedelta
+
+from claimcheck import Complete, DeadLetter, DeadLetterReason, InboundMessage, Retry
+from claimcheck.analysis import ContractObligationExtractor
+from claimcheck.refs import new_payload_ref
+from claimcheck.workitems import IntakeReceipt
+
+from tests.integration.claimcheck.conftest import Harness, document
+
+Build = Callable[..., Harness]
+
+
+def submit(harness: Harness, payload: bytes, **changes: str) -> IntakeReceipt:
+    values = {
+        "tenant_id": "tenant-a",
+        "purpose": "contract-review",
+        "classification": "confidential",
+        "content_type": "text/plain",
+    }
+    values.update(changes)
+    return harness.claimcheck.producer.submit(payload, **values)  # type: ignore[arg-type]
+
+
+def forged(harness: Harness, **changes: object) -> InboundMessage:
+    """The last queued message with envelope fields replaced (as a hostile or buggy sender would)."""
+    original = harness.delivery()
+    body = json.loads(original.body)
+    body.update(changes)
+    return InboundMessage(
+        body=json.dumps(body).encode(),
+        message_id="forged",
+        delivery_count=1,
+        session_id=original.session_id,
+        correlation_id=None,
+        application_properties={},
+        enqueued_time=None,
+    )
+
+
+def test_by_reference_payload_is_processed_and_cleaned_up(make_harness: Build) -> None:
+    """The analyzer gets exactly the stored bytes; a result event is routed; sync cleanup leaves proof."""
+    harness = make_harness()
+    payload = document(300_000)
+    receipt = submit(harness, payload)
+    assert harness.claimcheck.consumer.handle(harness.delivery()) == Complete()
+    assert harness.analyzer.seen == [payload]
+    (event,) = harness.results()
+    assert event.application_properties["tenant"] == "tenant-a"
+    assert event.application_properties["document_type"] == "contract"
+    assert harness.blob_names() == []
+    assert [row["state"] for row in harness.rows(harness.settings.registry_table)] == ["removed"]
+    (proof,) = harness.rows(harness.settings.audit_table)
+    assert (proof["PartitionKey"], proof["version"], proof["deleted_by"]) == (
+        receipt.payload_ref,
+        1,
+        "claimcheck-consumer",
+    )
+    view = harness.claimcheck.status.get(receipt.work_item_id)
+    assert view is not None
+    assert view.state == "completed"
+
+
+def test_inline_payload_is_processed_with_the_default_analyzer(make_harness: Build) -> None:
+    """An inline contract is verified and analyzed by the real extractor; routing follows the result."""
+    harness = make_harness()
+    harness.claimcheck.consumer._analyzer = ContractObligationExtractor()
+    text = (
+        b'SERVICES AGREEMENT between Acme Ltd (the "Supplier") and Beta GmbH (the "Customer").\n'
+        b"1. The Supplier shall deliver the reports by 15 March 2026.\n"
+    )
+    submit(harness, text, classification="internal")
+    assert harness.claimcheck.consumer.handle(harness.delivery()) == Complete()
+    (event,) = harness.results()
+    assert event.application_properties["document_type"] == "contract"
+    assert json.loads(event.body)["summary"]["obligations"] >= 1
+
+
+def test_tampered_object_is_dead_lettered_and_never_processed(make_harness: Build) -> None:
+    """An object changed after upload dead-letters integrity_failed; metadata and object are kept."""
+    harness = make_harness()
+    receipt = submit(harness, document(100_000))
+    assert receipt.payload_ref is not None
+    harness.container.get_blob_client(receipt.payload_ref).upload_blob(
+        document(100_000, marker="TAMPERED"), overwrite=True
+    )
+    outcome = harness.claimcheck.consumer.handle(harness.delivery())
+    assert isinstance(outcome, DeadLetter)
+    assert outcome.reason is DeadLetterReason.INTEGRITY_FAILED
+    assert harness.analyzer.seen == []
+    assert harness.results() == []
+    (row,) = harness.rows(harness.settings.registry_table)
+    assert (row["state"], row["content_length"]) == ("integrity_failed", 100_000)
+    assert harness.blob_names() == [receipt.payload_ref]
+    view = harness.claimcheck.status.get(receipt.work_item_id)
+    assert view is not None
+    assert (view.state, view.failure_reason) == ("failed", "integrity_failed")
+
+
+def test_another_tenants_reference_looks_like_an_unknown_one(make_harness: Build) -> None:
+    """Tenant B presenting tenant A's reference gets the same answer as a reference that never existed."""
+    harness = make_harness()
+    submit(harness, document(50_000), work_item_id="wi-shared")
+    other_tenant = harness.claimcheck.consumer.handle(forged(harness, tenant_id="tenant-b"))
+    unknown = harness.claimcheck.consumer.handle(forged(harness, payload_ref=new_payload_ref()))
+    assert isinstance(other_tenant, DeadLetter)
+    assert other_tenant == unknown
+    assert other_tenant.reason is DeadLetterReason.ACCESS_DENIED
+    assert harness.analyzer.seen == []
+    assert [row["state"] for row in harness.rows(harness.settings.registry_table)] == ["available"]
+
+
+def test_expired_envelope_is_dead_lettered_and_the_object_kept(make_harness: Build) -> None:
+    """Past expires_at the read grant is over: dead-letter expired, nothing deleted, work item expired."""
+    harness = make_harness()
+    receipt = submit(harness, document(50_000))
+    harness.clock.advance(timedelta(days=2))
+    outcome = harness.claimcheck.consumer.handle(harness.delivery())
+    assert isinstance(outcome, DeadLetter)
+    assert outcome.reason is DeadLetterReason.EXPIRED
+    assert harness.blob_names() == [receipt.payload_ref]
+    view = harness.claimcheck.status.get(receipt.work_item_id)
+    assert view is not None
+    assert view.state == "expired"
+
+
+def test_invalid_and_unsupported_envelopes_are_dead_lettered_with_the_field(make_harness: Build) -> None:
+    """A malformed body names its field; a future major version is unsupported_schema_version."""
+    harness = make_harness()
+    submit(harness, document(50_000))
+    bad_length = harness.claimcheck.consumer.handle(forged(harness, content_length=-1))
+    future = harness.claimcheck.consumer.handle(forged(harness, schema_version="2.0"))
+    assert isinstance(bad_length, DeadLetter)
+    assert bad_length.reason is DeadLetterReason.INVALID_ENVELOPE
+    assert "content_length" in bad_length.description
+    assert isinstance(future, DeadLetter)
+    assert future.reason is DeadLetterReason.UNSUPPORTED_SCHEMA_VERSION
+
+
+def test_missing_object_is_classified_not_blindly_retried(make_harness: Build) -> None:
+    """A registered object that vanished dead-letters payload_missing and the record is flagged missing."""
+    harness = make_harness()
+    receipt = submit(harness, document(50_000))
+    assert receipt.payload_ref is not None
+    harness.container.delete_blob(receipt.payload_ref)
+    outcome = harness.claimcheck.consumer.handle(harness.delivery())
+    assert isinstance(outcome, DeadLetter)
+    assert outcome.reason is DeadLetterReason.PAYLOAD_MISSING
+    assert [row["state"] for row in harness.rows(harness.settings.registry_table)] == ["missing"]
+
+
+def test_message_ahead_of_activation_is_retried_then_given_up(make_harness: Build) -> None:
+    """A delivery that beats the producer's activation retries with backoff, and gives up after grace."""
+    harness = make_harness()
+    deliveries: list[object] = []
+
+    class DeliverDuringPublish:
+        def publish(self, destination: str, message: object) -> None:
+            harness.bus.publish(destination, message)  # type: ignore[arg-type]
+            if destination == harness.settings.documents_queue:
+                deliveries.append(harness.claimcheck.consumer.handle(harness.delivery()))
+
+    harness.claimcheck.producer._bus = DeliverDuringPublish()
+    submit(harness, document(50_000))
+    (early,) = deliveries
+    assert isinstance(early, Retry)
+    assert early.delay > timedelta(0)
+    assert harness.analyzer.seen == []
+    late = harness.claimcheck.consumer.handle(harness.delivery(count=5))
+    assert late == Complete()  # by now the producer confirmed: processed normally
+
+
+def test_unexpected_failures_are_retried_a_bounded_number_of_times(make_harness: Build) -> None:
+    """A failing result publish retries (object kept) and dead-letters on the last allowed delivery."""
+    harness = make_harness()
+    submit(harness, document(50_000))
+    harness.bus.fail_next = 1
+    retry = harness.claimcheck.consumer.handle(harness.delivery(count=1))
+    assert isinstance(retry, Retry)
+    assert len(harness.blob_names()) == 1  # no deletion before the effect is confirmed
+    harness.bus.fail_next = 1
+    last = harness.claimcheck.consumer.handle(harness.delivery(count=harness.settings.max_delivery_count))
+    assert isinstance(last, DeadLetter)
+    assert last.reason is DeadLetterReason.PROCESSING_FAILED
+    assert len(harness.blob_names()) == 1  # no deletion after a dead-letter either
+    assert harness.claimcheck.consumer.handle(harness.delivery(count=1)) == Complete()
+    assert harness.blob_names() == []

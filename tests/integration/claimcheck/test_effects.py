@@ -1,0 +1,116 @@
+"""Exactly one effect per work item version: redeliveries, concurrent consumers, replaced versions."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from claimcheck import Complete, DeadLetter, DeadLetterReason, Outcome, Retry
+
+from tests.integration.claimcheck.conftest import Harness, RecordingAnalyzer, document
+
+Build = Callable[..., Harness]
+
+
+def submit(harness: Harness, payload: bytes, **changes: str) -> str:
+    values = {
+        "tenant_id": "tenant-a",
+        "purpose": "contract-review",
+        "classification": "confidential",
+        "content_type": "text/plain",
+    }
+    values.update(changes)
+    return harness.claimcheck.producer.submit(payload, **values).work_item_id  # type: ignore[arg-type]
+
+
+def test_two_deliveries_of_one_message_make_one_effect(make_harness: Build) -> None:
+    """A redelivered message completes without a second analysis, result row or result event."""
+    harness = make_harness(in_progress_ttl_seconds=60)
+    submit(harness, document(80_000), purpose="evidence-archive")  # retained: the object stays readable
+    first = harness.claimcheck.consumer.handle(harness.delivery(count=1))
+    second = harness.claimcheck.consumer.handle(harness.delivery(count=2))
+    assert first == second == Complete()
+    assert len(harness.analyzer.seen) == 1
+    assert len(harness.results()) == 1
+    assert len(harness.rows(harness.settings.results_table)) == 1
+
+
+def test_redelivery_after_sync_cleanup_still_completes(make_harness: Build) -> None:
+    """Once the object is cleaned up, a late duplicate completes instead of dead-lettering missing."""
+    harness = make_harness()
+    submit(harness, document(80_000))
+    assert harness.claimcheck.consumer.handle(harness.delivery()) == Complete()
+    assert harness.blob_names() == []
+    assert harness.claimcheck.consumer.handle(harness.delivery(count=2)) == Complete()
+    assert len(harness.results()) == 1
+
+
+def test_two_consumers_at_once_make_one_effect(make_harness: Build) -> None:
+    """Two consumers racing on one work item: one effect; the loser retries and later completes idly."""
+    harness = make_harness()
+    submit(harness, document(120_000))
+    first_is_analyzing, rival_finished = threading.Event(), threading.Event()
+
+    def hold_until_the_rival_tried() -> None:
+        first_is_analyzing.set()
+        rival_finished.wait(timeout=60)
+
+    first_analyzer = RecordingAnalyzer(before=hold_until_the_rival_tried)
+    second_analyzer = RecordingAnalyzer()
+    harness.claimcheck.consumer._analyzer = first_analyzer
+    rival = harness.another_consumer(second_analyzer)
+    message = harness.delivery()
+
+    def rival_handles() -> Outcome:
+        first_is_analyzing.wait(timeout=60)
+        try:
+            return rival.consumer.handle(message)
+        finally:
+            rival_finished.set()
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        first_future = pool.submit(harness.claimcheck.consumer.handle, message)
+        rival_outcome = pool.submit(rival_handles).result(timeout=60)
+        first_outcome = first_future.result(timeout=60)
+    assert first_outcome == Complete()
+    assert isinstance(rival_outcome, Retry)
+    assert second_analyzer.seen == []
+    assert rival.consumer.handle(harness.delivery(count=2)) == Complete()
+    assert len(harness.results()) == 1
+    assert len(harness.rows(harness.settings.results_table)) == 1
+
+
+def test_replaced_version_never_feeds_new_bytes_to_the_old_envelope(make_harness: Build) -> None:
+    """v2 submitted while v1 is processed: v1 sees only v1 bytes; a late v1 redelivery is superseded."""
+    harness = make_harness()
+    old, new = document(60_000, marker="VERSION-ONE"), document(70_000, marker="VERSION-TWO")
+    work_item = submit(harness, old, work_item_id="wi-replaced")
+    v1 = harness.delivery()
+
+    def replace_version() -> None:
+        if len(harness.analyzer.seen) == 0:
+            submit(harness, new, work_item_id=work_item)
+
+    harness.analyzer.before = replace_version
+    assert harness.claimcheck.consumer.handle(v1) == Complete()
+    assert harness.analyzer.seen == [old]
+    v2 = harness.delivery()
+    assert harness.claimcheck.consumer.handle(v2) == Complete()
+    assert harness.analyzer.seen == [old, new]
+    late_v1 = harness.claimcheck.consumer.handle(harness.delivery(0, count=2))
+    assert late_v1 == Complete()  # v1's effect exists: a duplicate, not a second effect
+    view = harness.claimcheck.status.get(work_item)
+    assert view is not None
+    assert (view.version, view.state) == (2, "completed")
+
+
+def test_unprocessed_old_version_is_dead_lettered_as_superseded(make_harness: Build) -> None:
+    """A v1 message first delivered after v2 was accepted is dead-lettered version_mismatch."""
+    harness = make_harness()
+    work_item = submit(harness, document(60_000), work_item_id="wi-superseded")
+    submit(harness, document(61_000), work_item_id=work_item)
+    outcome = harness.claimcheck.consumer.handle(harness.delivery(0))
+    assert isinstance(outcome, DeadLetter)
+    assert outcome.reason is DeadLetterReason.VERSION_MISMATCH
+    assert harness.analyzer.seen == []

@@ -1,0 +1,91 @@
+"""Reconciliation and cleanup policies against Azurite."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from datetime import timedelta
+
+from claimcheck import Complete
+from claimcheck.adapters.blobs import AzureBlobPayloadStore
+
+from tests.integration.claimcheck.conftest import Harness, document
+
+Build = Callable[..., Harness]
+
+
+def states(harness: Harness) -> list[str]:
+    return [row["state"] for row in harness.rows(harness.settings.registry_table)]
+
+
+def test_async_cleanup_waits_for_the_sweep(make_harness: Build) -> None:
+    """Async policy marks cleanup_pending after the effect; the reconciler deletes and leaves proof."""
+    harness = make_harness()
+    harness.claimcheck.producer.submit(
+        io.BytesIO(document(90_000)),
+        tenant_id="tenant-a",
+        purpose="bulk-ingest",
+        classification="internal",
+        content_type="text/plain",
+    )
+    assert harness.claimcheck.consumer.handle(harness.delivery()) == Complete()
+    assert states(harness) == ["cleanup_pending"]
+    assert len(harness.blob_names()) == 1
+    report = harness.claimcheck.reconciler.run()
+    assert len(report.cleaned_up) == 1
+    assert harness.blob_names() == []
+    assert states(harness) == ["removed"]
+    assert [row["reason"] for row in harness.rows(harness.settings.audit_table)] == [
+        "asynchronous cleanup sweep"
+    ]
+
+
+def test_retained_object_is_removed_only_after_retention(make_harness: Build) -> None:
+    """Retain policy keeps the processed object until its retention period has elapsed."""
+    harness = make_harness()
+    harness.claimcheck.producer.submit(
+        document(30_000),
+        tenant_id="tenant-a",
+        purpose="evidence-archive",
+        classification="restricted",
+        content_type="text/plain",
+    )
+    assert harness.claimcheck.consumer.handle(harness.delivery()) == Complete()
+    assert harness.claimcheck.reconciler.run().retention_removed == []
+    assert states(harness) == ["processed"]
+    report = harness.claimcheck.reconciler.run(harness.clock.now + timedelta(days=31))
+    assert len(report.retention_removed) == 1
+    assert harness.blob_names() == []
+
+
+def test_published_reference_whose_object_is_gone_is_flagged(make_harness: Build) -> None:
+    """An available record without its object is flagged missing, with an alert naming the consequence."""
+    harness = make_harness()
+    receipt = harness.claimcheck.producer.submit(
+        document(30_000),
+        tenant_id="tenant-a",
+        purpose="contract-review",
+        classification="restricted",
+        content_type="text/plain",
+    )
+    assert receipt.payload_ref is not None
+    harness.container.delete_blob(receipt.payload_ref)
+    report = harness.claimcheck.reconciler.run()
+    assert report.flagged_missing == [receipt.payload_ref]
+    assert any("payload_missing" in alert for alert in report.alerts)
+    assert states(harness) == ["missing"]
+
+
+def test_unregistered_provisional_object_is_removed_after_grace(make_harness: Build) -> None:
+    """A provisional object with no registry record (crash after upload) is removed after the grace period."""
+    harness = make_harness()
+    store = AzureBlobPayloadStore(harness.container)
+    store.upload_provisional(
+        "ref_" + "z" * 27, io.BytesIO(document(1000)), content_type="text/plain", max_bytes=10**6
+    )
+    assert harness.claimcheck.reconciler.run().orphans_removed == []
+    later = harness.claimcheck.reconciler.run(harness.clock.now + timedelta(hours=2))
+    assert later.orphans_removed == ["ref_" + "z" * 27]
+    assert harness.blob_names() == []
+    (proof,) = harness.rows(harness.settings.audit_table)
+    assert proof["previous_state"] == "unregistered"
