@@ -242,25 +242,28 @@ class Attacher:
         queue.attach(link)
         queue.pump()
 
-    def reply(self, link: Link, *, session_id: str | None = None, properties: dict[Any, Any] | None = None) -> None:
+    def reply(self, link: Link, *, session_id: str | None = None, properties: dict[Any, Any] | None = None,
+              refused: bool = False) -> None:
         fields = link.attach_fields
-        source = fields["source"]
+        client_receives = isinstance(link, OutgoingLink)
+        # A refused link gets a null terminus on the broker's side, then a detach with the error.
+        source = None if refused and client_receives else fields["source"]
+        target = None if refused and not client_receives else fields["target"]
         if session_id is not None:
             terms = fields_of(source)
             terms["filter"] = {**(terms.get("filter") or {}), Symbol(SESSION_FILTER): session_id}
             source = composite("source", **terms)
-        client_receives = isinstance(link, OutgoingLink)
         link.session.send(composite(
             "attach", name=link.name, handle=UInt(link.handle), role=not client_receives,
             snd_settle_mode=fields.get("snd_settle_mode"), rcv_settle_mode=fields.get("rcv_settle_mode"),
-            source=source, target=fields["target"],
+            source=source, target=target,
             initial_delivery_count=UInt(0) if client_receives else None,
             max_message_size=ULong(self.connection.broker.max_message_size),
             properties=properties if client_receives else {
                 Symbol("com.microsoft:max-message-batch-size"): ULong(self.connection.broker.max_message_size)}))
 
     def refuse(self, link: Link, exc: BrokerError) -> None:
-        self.reply(link)
+        self.reply(link, refused=True)
         link.detach(exc.condition, exc.description)
 
 

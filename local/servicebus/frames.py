@@ -55,12 +55,12 @@ class FrameError(ValueError):
     """A frame or composite that does not follow the AMQP 1.0 specification."""
 
 
-def composite(name: str, **fields: Any) -> Described:
-    """Build the described list for composite ``name``; omitted fields are null."""
-    code, names = COMPOSITES[name]
+def composite(kind: str, /, **fields: Any) -> Described:
+    """Build the described list for composite ``kind``; omitted fields are null."""
+    code, names = COMPOSITES[kind]
     unknown = set(fields) - set(names)
     if unknown:
-        raise KeyError(f"{name} has no field(s) {sorted(unknown)}")
+        raise KeyError(f"{kind} has no field(s) {sorted(unknown)}")
     values = [fields.get(field) for field in names]
     while values and values[-1] is None:
         values.pop()
@@ -88,8 +88,8 @@ def fields_of(value: Any) -> dict[str, Any]:
 
 
 def error(condition: str, description: str | None = None, info: dict[Any, Any] | None = None) -> Described:
-    """An AMQP error composite."""
-    return composite("error", condition=Symbol(condition), description=description, info=info)
+    """An AMQP error composite, all three fields present (the SDK indexes them without checking)."""
+    return Described(ULong(0x1D), [Symbol(condition), description, info])
 
 
 def encode_frame(channel: int, body: Described, payload: bytes | memoryview = b"",
