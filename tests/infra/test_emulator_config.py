@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from infra.emulator_config import (
 )
 from infra.stack_config import REPO_ROOT
 from infra.topology import load_topology
+from local.servicebus.config import parse_config
 
 
 def _namespace(document: dict[str, Any]) -> dict[str, Any]:
@@ -122,3 +124,24 @@ def test_cli_reads_the_stack_file(tmp_path: Path) -> None:
     namespace = _namespace(json.loads(out.read_text(encoding="utf-8")))
     assert [queue["Name"] for queue in namespace["Queues"]] == ["documents"]
     assert completed.stderr == ""
+
+
+@pytest.mark.parametrize("clamp", [False, True])
+def test_embedded_emulator_reads_the_generated_config(clamp: bool) -> None:
+    """Round trip: our emulator's Config.json parser accepts the document and sees the spec's entities."""
+    rule_config = {"name": "high-priority", "sqlFilter": "priority = 'high'",
+                   "action": "SET sys.Label = 'urgent'"}
+    topology = load_topology({"topics": [{"name": "results", "subscriptions": [
+        {"name": "notifications", "rules": [rule_config]}]}]})
+    namespace = parse_config(build_emulator_config(topology, clamp=clamp, warn=lambda message: None))
+    documents = namespace.queues["documents"]
+    assert documents.requires_session
+    assert documents.max_delivery_count == 5
+    assert documents.lock_duration == timedelta(minutes=1)
+    assert documents.default_ttl == (timedelta(hours=1) if clamp else timedelta(days=14))
+    (results,) = namespace.topics
+    rules = {sub.name: sub.rules for sub in results.subscriptions}
+    assert [rule.name for rule in rules["audit"]] == ["$Default"]
+    assert [rule.name for rule in rules["notifications"]] == ["high-priority"]
+    assert rules["notifications"][0].action is not None
+    assert [rule.name for rule in rules["contracts"]] == ["contract-documents"]
