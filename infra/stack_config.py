@@ -119,11 +119,13 @@ class _Reader:
         return self._config.get(key)
 
     def string(self, key: str, default: str, pattern: re.Pattern[str], form: str) -> str:
+        """A string value; a derived default (e.g. from the stack name) is checked like a given one."""
         value = self._get(key)
-        if value is None:
-            return default
+        given = value is not None
+        value = value if given else default
         if not isinstance(value, str) or not pattern.fullmatch(value):
-            raise StackConfigError(f"{PROJECT}:{key}: {value!r} is invalid; expected {form}")
+            origin = "" if given else " (derived default; set the key explicitly)"
+            raise StackConfigError(f"{PROJECT}:{key}: {value!r}{origin} is invalid; expected {form}")
         return value
 
     def choice(self, key: str, default: _Choice, allowed: tuple[_Choice, ...]) -> _Choice:

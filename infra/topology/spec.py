@@ -133,10 +133,16 @@ class Topology:
     bindings: Bindings
 
     def queue(self, name: str) -> QueueSpec:
-        return next(queue for queue in self.queues if queue.name == name)
+        for queue in self.queues:
+            if queue.name == name:
+                return queue
+        raise TopologyError(f"no queue {name!r} in the topology (queues: {[q.name for q in self.queues]})")
 
     def topic(self, name: str) -> TopicSpec:
-        return next(topic for topic in self.topics if topic.name == name)
+        for topic in self.topics:
+            if topic.name == name:
+                return topic
+        raise TopologyError(f"no topic {name!r} in the topology (topics: {[t.name for t in self.topics]})")
 
 
 def default_topology() -> Topology:

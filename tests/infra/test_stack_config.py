@@ -88,6 +88,13 @@ def test_bad_value_is_refused_naming_the_key(config: dict[str, Any], key: str) -
     assert key in str(raised.value)
 
 
+def test_stack_name_that_is_not_a_valid_environment_is_refused() -> None:
+    """A stack name unusable in resource names must be overridden with claimcheck:environment."""
+    with pytest.raises(StackConfigError, match=r"claimcheck:environment: 'my_stack' \(derived default"):
+        load_settings({}, "my_stack")
+    assert load_settings({"environment": "qa"}, "my_stack").environment == "qa"
+
+
 def test_bad_topology_in_stack_config_is_a_topology_error() -> None:
     """A bad topology entry inside stack config surfaces as TopologyError naming the entry."""
     with pytest.raises(TopologyError, match=r"queue 'documents'\.lockDuration"):
