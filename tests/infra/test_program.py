@@ -268,3 +268,12 @@ def test_pulumi_entry_point_reads_stack_config() -> None:
     assert run.one("Namespace").inputs["sku"]["name"] == "Premium"
     assert run.one("Workspace").inputs["retentionInDays"] == 90
     assert len(run.resources) == len(_stack("prod")[1].resources)
+
+
+def test_components_use_claimcheck_type_tokens() -> None:
+    """Each concern is a ComponentResource registered under a `claimcheck:<area>:<Name>` token."""
+    _, run = _stack("dev")
+    components = {resource.type for resource in run.resources if resource.type.startswith("claimcheck:")}
+    assert components == {"claimcheck:messaging:Messaging", "claimcheck:storage:PayloadStorage",
+                          "claimcheck:functions:FunctionApp", "claimcheck:access:Access",
+                          "claimcheck:observability:Monitoring", "claimcheck:observability:Alerts"}
