@@ -49,4 +49,7 @@ def build_app_settings(endpoints: AppEndpoints, topology: Topology, environment:
         "CLAIMCHECK_IDEMPOTENCY_TABLE": tables.idempotency,
         "CLAIMCHECK_WORK_ITEMS_TABLE": tables.work_items,
         "CLAIMCHECK_AUDIT_TABLE": tables.audit,
+        "CLAIMCHECK_RESULTS_TABLE": tables.results,
+        # The consumer dead-letters on the last delivery itself, so it must know the queue's limit.
+        "CLAIMCHECK_MAX_DELIVERY_COUNT": str(topology.queue(bindings.documents_queue).max_delivery_count),
     }

@@ -67,6 +67,7 @@ _TABLE_FIELDS: FieldTable = {
     "idempotency": ("idempotency", str),
     "workItems": ("work_items", str),
     "audit": ("audit", str),
+    "results": ("results", str),
 }
 _LIFECYCLE_FIELDS: FieldTable = {
     "provisionalTagName": ("provisional_tag_name", str),

@@ -10,7 +10,10 @@ from claimcheck.settings import (
     DOCUMENTS_QUEUE,
     IDEMPOTENCY_TABLE,
     PAYLOAD_CONTAINER,
+    PROVISIONAL_TAG_NAME,
+    PROVISIONAL_TAG_VALUE,
     REGISTRY_TABLE,
+    RESULTS_TABLE,
     RESULTS_TOPIC,
     WORK_ITEMS_TABLE,
 )
@@ -93,9 +96,10 @@ class TableNames:
     idempotency: str = IDEMPOTENCY_TABLE
     work_items: str = WORK_ITEMS_TABLE
     audit: str = AUDIT_TABLE
+    results: str = RESULTS_TABLE
 
     def all(self) -> tuple[str, ...]:
-        return (self.registry, self.idempotency, self.work_items, self.audit)
+        return (self.registry, self.idempotency, self.work_items, self.audit, self.results)
 
 
 @dataclass(frozen=True)
@@ -105,8 +109,9 @@ class LifecycleSpec:
     Azure lifecycle rules count in whole days, hence days rather than durations.
     """
 
-    provisional_tag_name: str = "state"
-    provisional_tag_value: str = "provisional"
+    # The blob index tag the producer writes on an object until its publish is confirmed.
+    provisional_tag_name: str = PROVISIONAL_TAG_NAME
+    provisional_tag_value: str = PROVISIONAL_TAG_VALUE
     provisional_grace_days: int = 1
     cool_after_days: int = 7
     cold_after_days: int = 30

@@ -6,7 +6,7 @@ import runpy
 from typing import Any
 
 import pytest
-from claimcheck.settings import Settings
+from claimcheck.settings import PROVISIONAL_TAG_NAME, PROVISIONAL_TAG_VALUE, Settings
 
 from infra.policy import rules
 from infra.program import deploy
@@ -112,7 +112,8 @@ def test_lifecycle_rules_follow_the_stack(stack: Stack) -> None:
     declared = run.one("ManagementPolicy").inputs["policy"]["rules"]
     policy_rules = {rule["name"]: rule["definition"] for rule in declared}
     provisional = policy_rules["deleteProvisionalOrphans"]
-    assert provisional["filters"]["blobIndexMatch"] == [{"name": "state", "op": "==", "value": "provisional"}]
+    assert provisional["filters"]["blobIndexMatch"] == [
+        {"name": PROVISIONAL_TAG_NAME, "op": "==", "value": PROVISIONAL_TAG_VALUE}]
     assert provisional["filters"]["prefixMatch"] == ["payloads/"]
     assert provisional["actions"]["baseBlob"]["delete"] == {
         "daysAfterModificationGreaterThan": lifecycle.provisional_grace_days}
@@ -171,8 +172,9 @@ def test_app_settings_are_identity_based_and_secret_free(stack: Stack) -> None:
     assert app.environment == settings.environment
     assert (app.documents_queue, app.results_topic, app.payload_container) == (
         "documents", "results", "payloads")
-    assert (app.registry_table, app.idempotency_table, app.work_items_table, app.audit_table) == \
-        settings.topology.tables.all()
+    assert (app.registry_table, app.idempotency_table, app.work_items_table, app.audit_table,
+            app.results_table) == settings.topology.tables.all()
+    assert app.max_delivery_count == settings.topology.queue("documents").max_delivery_count
 
 
 def _expected_grants(settings: StackSettings, run: ProgramRun) -> set[tuple[str, str, str]]:

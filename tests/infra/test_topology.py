@@ -30,7 +30,9 @@ def test_default_topology_matches_design() -> None:
     assert dict(correlation.properties) == {"document_type": "contract"}
     assert topology.containers == (settings.PAYLOAD_CONTAINER,)
     assert topology.tables.all() == (settings.REGISTRY_TABLE, settings.IDEMPOTENCY_TABLE,
-                                     settings.WORK_ITEMS_TABLE, settings.AUDIT_TABLE)
+                                     settings.WORK_ITEMS_TABLE, settings.AUDIT_TABLE, settings.RESULTS_TABLE)
+    assert (topology.lifecycle.provisional_tag_name, topology.lifecycle.provisional_tag_value) == (
+        settings.PROVISIONAL_TAG_NAME, settings.PROVISIONAL_TAG_VALUE)
 
 
 def test_overrides_merge_by_name_and_add_entities() -> None:
