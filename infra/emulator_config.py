@@ -24,7 +24,7 @@ from typing import Any
 
 import isodate
 
-from infra.stack_config import read_stack_config
+from infra.stack_config import StackConfigError, read_stack_config
 from infra.topology import (
     CorrelationFilterSpec,
     QueueSpec,
@@ -32,6 +32,7 @@ from infra.topology import (
     SubscriptionSpec,
     TopicSpec,
     Topology,
+    TopologyError,
     load_topology,
     parse_iso_duration,
 )
@@ -233,9 +234,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-clamp", action="store_true",
                         help="keep the service's real ranges (for our embedded emulator)")
     args = parser.parse_args(argv)
-    config = read_stack_config(args.stack) if args.stack else {}
-    topology = load_topology(config.get("topology"))
-    path = write_emulator_config(topology, args.out, clamp=not args.no_clamp)
+    try:
+        config = read_stack_config(args.stack) if args.stack else {}
+        topology = load_topology(config.get("topology"))
+        path = write_emulator_config(topology, args.out, clamp=not args.no_clamp)
+    except (StackConfigError, TopologyError, EmulatorConfigError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     print(f"wrote {path}")
     return 0
 

@@ -145,3 +145,16 @@ def test_embedded_emulator_reads_the_generated_config(clamp: bool) -> None:
     assert [rule.name for rule in rules["notifications"]] == ["high-priority"]
     assert rules["notifications"][0].action is not None
     assert [rule.name for rule in rules["contracts"]] == ["contract-documents"]
+
+
+def test_cli_reports_bad_input_without_a_traceback(tmp_path: Path) -> None:
+    """An unknown stack is a one-line error naming the missing file, exit status 2, nothing written."""
+    out = tmp_path / "Config.json"
+    completed = subprocess.run(
+        [sys.executable, "-m", "infra.emulator_config", "--out", str(out), "--stack", "nope"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert completed.returncode == 2
+    assert completed.stderr.startswith("error: no stack file Pulumi.nope.yaml")
+    assert "Traceback" not in completed.stderr
+    assert not out.exists()
