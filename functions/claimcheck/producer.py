@@ -15,7 +15,6 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import BinaryIO
 
 from claimcheck.envelope import IDENTIFIER, IDENTIFIER_RULE, Checksum, Envelope
 from claimcheck.errors import ContentTypeMismatch, ForbiddenContentType, IntakeRejected, PublishNotConfirmed
@@ -83,7 +82,7 @@ class Producer:
 
     def submit(
         self,
-        source: BinaryIO | bytes,
+        source: Readable | bytes,
         *,
         tenant_id: str,
         purpose: str,

@@ -1,0 +1,262 @@
+"""Claim-check benchmark against Azurite: produce + consume payloads of several sizes.
+
+For each size it prints the envelope size, claim-check throughput, peak RSS growth (sampled in a
+thread with psutil) and the ratio of claim-check time to a raw upload + download of the same bytes
+with the same SDK and the same transfer settings, measured in the same run.
+
+    python -m bench.claimcheck                    # 1KB,1MB,100MB,1GiB
+    python -m bench.claimcheck --sizes 1MB,100MB
+
+Targets: envelope ≤ 1 KiB; peak RSS growth < 64 MiB at 1 GiB; claim-check ≤ 1.3x raw at 100 MB.
+Payloads come from a deterministic generator (seeded text blocks), never held whole in memory.
+The analyzer step uses a bounded analyzer that reads only the first 64 KiB of the verified
+document (the full payload is still downloaded and verified: length, sha256, type).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import threading
+import time
+import uuid
+from dataclasses import dataclass, replace
+from typing import BinaryIO
+
+import psutil
+from azure.storage.blob import BlobServiceClient
+from claimcheck import ClaimCheck, Complete, InboundMessage, Settings
+from claimcheck.analysis import AnalysisResult
+from claimcheck.integrity import DEFAULT_CHUNK_BYTES
+from claimcheck.policy import DEFAULT_PURPOSES, Classification, CleanupPolicy, PurposePolicy
+from claimcheck.testing import InMemoryBus
+
+from local.azurite import start_azurite
+
+SIZES = {"1KB": 1000, "1MB": 10**6, "100MB": 100 * 10**6, "1GiB": 1024**3}
+BENCH_PURPOSE = "bench"
+ANALYZER_READ_BYTES = 64 * 1024
+_BLOCK = 1024 * 1024
+
+
+class PayloadStream:
+    """``size`` bytes of seeded ASCII text, produced block by block (one 1 MiB block in memory)."""
+
+    def __init__(self, size: int, seed: int = 7) -> None:
+        alphabet = b"abcdefghijklmnopqrstuvwxyz      \n"
+        rng = random.Random(seed)
+        self._block = bytes(rng.choice(alphabet) for _ in range(4096)) * (_BLOCK // 4096)
+        self._remaining = size
+        self._offset = 0
+
+    def read(self, size: int = -1) -> bytes:
+        want = self._remaining if size < 0 else min(size, self._remaining)
+        parts = []
+        while want > 0:
+            start = self._offset % _BLOCK
+            piece = self._block[start : start + want]
+            parts.append(piece)
+            want -= len(piece)
+            self._offset += len(piece)
+            self._remaining -= len(piece)
+        return b"".join(parts)
+
+
+class HeadAnalyzer:
+    """Bounded analyzer: reads only the first 64 KiB of the verified document."""
+
+    def analyze(self, document: BinaryIO, content_type: str) -> AnalysisResult:
+        head = document.read(ANALYZER_READ_BYTES)
+        return AnalysisResult(
+            document_type="document",
+            parties=(),
+            dates=(),
+            obligations=(),
+            page_count=max(1, head.count(b"\n") // 50),
+            review_required=False,
+            priority="normal",
+        )
+
+
+class Measured:
+    """Wall time and peak RSS growth of a block: RSS is sampled every 5 ms in a thread."""
+
+    def __init__(self) -> None:
+        self._process = psutil.Process()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self.start_rss = self.peak_rss = 0
+        self.seconds = 0.0
+        self._started = 0.0
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.005):
+            self.peak_rss = max(self.peak_rss, self._process.memory_info().rss)
+
+    def __enter__(self) -> Measured:
+        self.start_rss = self.peak_rss = self._process.memory_info().rss
+        self._thread.start()
+        self._started = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.seconds = time.perf_counter() - self._started
+        self._stop.set()
+        self._thread.join()
+        self.peak_rss = max(self.peak_rss, self._process.memory_info().rss)
+
+    @property
+    def rss_growth(self) -> int:
+        return self.peak_rss - self.start_rss
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    transport: str
+    envelope_bytes: int
+    claimcheck_seconds: float
+    raw_seconds: float
+    claimcheck_rss: int
+    raw_rss: int
+    size: int
+
+
+def raw_round_trip(blobs: BlobServiceClient, container: str, size: int) -> None:
+    blob = blobs.get_blob_client(container, f"raw-{uuid.uuid4().hex}")
+    blob.upload_blob(PayloadStream(size), length=size)  # type: ignore[arg-type]
+    for _chunk in blob.download_blob().chunks():
+        pass
+    blob.delete_blob()
+
+
+def claim_check_round_trip(
+    claimcheck: ClaimCheck, bus: InMemoryBus, settings: Settings, size: int
+) -> tuple[str, int]:
+    receipt = claimcheck.producer.submit(
+        PayloadStream(size),
+        tenant_id="bench",
+        purpose=BENCH_PURPOSE,
+        classification=Classification.RESTRICTED.value,
+        content_type="text/plain",
+    )
+    sent = bus.messages(settings.documents_queue)[-1]
+    outcome = claimcheck.consumer.handle(
+        InboundMessage(
+            body=sent.body,
+            message_id=sent.message_id,
+            delivery_count=1,
+            session_id=sent.session_id,
+            correlation_id=sent.correlation_id,
+            application_properties=sent.application_properties,
+            enqueued_time=None,
+        )
+    )
+    if outcome != Complete():
+        raise RuntimeError(f"consumer answered {outcome}")
+    return receipt.transport, len(sent.body)
+
+
+def run(sizes: list[str]) -> list[Row]:
+    rows: list[Row] = []
+    with start_azurite() as azurite:
+        settings = replace(Settings(environment="bench"), max_payload_bytes=2 * 1024**3)
+        bus = InMemoryBus()
+        purposes = {
+            **DEFAULT_PURPOSES,
+            BENCH_PURPOSE: PurposePolicy(
+                name=BENCH_PURPOSE,
+                content_types=frozenset({"text/plain"}),
+                classifications=frozenset(Classification),
+                cleanup=CleanupPolicy.SYNC,
+            ),
+        }
+        claimcheck = ClaimCheck.from_settings(
+            settings,
+            storage_connection=azurite.connection_string,
+            bus=bus,
+            analyzer=HeadAnalyzer(),
+            purposes=purposes,
+        )
+        # The raw baseline uses the same SDK with the same transfer settings as the claim check.
+        transfer = DEFAULT_CHUNK_BYTES
+        blobs = BlobServiceClient.from_connection_string(
+            azurite.connection_string,
+            max_single_get_size=transfer,
+            max_chunk_get_size=transfer,
+            max_block_size=transfer,
+            max_single_put_size=transfer,
+        )
+        raw_container = "raw-baseline"
+        blobs.create_container(raw_container)
+        claim_check_round_trip(claimcheck, bus, settings, 10**6)  # warm up connections and tables
+        raw_round_trip(blobs, raw_container, 10**6)
+        for label in sizes:
+            size = SIZES[label]
+            with Measured() as raw:
+                raw_round_trip(blobs, raw_container, size)
+            with Measured() as claim_check:
+                transport, envelope = claim_check_round_trip(claimcheck, bus, settings, size)
+            rows.append(
+                Row(
+                    label,
+                    transport,
+                    envelope,
+                    claim_check.seconds,
+                    raw.seconds,
+                    claim_check.rss_growth,
+                    raw.rss_growth,
+                    size,
+                )
+            )
+            print_row(rows[-1])
+    return rows
+
+
+def print_header() -> None:
+    print(
+        f"{'size':>6} {'transport':>9} {'envelope B':>10} {'cc ms':>9} {'raw ms':>9} {'cc MB/s':>8} "
+        f"{'raw MB/s':>8} {'cc/raw':>7} {'cc RSS+ MiB':>11} {'raw RSS+ MiB':>12}"
+    )
+
+
+def print_row(row: Row) -> None:
+    mib = 1024 * 1024
+    print(
+        f"{row.label:>6} {row.transport:>9} {row.envelope_bytes:>10} {row.claimcheck_seconds * 1000:>9.1f} "
+        f"{row.raw_seconds * 1000:>9.1f} {row.size / 1e6 / row.claimcheck_seconds:>8.2f} "
+        f"{row.size / 1e6 / row.raw_seconds:>8.2f} {row.claimcheck_seconds / row.raw_seconds:>7.2f} "
+        f"{row.claimcheck_rss / mib:>11.1f} {row.raw_rss / mib:>12.1f}",
+        flush=True,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument(
+        "--sizes", default=",".join(SIZES), help=f"comma-separated subset of {','.join(SIZES)}"
+    )
+    args = parser.parse_args(argv)
+    sizes = [size.strip() for size in args.sizes.split(",") if size.strip()]
+    unknown = [size for size in sizes if size not in SIZES]
+    if unknown:
+        parser.error(f"unknown sizes {unknown}; choose from {list(SIZES)}")
+    print(
+        f"analyzer: bounded, reads the first {ANALYZER_READ_BYTES // 1024} KiB of the verified document; "
+        "classification restricted (always by reference); cleanup sync; "
+        f"chunk {DEFAULT_CHUNK_BYTES // 2**20} MiB"
+    )
+    print_header()
+    rows = run(sizes)
+    worst_envelope = max(row.envelope_bytes for row in rows)
+    print(f"envelope ≤ 1 KiB: {'yes' if worst_envelope <= 1024 else 'NO'} (largest {worst_envelope} B)")
+    for row in rows:
+        if row.label == "1GiB":
+            print(f"RSS growth at 1 GiB < 64 MiB: {'yes' if row.claimcheck_rss < 64 * 2**20 else 'NO'}")
+        if row.label == "100MB":
+            ratio = row.claimcheck_seconds / row.raw_seconds
+            print(f"claim-check ≤ 1.3x raw at 100 MB: {'yes' if ratio <= 1.3 else 'NO'} ({ratio:.2f}x)")
+
+
+if __name__ == "__main__":
+    main()
