@@ -8,7 +8,8 @@ from typing import Any
 import pulumi
 
 from infra.program import deploy
-from infra.stack_config import PROJECT, load_settings
+from infra.stack_config import PROJECT, StackConfigError, load_settings
+from infra.topology import TopologyError
 
 
 def stack_config_values() -> dict[str, Any]:
@@ -36,4 +37,9 @@ def _decode(raw: str) -> Any:
 
 
 def run() -> None:
-    deploy(load_settings(stack_config_values(), pulumi.get_stack()))
+    try:
+        settings = load_settings(stack_config_values(), pulumi.get_stack())
+    except (StackConfigError, TopologyError) as error:
+        # RunError: Pulumi prints the message alone, without a Python traceback.
+        raise pulumi.RunError(str(error)) from None
+    deploy(settings)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import runpy
 from typing import Any
 
+import pulumi
 import pytest
 from claimcheck.settings import PROVISIONAL_TAG_NAME, PROVISIONAL_TAG_VALUE, Settings
 
+from infra import entrypoint
 from infra.policy import rules
 from infra.program import deploy
 from infra.roles import BuiltInRole, assignment_name, role_guid
@@ -279,3 +281,9 @@ def test_components_use_claimcheck_type_tokens() -> None:
     assert components == {"claimcheck:messaging:Messaging", "claimcheck:storage:PayloadStorage",
                           "claimcheck:functions:FunctionApp", "claimcheck:access:Access",
                           "claimcheck:observability:Monitoring", "claimcheck:observability:Alerts"}
+
+
+def test_entry_point_turns_bad_config_into_a_run_error() -> None:
+    """A malformed key stops the program with a RunError naming the key, before any resource."""
+    with pytest.raises(pulumi.RunError, match="claimcheck:logRetentionDays"):
+        run_program(entrypoint.run, stack="dev", config={"logRetentionDays": 7})
