@@ -21,7 +21,6 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from datetime import timedelta
 
 from azure.servicebus import (
     NEXT_AVAILABLE_SESSION,
@@ -122,23 +121,27 @@ class ServiceBusListener:
                 self._pause_after(error)
 
     def _session_worker(self) -> None:
-        idle_limit = self.options.session_idle_timeout
         while not self._stopping.is_set():
             try:
                 with self._receiver(session=True) as receiver:
-                    # Opening the link is what accepts a session; with none available this times out.
-                    receiver.peek_messages(max_message_count=1)
-                    self._renewer.register(receiver, receiver.session)
-                    self._drain_session(receiver, idle_limit)
+                    self._drain_session(receiver)
             except OperationTimeoutError:
                 continue  # no session was available within the poll time
             except Exception as error:  # a worker must outlive broker restarts
                 self._pause_after(error)
 
-    def _drain_session(self, receiver: ServiceBusReceiver, idle_limit: timedelta) -> None:
+    def _drain_session(self, receiver: ServiceBusReceiver) -> None:
+        """Handle one session's messages in order until it stays idle for sessionIdleTimeout."""
+        idle_limit = self.options.session_idle_timeout.total_seconds()
         idle_since = time.monotonic()
-        while not self._stopping.is_set() and time.monotonic() - idle_since < idle_limit.total_seconds():
-            for message in receiver.receive_messages(max_message_count=1, max_wait_time=_POLL_SECONDS):
+        registered = False
+        while not self._stopping.is_set() and time.monotonic() - idle_since < idle_limit:
+            # The first receive opens the link, which is what accepts the next available session.
+            messages = receiver.receive_messages(max_message_count=1, max_wait_time=_POLL_SECONDS)
+            if not registered:
+                self._renewer.register(receiver, receiver.session)
+                registered = True
+            for message in messages:
                 self._handle(receiver, message)
                 idle_since = time.monotonic()
 
