@@ -246,8 +246,9 @@ class Attacher:
               refused: bool = False) -> None:
         fields = link.attach_fields
         client_receives = isinstance(link, OutgoingLink)
-        # A refused link gets a null terminus on the broker's side, then a detach with the error.
-        source = None if refused and client_receives else fields["source"]
+        # A refused sender link gets a null target (the SDK then reports the detach error when it
+        # sends); a refused receiver keeps its source, so the SDK reports the error while opening.
+        source = fields["source"]
         target = None if refused and not client_receives else fields["target"]
         if session_id is not None:
             terms = fields_of(source)

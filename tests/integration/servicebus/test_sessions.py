@@ -1,0 +1,143 @@
+"""Sessions: FIFO per session, parallel sessions, next-available, exclusive locks, session state."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusClient, ServiceBusMessage
+from azure.servicebus.exceptions import OperationTimeoutError, ServiceBusError, SessionCannotBeLockedError
+
+from local.servicebus import RunningEmulator
+
+
+def _send(client: ServiceBusClient, messages: list[tuple[str, str]]) -> None:
+    with client.get_queue_sender("sessions") as sender:
+        sender.send_messages([ServiceBusMessage(body, session_id=session) for session, body in messages])
+
+
+def _drain(client: ServiceBusClient, session_id: str, count: int) -> list[str]:
+    bodies: list[str] = []
+    with client.get_queue_receiver("sessions", session_id=session_id, max_wait_time=5) as receiver:
+        while len(bodies) < count:
+            messages = receiver.receive_messages(max_message_count=count, max_wait_time=5)
+            assert messages, f"session {session_id} stopped delivering"
+            for message in messages:
+                assert message.session_id == session_id
+                bodies.append(str(message))
+                receiver.complete_message(message)
+    return bodies
+
+
+def test_fifo_within_a_session(client: ServiceBusClient) -> None:
+    """Messages of one session arrive in send order, interleaved sessions notwithstanding."""
+    _send(client, [(f"s{index % 2}", f"step-{index}") for index in range(10)])
+    assert _drain(client, "s0", 5) == ["step-0", "step-2", "step-4", "step-6", "step-8"]
+    assert _drain(client, "s1", 5) == ["step-1", "step-3", "step-5", "step-7", "step-9"]
+
+
+def test_sessions_are_processed_in_parallel(emulator: RunningEmulator) -> None:
+    """Two receivers hold two sessions at the same time and each gets only its own messages."""
+    with ServiceBusClient.from_connection_string(emulator.connection_string) as client:
+        _send(client, [("a", "a1"), ("b", "b1"), ("a", "a2"), ("b", "b2")])
+        results: dict[str, list[str]] = {}
+        both_locked = threading.Barrier(2, timeout=30)
+
+        def consume(session_id: str) -> None:
+            with ServiceBusClient.from_connection_string(emulator.connection_string) as own, \
+                    own.get_queue_receiver("sessions", session_id=session_id, max_wait_time=5) as receiver:
+                both_locked.wait()
+                messages = receiver.receive_messages(max_message_count=2, max_wait_time=5)
+                results[session_id] = [str(m) for m in messages]
+                for message in messages:
+                    receiver.complete_message(message)
+
+        threads = [threading.Thread(target=consume, args=(sid,)) for sid in ("a", "b")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert results == {"a": ["a1", "a2"], "b": ["b1", "b2"]}
+
+
+def test_next_available_session(client: ServiceBusClient) -> None:
+    """NEXT_AVAILABLE_SESSION locks a session that has messages and reports its id."""
+    _send(client, [("work-item-7", "payload")])
+    with client.get_queue_receiver("sessions", session_id=NEXT_AVAILABLE_SESSION, max_wait_time=5) as receiver:
+        assert receiver.session.session_id == "work-item-7"
+        assert receiver.session.locked_until_utc is not None
+        (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+        assert str(message) == "payload"
+        receiver.complete_message(message)
+
+
+def test_next_available_waits_for_a_message(client: ServiceBusClient, emulator: RunningEmulator) -> None:
+    """A next-available receiver opened before any message exists gets the session sent meanwhile."""
+    def send_later() -> None:
+        time.sleep(1)
+        with ServiceBusClient.from_connection_string(emulator.connection_string) as other:
+            _send(other, [("late", "arrived")])
+
+    sender = threading.Thread(target=send_later)
+    sender.start()
+    with client.get_queue_receiver("sessions", session_id=NEXT_AVAILABLE_SESSION, max_wait_time=10) as receiver:
+        (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+        assert (receiver.session.session_id, str(message)) == ("late", "arrived")
+        receiver.complete_message(message)
+    sender.join(timeout=30)
+
+
+def test_next_available_times_out_when_no_session(client: ServiceBusClient) -> None:
+    """With no session to lock, next-available gives up after max_wait_time with OperationTimeoutError."""
+    with pytest.raises(OperationTimeoutError), \
+            client.get_queue_receiver("sessions", session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2) as receiver:
+        receiver.receive_messages(max_message_count=1, max_wait_time=1)
+
+
+def test_session_lock_is_exclusive(client: ServiceBusClient) -> None:
+    """A second receiver for a locked session gets SessionCannotBeLockedError."""
+    _send(client, [("exclusive", "x")])
+    with client.get_queue_receiver("sessions", session_id="exclusive", max_wait_time=5) as holder:
+        assert holder.session.session_id == "exclusive"
+        with pytest.raises(SessionCannotBeLockedError), \
+                client.get_queue_receiver("sessions", session_id="exclusive", max_wait_time=5) as intruder:
+            intruder.receive_messages(max_message_count=1, max_wait_time=1)
+
+
+def test_session_state_and_lock_renewal(client: ServiceBusClient) -> None:
+    """Session state set by one receiver is read back by the next; renewing the lock moves locked_until."""
+    _send(client, [("stateful", "one")])
+    with client.get_queue_receiver("sessions", session_id="stateful", max_wait_time=5) as receiver:
+        assert receiver.session.get_state() is None
+        receiver.session.set_state(b"checkpoint-1")
+        before = receiver.session.locked_until_utc
+        time.sleep(0.2)
+        after = receiver.session.renew_lock()
+        assert before is not None and after > before
+    with client.get_queue_receiver("sessions", session_id="stateful", max_wait_time=5) as receiver:
+        assert receiver.session.get_state() == b"checkpoint-1"
+        receiver.session.set_state(None)
+        assert receiver.session.get_state() is None
+
+
+def test_closing_a_session_receiver_releases_the_session(client: ServiceBusClient) -> None:
+    """Unsettled messages of a closed session receiver return at once for the next receiver."""
+    _send(client, [("handover", "h1")])
+    with client.get_queue_receiver("sessions", session_id="handover", max_wait_time=5) as receiver:
+        (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+        assert str(message) == "h1"
+    assert _drain(client, "handover", 1) == ["h1"]
+
+
+def test_session_queue_refuses_message_without_session_id(client: ServiceBusClient) -> None:
+    """Like the service, a session-enabled queue refuses a message that has no session id."""
+    with client.get_queue_sender("sessions") as sender, pytest.raises(ServiceBusError, match="SessionId"):
+        sender.send_messages(ServiceBusMessage("orphan"))
+
+
+def test_list_sessions_via_peek(client: ServiceBusClient) -> None:
+    """Peek on a session receiver shows only that session's messages, in order."""
+    _send(client, [("p", "p1"), ("q", "q1"), ("p", "p2")])
+    with client.get_queue_receiver("sessions", session_id="p", max_wait_time=5) as receiver:
+        assert [str(m) for m in receiver.peek_messages(max_message_count=10)] == ["p1", "p2"]
