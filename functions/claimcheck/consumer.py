@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -106,24 +107,35 @@ class Consumer:
     def handle(self, message: InboundMessage) -> Outcome:
         """Process one delivery; never raises for a bad message, always answers an ``Outcome``."""
         envelope: Envelope | None = None
+        outcome: Outcome
         try:
             envelope = parse_envelope(message.body)
             return self._process(envelope, message)
         except MessageRejected as rejected:
-            log.warning(
-                "dead-letter %s: %s (message %s)", rejected.reason.value, rejected, message.message_id
-            )
-            if envelope is not None:
-                self._mark_failed(envelope, rejected)
-            return DeadLetter(rejected.reason, str(rejected))
+            outcome = DeadLetter(rejected.reason, str(rejected))
         except RetryableError as waiting:
-            return self._retry_or_give_up(message, str(waiting), DeadLetterReason.PROCESSING_FAILED)
+            outcome = self._retry_or_give_up(message, str(waiting), waiting.gives_up_as)
         except Exception as unexpected:  # storage or bus unavailable, a bug: retry, bounded
-            # The type only: foreign exception texts may quote URLs or request details.
-            log.exception("unexpected %s on message %s", type(unexpected).__name__, message.message_id)
-            return self._retry_or_give_up(
+            # Type and frames only: foreign exception texts may quote URLs or request details.
+            log.error(
+                "unexpected %s on message %s\n%s",
+                type(unexpected).__name__,
+                message.message_id,
+                "".join(traceback.format_tb(unexpected.__traceback__)),
+            )
+            outcome = self._retry_or_give_up(
                 message, f"unexpected {type(unexpected).__name__}", DeadLetterReason.PROCESSING_FAILED
             )
+        if isinstance(outcome, DeadLetter):
+            log.warning(
+                "dead-letter %s: %s (message %s)",
+                outcome.reason.value,
+                outcome.description,
+                message.message_id,
+            )
+            if envelope is not None:
+                self._mark_failed(envelope, outcome.reason)
+        return outcome
 
     def _process(self, envelope: Envelope, message: InboundMessage) -> Outcome:
         now = self._clock()
@@ -139,7 +151,8 @@ class Consumer:
         if record is None and envelope.payload_ref is not None:
             return Complete()  # duplicate of a completed effect whose object is already cleaned up
         self._check_inline_policy(envelope, policy)
-        self._check_work_item(envelope, now)
+        if self._is_duplicate_of_superseded(envelope, key, now):
+            return Complete()
         traceparent = message.application_properties.get("traceparent")
         work = _Work(envelope, record, policy, key, traceparent if isinstance(traceparent, str) else None)
         claim = self._ledger.begin(key, now=now)
@@ -191,8 +204,9 @@ class Consumer:
         if base_content_type(envelope.content_type) not in policy.content_types:
             raise ContentTypeMismatch("the declared content type is not allowed for this purpose")
 
-    def _check_work_item(self, envelope: Envelope, now: datetime) -> None:
-        """Process only the version the producer confirmed; an older one has been superseded."""
+    def _is_duplicate_of_superseded(self, envelope: Envelope, key: str, now: datetime) -> bool:
+        """Process only the version the producer confirmed. An older version has been superseded
+        (dead-letter), unless its effect already exists: then this delivery is a duplicate (True)."""
         work_item = self._work_items.get(envelope.work_item_id)
         if work_item is not None and work_item.tenant_id != envelope.tenant_id:
             raise AccessDenied("reference does not resolve for this tenant, purpose and environment")
@@ -201,7 +215,10 @@ class Consumer:
             self._wait_for_visibility(envelope.created_at, now, "the work item version is not confirmed yet")
             raise PayloadMissing("the producer never confirmed this version (publish not completed)")
         if confirmed > envelope.payload_version:
+            if self._ledger.lookup(key) is not None:
+                return True
             raise VersionMismatch(f"version {envelope.payload_version} was superseded by version {confirmed}")
+        return False
 
     def _wait_for_visibility(self, since: datetime, now: datetime, why: str) -> None:
         """Inside the grace window, not yet visible means retry; after it, the caller classifies."""
@@ -280,18 +297,27 @@ class Consumer:
         if record.state is PayloadState.PROCESSED:
             self._cleaner.after_effect(record, work.policy.cleanup, now=now)
 
-    def _mark_failed(self, envelope: Envelope, rejected: MessageRejected) -> None:
-        target = WorkItemState.EXPIRED if isinstance(rejected, EnvelopeExpired) else WorkItemState.FAILED
+    def _mark_failed(self, envelope: Envelope, reason: DeadLetterReason) -> None:
+        target = WorkItemState.EXPIRED if reason is DeadLetterReason.EXPIRED else WorkItemState.FAILED
         work_item = self._work_items.get(envelope.work_item_id)
-        if work_item is None or work_item.tenant_id != envelope.tenant_id:
-            return  # never touch a work item this envelope has no claim on
+        receipt = work_item.receipts[-1] if work_item is not None and work_item.receipts else None
+        # Only the delivery the producer actually sent may mark the work item: a forged or stale
+        # envelope (unknown ref, other tenant, old version) must not poison a legitimate one.
+        if (
+            work_item is None
+            or work_item.tenant_id != envelope.tenant_id
+            or receipt is None
+            or (receipt.get("version"), receipt.get("payload_ref"), receipt.get("sha256"))
+            != (envelope.payload_version, envelope.payload_ref, envelope.checksum.value)
+        ):
+            return
         try:
             self._work_items.set_state(
                 envelope.work_item_id,
                 envelope.payload_version,
                 target,
                 now=self._clock(),
-                failure_reason=rejected.reason.value,
+                failure_reason=reason.value,
             )
         except Exception as exc:  # the dead-letter itself must still happen
             log.warning("could not record failure of %s: %s", envelope.work_item_id, type(exc).__name__)

@@ -128,11 +128,18 @@ class ProcessingFailed(MessageRejected):
 
 
 class RetryableError(ClaimCheckError):
-    """The delivery may succeed later; retried with backoff, bounded by the delivery count."""
+    """The delivery may succeed later; retried with backoff, bounded by the delivery count.
+
+    ``gives_up_as`` is the dead-letter reason once the last allowed delivery still fails.
+    """
+
+    gives_up_as: DeadLetterReason = DeadLetterReason.PROCESSING_FAILED
 
 
 class NotYetVisible(RetryableError):
     """The producer has not confirmed this version yet (publish raced ahead of activation)."""
+
+    gives_up_as = DeadLetterReason.PAYLOAD_MISSING
 
 
 class EffectInProgress(RetryableError):

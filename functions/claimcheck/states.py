@@ -63,7 +63,8 @@ WORK_ITEM_MOVES: Mapping[WorkItemState, frozenset[WorkItemState]] = {
          WorkItemState.EXPIRED}
     ),
     WorkItemState.COMPLETED: frozenset({WorkItemState.ACCEPTED}),
-    WorkItemState.FAILED: frozenset({WorkItemState.ACCEPTED}),
+    # A dead-lettered message replayed by an operator runs again.
+    WorkItemState.FAILED: frozenset({WorkItemState.ACCEPTED, WorkItemState.RUNNING}),
     WorkItemState.EXPIRED: frozenset({WorkItemState.ACCEPTED}),
 }
 

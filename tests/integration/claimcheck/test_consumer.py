@@ -188,5 +188,34 @@ def test_unexpected_failures_are_retried_a_bounded_number_of_times(make_harness:
     assert isinstance(last, DeadLetter)
     assert last.reason is DeadLetterReason.PROCESSING_FAILED
     assert len(harness.blob_names()) == 1  # no deletion after a dead-letter either
+    view = harness.claimcheck.status.get(harness.queued()[0].session_id or "")
+    assert view is not None
+    assert (view.state, view.failure_reason) == ("failed", "processing_failed")
+    # An operator replays the dead-lettered message: it runs again and completes once.
     assert harness.claimcheck.consumer.handle(harness.delivery(count=1)) == Complete()
     assert harness.blob_names() == []
+    assert len(harness.results()) == 1
+
+
+def test_forged_envelope_does_not_poison_the_real_work_item(make_harness: Build) -> None:
+    """A same-tenant envelope with an unknown ref is dead-lettered without touching the work item."""
+    harness = make_harness()
+    receipt = submit(harness, document(50_000))
+    forged_outcome = harness.claimcheck.consumer.handle(forged(harness, payload_ref=new_payload_ref()))
+    assert isinstance(forged_outcome, DeadLetter)
+    view = harness.claimcheck.status.get(receipt.work_item_id)
+    assert view is not None
+    assert view.state == "accepted"
+    assert harness.claimcheck.consumer.handle(harness.delivery()) == Complete()
+
+
+def test_version_never_confirmed_gives_up_as_payload_missing(make_harness: Build) -> None:
+    """A message for a version the producer never confirmed retries within grace, then payload_missing."""
+    harness = make_harness()
+    submit(harness, b"short inline text", classification="public", work_item_id="wi-unconfirmed")
+    ahead = forged(harness, payload_version=2)
+    assert isinstance(harness.claimcheck.consumer.handle(ahead), Retry)
+    harness.clock.advance(timedelta(seconds=harness.settings.visibility_grace_seconds + 1))
+    outcome = harness.claimcheck.consumer.handle(ahead)
+    assert isinstance(outcome, DeadLetter)
+    assert outcome.reason is DeadLetterReason.PAYLOAD_MISSING
