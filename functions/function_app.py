@@ -1,0 +1,233 @@
+"""The Function App: thin triggers that translate to calls into ``claimcheck``.
+
+- ``POST /api/documents``: intake (producer.submit) → 202 with the work item, status URL and receipt.
+- ``GET /api/work-items/{id}``: work-item status, optionally "at least version N".
+- ``consume_document``: Service Bus trigger on the ``documents`` session queue with explicit settlement.
+- ``reconcile``: timer trigger running the reconciler.
+
+Cold start: only ``azure.functions`` and the Service Bus binding extension are imported here, because
+the worker reads the trigger's parameter annotations when it indexes the app (the extension itself
+imports azure.servicebus). ``claimcheck`` with the Storage SDKs and azure-identity is imported on the
+first invocation, when the one ``ClaimCheck`` of this worker process is built.
+"""
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from email.message import Message
+from email.parser import BytesParser
+from email.policy import HTTP
+from typing import TYPE_CHECKING, Any
+
+import azure.functions as func
+from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActions, ServiceBusReceivedMessage
+from claimcheck.settings import DOCUMENTS_QUEUE, SERVICEBUS_CONNECTION, STORAGE_CONNECTION, SettingsError
+
+if TYPE_CHECKING:
+    from claimcheck import ClaimCheck, InboundMessage
+
+logger = logging.getLogger("claimcheck.function_app")
+
+app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
+
+# Every five minutes; reconciliation is idempotent, so an overlap with the ops command is harmless.
+RECONCILE_SCHEDULE = "0 */5 * * * *"
+
+# Header → submit() keyword. Multipart requests may carry the same values as form fields instead.
+_HEADER_FIELDS = {
+    "x-tenant-id": "tenant_id",
+    "x-purpose": "purpose",
+    "x-classification": "classification",
+    "x-work-item-id": "work_item_id",
+    "x-priority": "priority",
+    "x-document-type": "document_type",
+    "x-review-required": "review_required",
+    "x-correlation-id": "correlation_id",
+    "traceparent": "traceparent",
+}
+_FORM_FIELDS = frozenset(_HEADER_FIELDS.values())
+_DOCUMENT_PART = "document"
+
+_claimcheck: "ClaimCheck | None" = None
+_claimcheck_lock = threading.Lock()
+
+
+def claimcheck() -> "ClaimCheck":
+    """The worker's one ClaimCheck, built on first use from app settings."""
+    global _claimcheck
+    with _claimcheck_lock:
+        if _claimcheck is None:
+            _claimcheck = _build_claimcheck(os.environ)
+        return _claimcheck
+
+
+def _build_claimcheck(env: Mapping[str, str]) -> "ClaimCheck":
+    """Locally the connection names hold emulator/Azurite connection strings; on Azure, identity-based
+    settings (``<name>__fullyQualifiedNamespace``, ``<name>__blobServiceUri``...) with a managed identity.
+    """
+    from azure.identity import DefaultAzureCredential
+    from claimcheck import ClaimCheck
+    from claimcheck.adapters.servicebus import ServiceBusBus
+    from claimcheck.settings import Settings
+
+    settings = Settings.from_env(env)
+    credential = None
+    bus_connection = env.get(SERVICEBUS_CONNECTION)
+    storage_connection = env.get(STORAGE_CONNECTION)
+    if not (bus_connection and storage_connection):
+        credential = DefaultAzureCredential()
+    if bus_connection:
+        bus = ServiceBusBus(connection_string=bus_connection)
+    else:
+        namespace = _required(env, f"{SERVICEBUS_CONNECTION}__fullyQualifiedNamespace")
+        bus = ServiceBusBus(fully_qualified_namespace=namespace, credential=credential)
+    if storage_connection:
+        return ClaimCheck.from_settings(settings, storage_connection=storage_connection, bus=bus)
+    return ClaimCheck.from_settings(
+        settings,
+        blob_service_uri=_required(env, f"{STORAGE_CONNECTION}__blobServiceUri"),
+        table_service_uri=_required(env, f"{STORAGE_CONNECTION}__tableServiceUri"),
+        bus=bus,
+        credential=credential,
+    )
+
+
+def _required(env: Mapping[str, str], name: str) -> str:
+    value = env.get(name)
+    if not value:
+        raise SettingsError(f"app setting {name} is not set (nor the connection string form)")
+    return value
+
+
+@app.route(route="documents", methods=["POST"])
+def submit_document(req: func.HttpRequest) -> func.HttpResponse:
+    """Intake: the body (or the multipart part ``document``) is the document; metadata in headers/fields."""
+    from claimcheck import IntakeRejected
+
+    try:
+        document, content_type, fields = _read_submission(req)
+        receipt = claimcheck().producer.submit(document, content_type=content_type, **fields)
+    except IntakeRejected as rejected:
+        return _json(rejected.http_status, {"error": rejected.code, "message": str(rejected)})
+    except _BadRequest as bad:
+        return _json(400, {"error": "bad_request", "message": str(bad)})
+    status_url = f"/api/work-items/{receipt.work_item_id}"
+    body = {"work_item_id": receipt.work_item_id, "status_url": status_url, "receipt": receipt.to_dict()}
+    return _json(202, body, headers={"Location": status_url})
+
+
+@app.route(route="work-items/{id}", methods=["GET"])
+def get_work_item(req: func.HttpRequest) -> func.HttpResponse:
+    """Work-item state, payload state, result summary and receipt versions; never payload bytes."""
+    work_item_id = req.route_params["id"]
+    raw_min_version = req.params.get("min_version")
+    if raw_min_version is not None and not raw_min_version.isdigit():
+        return _json(400, {"error": "bad_request", "message": "min_version must be a whole number"})
+    min_version = int(raw_min_version) if raw_min_version is not None else None
+    view = claimcheck().status.get(work_item_id, min_version=min_version)
+    if view is None:
+        return _json(404, {"error": "not_found", "message": f"no work item {work_item_id}"})
+    return _json(200, view.to_dict())
+
+
+@app.service_bus_queue_trigger(
+    arg_name="message",
+    queue_name=DOCUMENTS_QUEUE,
+    connection=SERVICEBUS_CONNECTION,
+    is_sessions_enabled=True,
+    auto_complete_messages=False,
+)
+def consume_document(message: ServiceBusReceivedMessage, message_actions: ServiceBusMessageActions) -> None:
+    """Claim-check consumer: settle exactly as the consumer decided.
+
+    Retry abandons the message: the Functions host has no delayed abandon, so the redelivery comes
+    at once (within the session) and the consumer's backoff is bounded by max delivery count instead.
+    """
+    from claimcheck import Complete, DeadLetter, Retry
+
+    outcome = claimcheck().consumer.handle(_inbound(message))
+    if isinstance(outcome, Complete):
+        message_actions.complete(message)
+    elif isinstance(outcome, Retry):
+        logger.info("retrying message %s: %s", message.message_id, outcome.reason)
+        message_actions.abandon(message)
+    elif isinstance(outcome, DeadLetter):
+        message_actions.deadletter(
+            message, deadletter_reason=str(outcome.reason), deadletter_error_description=outcome.description
+        )
+
+
+@app.timer_trigger(schedule=RECONCILE_SCHEDULE, arg_name="timer", run_on_startup=False)
+def reconcile(timer: func.TimerRequest) -> None:
+    """Orphans, missing objects, pending cleanups and dead-letter age, on a schedule."""
+    report = claimcheck().reconciler.run()
+    logger.info("reconciliation finished (past_due=%s): %s", timer.past_due, report)
+
+
+def _inbound(message: ServiceBusReceivedMessage) -> "InboundMessage":
+    from claimcheck import InboundMessage
+
+    # The AMQP decoder may hand keys and string values over as bytes.
+    properties = {
+        str(_text(key)): _text(value) for key, value in (message.application_properties or {}).items()
+    }
+    return InboundMessage(
+        body=b"".join(message.body),
+        message_id=str(message.message_id),
+        # Service Bus puts "previous deliveries" in the AMQP header and the Python SDK passes it on as is.
+        delivery_count=(message.delivery_count or 0) + 1,
+        session_id=message.session_id,
+        correlation_id=message.correlation_id,
+        application_properties=properties,
+        enqueued_time=message.enqueued_time_utc,
+    )
+
+
+def _text(value: object) -> object:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class _BadRequest(ValueError):
+    pass
+
+
+def _read_submission(req: func.HttpRequest) -> tuple[bytes, str, dict[str, Any]]:
+    """The document bytes, its content type and the submit() keywords, from headers or multipart fields."""
+    fields: dict[str, Any] = {
+        keyword: req.headers[header] for header, keyword in _HEADER_FIELDS.items() if req.headers.get(header)
+    }
+    content_type = req.headers.get("content-type", "")
+    if content_type.lower().startswith("multipart/form-data"):
+        document, content_type, form = _read_multipart(content_type, req.get_body())
+        fields.update(form)
+    else:
+        document = req.get_body()
+    if "review_required" in fields:
+        fields["review_required"] = str(fields["review_required"]).lower() in ("1", "true", "yes")
+    return document, content_type, fields
+
+
+def _read_multipart(content_type: str, body: bytes) -> tuple[bytes, str, dict[str, str]]:
+    envelope = BytesParser(policy=HTTP).parsebytes(f"Content-Type: {content_type}\r\n\r\n".encode() + body)
+    if not envelope.is_multipart():
+        raise _BadRequest("multipart body could not be parsed")
+    document: Message | None = None
+    form: dict[str, str] = {}
+    for part in envelope.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        if name == _DOCUMENT_PART:
+            document = part
+        elif name in _FORM_FIELDS:
+            form[str(name)] = part.get_content().strip()
+    if document is None:
+        raise _BadRequest(f"multipart request has no '{_DOCUMENT_PART}' part")
+    payload = document.get_payload(decode=True)
+    return (payload if isinstance(payload, bytes) else b""), document.get_content_type(), form
+
+
+def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> func.HttpResponse:
+    return func.HttpResponse(
+        json.dumps(body), status_code=status, mimetype="application/json", headers=headers
+    )
