@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusClient, ServiceBusReceivedMessage
-
 from claimcheck import ClaimCheck, Complete, InboundMessage
 from claimcheck.adapters.servicebus import ServiceBusBus
+
 from local.servicebus import RunningEmulator, start_emulator
 from tests.integration.claimcheck.conftest import Harness, document
 
