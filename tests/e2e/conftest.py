@@ -1,0 +1,34 @@
+"""The whole local stack for end-to-end tests: Azurite, the emulator and the Functions host running
+functions/function_app.py, all as child processes, with a test topology of short locks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from azure.servicebus import ServiceBusClient
+
+from infra.topology import load_topology
+from local.stack import LocalStack, start_stack
+
+# Short locks so that a crashed consumer's message comes back in seconds, and no duplicate detection
+# on the results topic so that counting result events there measures the consumer's own idempotency.
+TEST_TOPOLOGY = {
+    "queues": [{"name": "documents", "lockDuration": "PT5S"}],
+    "topics": [{"name": "results", "requiresDuplicateDetection": False}],
+}
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    """One running local stack for the e2e session (tests isolate by tenant and work item id)."""
+    with start_stack(
+        work_dir=tmp_path_factory.mktemp("stack"), topology=load_topology(TEST_TOPOLOGY)
+    ) as running:
+        yield running
+
+
+@pytest.fixture
+def bus(stack: LocalStack) -> Iterator[ServiceBusClient]:
+    with ServiceBusClient.from_connection_string(stack.servicebus_connection_string) as client:
+        yield client

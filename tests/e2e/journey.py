@@ -1,0 +1,113 @@
+"""What the e2e tests do to and read from the stack: submit over HTTP, poll status, read the bus."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage, ServiceBusSubQueue
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "contracts"
+FINAL_STATES = frozenset({"completed", "failed", "expired"})
+SUBSCRIPTIONS = ("audit", "notifications", "review", "contracts")
+
+
+def submit(
+    api: str,
+    document: bytes,
+    *,
+    tenant: str,
+    content_type: str = "text/plain",
+    purpose: str = "contract-review",
+    classification: str = "internal",
+    work_item_id: str | None = None,
+) -> dict[str, Any]:
+    headers = {
+        "X-Tenant-Id": tenant,
+        "X-Purpose": purpose,
+        "X-Classification": classification,
+        "Content-Type": content_type,
+    }
+    if work_item_id is not None:
+        headers["X-Work-Item-Id"] = work_item_id
+    response = requests.post(f"{api}/documents", data=document, headers=headers, timeout=60)
+    assert response.status_code == 202, response.text
+    return dict(response.json())
+
+
+def wait_for_states(
+    api: str, work_item_ids: Collection[str], states: Collection[str] = ("completed",), timeout: float = 120.0
+) -> dict[str, dict[str, Any]]:
+    """Poll the status API until every work item is in one of ``states``; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    views: dict[str, dict[str, Any]] = {}
+    pending = set(work_item_ids)
+    with requests.Session() as session:
+        while pending and time.monotonic() < deadline:
+            for work_item_id in sorted(pending):
+                response = session.get(f"{api}/work-items/{work_item_id}", timeout=30)
+                if response.status_code == 200 and response.json()["state"] in states:
+                    views[work_item_id] = response.json()
+                    pending.discard(work_item_id)
+            if pending:
+                time.sleep(0.5)
+    assert not pending, f"{len(pending)} work item(s) not in {sorted(states)} after {timeout} s"
+    return views
+
+
+@dataclass(frozen=True)
+class ResultEvent:
+    subscription: str
+    work_item_id: str
+    version: int
+    sequence_number: int
+    properties: dict[str, Any]
+
+
+def result_events(bus: ServiceBusClient, work_item_ids: Collection[str]) -> list[ResultEvent]:
+    """Every result event for these work items on every subscription (peeked, so nothing is consumed)."""
+    wanted = set(work_item_ids)
+    events = []
+    for subscription in SUBSCRIPTIONS:
+        with bus.get_subscription_receiver("results", subscription) as receiver:
+            for message in _peek_all(receiver):
+                summary = json.loads(b"".join(message.body))["summary"]
+                if summary["work_item_id"] in wanted:
+                    properties = {
+                        _text(key): _text(value)
+                        for key, value in (message.application_properties or {}).items()
+                    }
+                    events.append(
+                        ResultEvent(
+                            subscription,
+                            summary["work_item_id"],
+                            summary["version"],
+                            message.sequence_number or 0,
+                            properties,
+                        )
+                    )
+    return events
+
+
+def dead_letters(bus: ServiceBusClient) -> list[ServiceBusReceivedMessage]:
+    with bus.get_queue_receiver("documents", sub_queue=ServiceBusSubQueue.DEAD_LETTER) as receiver:
+        return list(_peek_all(receiver))
+
+
+def _peek_all(receiver: Any) -> Iterable[ServiceBusReceivedMessage]:
+    next_sequence = 0
+    while True:
+        batch = receiver.peek_messages(max_message_count=250, sequence_number=next_sequence)
+        if not batch:
+            return
+        yield from batch
+        next_sequence = max(message.sequence_number for message in batch) + 1
+
+
+def _text(value: Any) -> Any:
+    return value.decode() if isinstance(value, bytes) else value

@@ -1,0 +1,115 @@
+"""End to end: HTTP intake → documents queue → consumer → results topic, on the real local stack."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceivedMessage
+
+from local.stack import LocalStack
+
+from .journey import SAMPLES, dead_letters, result_events, submit, wait_for_states
+
+
+def _tenant() -> str:
+    return f"t-{uuid.uuid4().hex[:12]}"
+
+
+def test_results_reach_only_the_matching_subscriptions(stack: LocalStack, bus: ServiceBusClient) -> None:
+    """A high-priority result reaches notifications; a normal contract reaches contracts and review."""
+    tenant = _tenant()
+    urgent = submit(stack.api_url, (SAMPLES / "urgent-notice.txt").read_bytes(), tenant=tenant)[
+        "work_item_id"
+    ]
+    contract = submit(stack.api_url, (SAMPLES / "service-agreement.txt").read_bytes(), tenant=tenant)[
+        "work_item_id"
+    ]
+    wait_for_states(stack.api_url, [urgent, contract])
+    routed = {(event.work_item_id, event.subscription) for event in result_events(bus, [urgent, contract])}
+    assert routed == {
+        (urgent, "audit"),
+        (urgent, "notifications"),
+        (contract, "audit"),
+        (contract, "contracts"),
+        (contract, "review"),
+    }
+
+
+def test_pdf_over_the_inline_threshold_travels_by_reference(stack: LocalStack) -> None:
+    """A large text and a PDF are stored by reference, read back verified and analyzed."""
+    tenant = _tenant()
+    large = submit(stack.api_url, (SAMPLES / "master-agreement-large.txt").read_bytes(), tenant=tenant)
+    pdf = submit(
+        stack.api_url,
+        (SAMPLES / "supply-agreement.pdf").read_bytes(),
+        tenant=tenant,
+        content_type="application/pdf",
+        classification="confidential",
+    )
+    assert (large["receipt"]["transport"], pdf["receipt"]["transport"]) == ("reference", "reference")
+    views = wait_for_states(stack.api_url, [large["work_item_id"], pdf["work_item_id"]])
+    assert views[large["work_item_id"]]["result"]["obligations"] == 120
+    assert views[pdf["work_item_id"]]["result"]["page_count"] == 3
+
+
+def test_invalid_message_is_dead_lettered_with_its_reason(stack: LocalStack, bus: ServiceBusClient) -> None:
+    """A message that is not an envelope lands in the DLQ at once with reason invalid_envelope."""
+    message_id = f"bad-{uuid.uuid4().hex}"
+    with bus.get_queue_sender("documents") as sender:
+        sender.send_messages(ServiceBusMessage(b"{not json", message_id=message_id, session_id=message_id))
+    found = _wait_for_dead_letters(bus, lambda message: message.message_id == message_id)
+    assert [(message.dead_letter_reason, message.delivery_count) for message in found] == [
+        ("invalid_envelope", 0)
+    ]
+
+
+def test_two_messages_of_one_work_item_are_settled_in_order(stack: LocalStack, bus: ServiceBusClient) -> None:
+    """Both versions of a work item queue up in its session; the older is settled as superseded, never over
+    the newer, and only the newer produces a result."""
+    tenant = _tenant()
+    work_item_id = f"wi-{uuid.uuid4().hex}"
+    with bus.get_queue_receiver("documents", session_id=work_item_id) as hold:
+        hold.peek_messages(max_message_count=1)  # holding the session keeps the consumer away from it
+        for sample in ("service-agreement.txt", "contrato-prestacao-servicos.txt"):
+            submit(stack.api_url, (SAMPLES / sample).read_bytes(), tenant=tenant, work_item_id=work_item_id)
+    views = wait_for_states(stack.api_url, [work_item_id])
+    assert (views[work_item_id]["version"], views[work_item_id]["result"]["version"]) == (2, 2)
+    assert [
+        event.version for event in result_events(bus, [work_item_id]) if event.subscription == "audit"
+    ] == [2]
+    superseded = _wait_for_dead_letters(bus, lambda message: message.session_id == work_item_id)
+    assert [message.dead_letter_reason for message in superseded] == ["version_mismatch"]
+
+
+def test_burst_of_200_documents_across_20_tenants(stack: LocalStack, bus: ServiceBusClient) -> None:
+    """200 documents from 20 tenants all complete, each with exactly one result event."""
+    documents = [(SAMPLES / name).read_bytes() for name in ("service-agreement.txt", "urgent-notice.txt")]
+    tenants = [_tenant() for _ in range(20)]
+
+    def send(index: int) -> str:
+        receipt = submit(stack.api_url, documents[index % 2], tenant=tenants[index % 20])
+        return str(receipt["work_item_id"])
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        work_item_ids = list(pool.map(send, range(200)))
+    assert len(set(work_item_ids)) == 200
+    wait_for_states(stack.api_url, work_item_ids, timeout=300)
+    audit = [
+        event.work_item_id for event in result_events(bus, work_item_ids) if event.subscription == "audit"
+    ]
+    assert sorted(audit) == sorted(work_item_ids)
+
+
+def _wait_for_dead_letters(
+    bus: ServiceBusClient, wanted: Callable[[ServiceBusReceivedMessage], bool], timeout: float = 60.0
+) -> list[ServiceBusReceivedMessage]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = [message for message in dead_letters(bus) if wanted(message)]
+        if found:
+            return found
+        time.sleep(0.5)
+    raise AssertionError(f"no matching dead letter within {timeout} s")
