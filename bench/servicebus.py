@@ -23,10 +23,19 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from local.servicebus import start_emulator_process
 
-CONFIG = {"UserConfig": {"Namespaces": [{"Name": "bench", "Queues": [
-    {"Name": "throughput", "Properties": {"LockDuration": "PT1M", "MaxDeliveryCount": 10}},
-    {"Name": "latency", "Properties": {"LockDuration": "PT1M"}},
-]}]}}
+CONFIG = {
+    "UserConfig": {
+        "Namespaces": [
+            {
+                "Name": "bench",
+                "Queues": [
+                    {"Name": "throughput", "Properties": {"LockDuration": "PT1M", "MaxDeliveryCount": 10}},
+                    {"Name": "latency", "Properties": {"LockDuration": "PT1M"}},
+                ],
+            }
+        ]
+    }
+}
 
 
 def _cpu(process: psutil.Process) -> float:
@@ -34,7 +43,9 @@ def _cpu(process: psutil.Process) -> float:
     return float(times.user + times.system)
 
 
-def _throughput(client: ServiceBusClient, messages: int, batch_size: int, size: int) -> tuple[float, float, float]:
+def _throughput(
+    client: ServiceBusClient, messages: int, batch_size: int, size: int
+) -> tuple[float, float, float]:
     body = b"x" * size
     started = time.perf_counter()
     with client.get_queue_sender("throughput") as sender:
@@ -71,7 +82,9 @@ def _latency(client: ServiceBusClient, samples: int) -> list[float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--messages", type=int, default=5000)
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--size", type=int, default=1024)
@@ -94,18 +107,24 @@ def main() -> None:
             broker_cpu, client_cpu = _cpu(broker) - broker_cpu, _cpu(me) - client_cpu
 
     store = "in-memory" if args.in_memory else "SQLite WAL on disk"
-    print(f"Service Bus emulator benchmark ({store}, {args.messages} x {args.size} B, batches of {args.batch})")
+    print(
+        f"Service Bus emulator benchmark ({store}, {args.messages} x {args.size} B, batches of {args.batch})"
+    )
     moving = send_s + receive_s
-    print(f"  end to end      {args.messages / moving:9.0f} msg/s   (target >= 1000; send + receive/complete phases)")
+    print(f"  end to end      {args.messages / moving:9.0f} msg/s   (target >= 1000; send + receive phases)")
     print(f"  incl. links     {args.messages / total:9.0f} msg/s   (adds ~2 s of SDK link open/close)")
     print(f"  send (batched)  {args.messages / send_s:9.0f} msg/s")
     print(f"  receive+complete{args.messages / receive_s:9.0f} msg/s   (prefetch 500)")
     p50 = statistics.median(timings)
     p95 = statistics.quantiles(timings, n=20)[-1]
-    print(f"  sync send RTT   p50 {p50:6.2f} ms   p95 {p95:6.2f} ms   (target < 20 ms, {len(timings)} samples)")
+    print(
+        f"  sync send RTT   p50 {p50:6.2f} ms   p95 {p95:6.2f} ms   (target < 20 ms, {len(timings)} samples)"
+    )
     cpu_total = broker_cpu + client_cpu
-    print(f"  CPU seconds     broker {broker_cpu:.2f} s ({broker_cpu / cpu_total:.0%})   "
-          f"client {client_cpu:.2f} s ({client_cpu / cpu_total:.0%})")
+    print(
+        f"  CPU seconds     broker {broker_cpu:.2f} s ({broker_cpu / cpu_total:.0%})   "
+        f"client {client_cpu:.2f} s ({client_cpu / cpu_total:.0%})"
+    )
 
 
 if __name__ == "__main__":

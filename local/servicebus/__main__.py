@@ -21,8 +21,11 @@ from local.servicebus.store import Store
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m local.servicebus", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m local.servicebus",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--config", type=Path, required=True, help="Config.json (Microsoft emulator schema)")
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=5672, help="AMQP port (default 5672)")
@@ -42,8 +45,7 @@ async def _run(broker: Broker, key: SharedAccessKey | None, host: str, port: int
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    ready: asyncio.Future[int] | None = None
-    await serve(broker, key, host, port, stop, ready)
+    await serve(broker, key, host, port, stop)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,8 +58,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     key = None if args.no_auth else SharedAccessKey(args.key_name, args.key)
     store = Store(None if args.in_memory else args.data)
-    broker = Broker(namespace, store, max_message_size=args.max_message_size,
-                    max_messages_per_entity=args.max_messages_per_entity)
+    broker = Broker(
+        namespace,
+        store,
+        max_message_size=args.max_message_size,
+        max_messages_per_entity=args.max_messages_per_entity,
+    )
     print(connection_string(args.port, key), flush=True)
     try:
         asyncio.run(_run(broker, key, args.host, args.port))

@@ -71,8 +71,14 @@ def canonical(address: str) -> str:
 class Broker:
     """All entities of one namespace, restored from and persisted to ``store``."""
 
-    def __init__(self, config: NamespaceConfig, store: Store, *, max_message_size: int = 256 * 1024,
-                 max_messages_per_entity: int | None = None) -> None:
+    def __init__(
+        self,
+        config: NamespaceConfig,
+        store: Store,
+        *,
+        max_message_size: int = 256 * 1024,
+        max_messages_per_entity: int | None = None,
+    ) -> None:
         self.namespace = config.name
         self.store = store
         self.max_message_size = max_message_size
@@ -104,8 +110,7 @@ class Broker:
         queue.session_states = self.store.session_states(queue.path)
         self.queues[queue.path] = queue
         if dead_letter:
-            self._add_queue(name + "/$DeadLetterQueue",
-                            _dead_letter_settings(settings), dead_letter=False)
+            self._add_queue(name + "/$DeadLetterQueue", _dead_letter_settings(settings), dead_letter=False)
         return queue
 
     # --- Router (called by queues) ---------------------------------------------------------------
@@ -130,9 +135,14 @@ class Broker:
             self.send(target, [message], hops=1)
             return
         dead_letters = self.queues[queue.path + DEAD_LETTER_SUFFIX]
-        moved = Entry(seq=entry.seq, message=message, enqueued_ms=entry.enqueued_ms,
-                      delivery_count=entry.delivery_count, session_id=entry.session_id,
-                      dead_letter_source=queue.name)
+        moved = Entry(
+            seq=entry.seq,
+            message=message,
+            enqueued_ms=entry.enqueued_ms,
+            delivery_count=entry.delivery_count,
+            session_id=entry.session_id,
+            dead_letter_source=queue.name,
+        )
         dead_letters.add(moved)
         dead_letters.pump()
 
@@ -162,9 +172,10 @@ class Broker:
                 if message.session_id is None:
                     raise BrokerError(
                         "amqp:not-allowed",
-                        "The SessionId was not set on a message, and it cannot be sent to the entity. Entities "
-                        "that have session support enabled can only receive messages that have the SessionId "
-                        "set to a valid value.")
+                        "The SessionId was not set on a message, and it cannot be sent to the entity. "
+                        "Entities that have session support enabled can only receive messages that have "
+                        "the SessionId set to a valid value.",
+                    )
         if queue is not None:
             self._check_quota(queue, len(messages))
         numbers = []
@@ -181,9 +192,11 @@ class Broker:
     def _check_quota(self, queue: MessageQueue, adding: int) -> None:
         limit = self.max_messages_per_entity
         if limit is not None and len(queue.entries) + adding > limit:
-            raise BrokerError("amqp:resource-limit-exceeded",
-                              f"The maximum entity size has been reached or exceeded for '{queue.name}' "
-                              f"({limit} messages).")
+            raise BrokerError(
+                "amqp:resource-limit-exceeded",
+                f"The maximum entity size has been reached or exceeded for '{queue.name}' "
+                f"({limit} messages).",
+            )
 
     def _is_duplicate(self, path: str, message: AmqpMessage) -> bool:
         queue = self.queues.get(path)
@@ -219,8 +232,9 @@ class Broker:
         if target is not None and hops < MAX_FORWARD_HOPS:
             self.send(target, [message], hops=hops + 1)
             return 0
-        entry = queue.new_entry(message, self._ttl_ms(message, queue.settings.default_ttl),
-                                self._scheduled_ms(message))
+        entry = queue.new_entry(
+            message, self._ttl_ms(message, queue.settings.default_ttl), self._scheduled_ms(message)
+        )
         queue.add(entry)
         queue.pump()
         return entry.seq
@@ -244,11 +258,24 @@ class Broker:
                 continue
             if sub.queue.settings.requires_session and copy.session_id is None:
                 entry = sub.queue.new_entry(copy, None)
-                self.dead_letter(sub.queue, entry, "Session id is null.",
-                                 "Session enabled entity doesn't allow a message whose session identifier is null.")
+                self.dead_letter(
+                    sub.queue,
+                    entry,
+                    "Session id is null.",
+                    "Session enabled entity doesn't allow a message whose session identifier is null.",
+                )
                 continue
-            ttl = self._ttl_ms(copy, min((d for d in (topic.settings.default_ttl, sub.queue.settings.default_ttl)
-                                          if d is not None), default=None))
+            ttl = self._ttl_ms(
+                copy,
+                min(
+                    (
+                        d
+                        for d in (topic.settings.default_ttl, sub.queue.settings.default_ttl)
+                        if d is not None
+                    ),
+                    default=None,
+                ),
+            )
             target = sub.queue.settings.forward_to
             if target is not None and hops < MAX_FORWARD_HOPS:
                 self.send(target, [copy], hops=hops + 1)
@@ -299,7 +326,9 @@ class Broker:
         }
 
     def entity_names(self) -> list[str]:
-        return [q.name for q in self.queues.values() if not q.path.endswith(("/$scheduled", DEAD_LETTER_SUFFIX))]
+        return [
+            q.name for q in self.queues.values() if not q.path.endswith(("/$scheduled", DEAD_LETTER_SUFFIX))
+        ]
 
 
 def delivery_annotations(entry: Entry) -> dict[Any, Any]:
@@ -321,5 +350,6 @@ def delivery_annotations(entry: Entry) -> dict[Any, Any]:
 
 def encode_delivery(entry: Entry) -> bytes:
     """The message as a receiver sees it: header delivery-count = earlier attempts, broker annotations."""
-    return entry.message.encode(delivery_count=max(entry.delivery_count - 1, 0),
-                                annotations=delivery_annotations(entry))
+    return entry.message.encode(
+        delivery_count=max(entry.delivery_count - 1, 0), annotations=delivery_annotations(entry)
+    )

@@ -32,7 +32,7 @@ def check_put_token(request: AmqpMessage, token: object, key: SharedAccessKey | 
         return 202, "Accepted (the emulator runs without a key)."
     if not isinstance(token, str) or not token.startswith("SharedAccessSignature "):
         return 401, "Unauthorized: only a Shared Access Signature can be validated by the emulator."
-    fields = {name: values[0] for name, values in parse_qs(token[len("SharedAccessSignature "):]).items()}
+    fields = {name: values[0] for name, values in parse_qs(token[len("SharedAccessSignature ") :]).items()}
     audience, signature, expiry, key_name = (fields.get(name) for name in ("sr", "sig", "se", "skn"))
     if not (audience and signature and expiry and key_name) or not expiry.isdigit():
         return 401, "Unauthorized: malformed Shared Access Signature."
@@ -40,9 +40,11 @@ def check_put_token(request: AmqpMessage, token: object, key: SharedAccessKey | 
         return 401, f"Unauthorized: unknown SharedAccessKeyName {key_name!r}."
     if int(expiry) < time.time():
         return 401, "Unauthorized: the token has expired."
-    expected = base64.b64encode(hmac.new(key.key.encode("utf-8"),
-                                         f"{quote_plus(audience)}\n{expiry}".encode(),
-                                         hashlib.sha256).digest()).decode("ascii")
+    expected = base64.b64encode(
+        hmac.new(
+            key.key.encode("utf-8"), f"{quote_plus(audience)}\n{expiry}".encode(), hashlib.sha256
+        ).digest()
+    ).decode("ascii")
     if not hmac.compare_digest(expected, signature):
         return 401, "Unauthorized: the signature does not match the key."
     return 202, "Accepted"

@@ -93,9 +93,11 @@ class Array(list[Any]):
         self.element_code = _WIDE.get(element_code, element_code)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Array) and self.element_code == other.element_code and list.__eq__(self, other)
+        return (
+            isinstance(other, Array) and self.element_code == other.element_code and list.__eq__(self, other)
+        )
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # a list: mutable, so unhashable
 
 
 @dataclass(frozen=True)
@@ -111,17 +113,40 @@ class DecodeError(ValueError):
 
 
 _FIXED: dict[int, struct.Struct] = {
-    0x50: struct.Struct(">B"), 0x60: struct.Struct(">H"), 0x70: struct.Struct(">I"),
-    0x80: struct.Struct(">Q"), 0x51: struct.Struct(">b"), 0x61: struct.Struct(">h"),
-    0x71: struct.Struct(">i"), 0x81: struct.Struct(">q"), 0x72: struct.Struct(">f"),
-    0x82: struct.Struct(">d"), 0x83: struct.Struct(">q"), 0x73: struct.Struct(">I"),
-    0x52: struct.Struct(">B"), 0x53: struct.Struct(">B"), 0x54: struct.Struct(">b"),
+    0x50: struct.Struct(">B"),
+    0x60: struct.Struct(">H"),
+    0x70: struct.Struct(">I"),
+    0x80: struct.Struct(">Q"),
+    0x51: struct.Struct(">b"),
+    0x61: struct.Struct(">h"),
+    0x71: struct.Struct(">i"),
+    0x81: struct.Struct(">q"),
+    0x72: struct.Struct(">f"),
+    0x82: struct.Struct(">d"),
+    0x83: struct.Struct(">q"),
+    0x73: struct.Struct(">I"),
+    0x52: struct.Struct(">B"),
+    0x53: struct.Struct(">B"),
+    0x54: struct.Struct(">b"),
     0x55: struct.Struct(">b"),
 }
 _FIXED_TYPE: dict[int, Callable[[Any], Any]] = {
-    0x50: UByte, 0x60: UShort, 0x70: UInt, 0x80: ULong, 0x51: Byte, 0x61: Short, 0x71: Int,
-    0x81: Long, 0x72: Float, 0x82: float, 0x83: Timestamp, 0x73: lambda cp: Char(chr(cp)),
-    0x52: UInt, 0x53: ULong, 0x54: Int, 0x55: Long,
+    0x50: UByte,
+    0x60: UShort,
+    0x70: UInt,
+    0x80: ULong,
+    0x51: Byte,
+    0x61: Short,
+    0x71: Int,
+    0x81: Long,
+    0x72: Float,
+    0x82: float,
+    0x83: Timestamp,
+    0x73: lambda cp: Char(chr(cp)),
+    0x52: UInt,
+    0x53: ULong,
+    0x54: Int,
+    0x55: Long,
 }
 _U8 = struct.Struct(">B")
 _U32 = struct.Struct(">I")
@@ -212,21 +237,33 @@ def _hashable(key: Any) -> Any:
 
 
 _DECODERS: dict[int, Decoder] = {code: _fixed(code) for code in _FIXED}
-_DECODERS.update({
-    0x40: _constant(None), 0x41: _constant(True), 0x42: _constant(False),
-    0x56: lambda buf, off: (buf[off] == 1, off + 1),
-    0x43: _constant(UInt(0)), 0x44: _constant(ULong(0)), 0x45: _constant([]),
-    0x74: _raw(4, Decimal32), 0x84: _raw(8, Decimal64), 0x94: _raw(16, Decimal128),
-    0x98: _raw(16, lambda raw: uuid.UUID(bytes=raw)),
-    0xA0: _variable(_U8, bytes), 0xB0: _variable(_U32, bytes),
-    0xA1: _variable(_U8, lambda raw: raw.decode("utf-8")),
-    0xB1: _variable(_U32, lambda raw: raw.decode("utf-8")),
-    0xA3: _variable(_U8, lambda raw: Symbol(raw.decode("ascii"))),
-    0xB3: _variable(_U32, lambda raw: Symbol(raw.decode("ascii"))),
-    0xC0: _compound(_PAIR8, False), 0xD0: _compound(_PAIR32, False),
-    0xC1: _compound(_PAIR8, True), 0xD1: _compound(_PAIR32, True),
-    0xE0: _array(_PAIR8), 0xF0: _array(_PAIR32),
-})
+_DECODERS.update(
+    {
+        0x40: _constant(None),
+        0x41: _constant(True),
+        0x42: _constant(False),
+        0x56: lambda buf, off: (buf[off] == 1, off + 1),
+        0x43: _constant(UInt(0)),
+        0x44: _constant(ULong(0)),
+        0x45: _constant([]),
+        0x74: _raw(4, Decimal32),
+        0x84: _raw(8, Decimal64),
+        0x94: _raw(16, Decimal128),
+        0x98: _raw(16, lambda raw: uuid.UUID(bytes=raw)),
+        0xA0: _variable(_U8, bytes),
+        0xB0: _variable(_U32, bytes),
+        0xA1: _variable(_U8, lambda raw: raw.decode("utf-8")),
+        0xB1: _variable(_U32, lambda raw: raw.decode("utf-8")),
+        0xA3: _variable(_U8, lambda raw: Symbol(raw.decode("ascii"))),
+        0xB3: _variable(_U32, lambda raw: Symbol(raw.decode("ascii"))),
+        0xC0: _compound(_PAIR8, False),
+        0xD0: _compound(_PAIR32, False),
+        0xC1: _compound(_PAIR8, True),
+        0xD1: _compound(_PAIR32, True),
+        0xE0: _array(_PAIR8),
+        0xF0: _array(_PAIR32),
+    }
+)
 
 
 def decode_value(buf: memoryview, off: int = 0) -> tuple[Any, int]:
@@ -257,13 +294,43 @@ def decode(data: bytes | bytearray | memoryview) -> Any:
 # --- encoding -----------------------------------------------------------------------------------
 
 _ARRAY_BODY: dict[type, int] = {
-    bool: 0x56, UByte: 0x50, UShort: 0x60, UInt: 0x70, ULong: 0x80, Byte: 0x51, Short: 0x61,
-    Int: 0x71, Long: 0x81, int: 0x81, Float: 0x72, float: 0x82, Timestamp: 0x83, Char: 0x73,
-    Decimal32: 0x74, Decimal64: 0x84, Decimal128: 0x94, uuid.UUID: 0x98, bytes: 0xB0, str: 0xB1,
+    bool: 0x56,
+    UByte: 0x50,
+    UShort: 0x60,
+    UInt: 0x70,
+    ULong: 0x80,
+    Byte: 0x51,
+    Short: 0x61,
+    Int: 0x71,
+    Long: 0x81,
+    int: 0x81,
+    Float: 0x72,
+    float: 0x82,
+    Timestamp: 0x83,
+    Char: 0x73,
+    Decimal32: 0x74,
+    Decimal64: 0x84,
+    Decimal128: 0x94,
+    uuid.UUID: 0x98,
+    bytes: 0xB0,
+    str: 0xB1,
     Symbol: 0xB3,
 }
-_WIDE = {0xC0: 0xD0, 0xC1: 0xD1, 0x52: 0x70, 0x43: 0x70, 0x53: 0x80, 0x44: 0x80, 0x54: 0x71, 0x55: 0x81, 0xA0: 0xB0,
-         0xA1: 0xB1, 0xA3: 0xB3, 0x41: 0x56, 0x42: 0x56}
+_WIDE = {
+    0xC0: 0xD0,
+    0xC1: 0xD1,
+    0x52: 0x70,
+    0x43: 0x70,
+    0x53: 0x80,
+    0x44: 0x80,
+    0x54: 0x71,
+    0x55: 0x81,
+    0xA0: 0xB0,
+    0xA1: 0xB1,
+    0xA3: 0xB3,
+    0x41: 0x56,
+    0x42: 0x56,
+}
 
 
 def _encode_body(code: int, value: Any, out: bytearray) -> None:
@@ -296,13 +363,25 @@ def _encode_body(code: int, value: Any, out: bytearray) -> None:
 def _encode_int(value: int, out: bytearray) -> None:
     kind = type(value)
     if kind is UInt:
-        out += b"\x43" if value == 0 else (b"\x52" + _U8.pack(value) if value < 256 else b"\x70" + _U32.pack(value))
+        out += (
+            b"\x43"
+            if value == 0
+            else (b"\x52" + _U8.pack(value) if value < 256 else b"\x70" + _U32.pack(value))
+        )
     elif kind is ULong:
-        out += b"\x44" if value == 0 else (b"\x53" + _U8.pack(value) if value < 256 else b"\x80" + _FIXED[0x80].pack(value))
+        out += (
+            b"\x44"
+            if value == 0
+            else (b"\x53" + _U8.pack(value) if value < 256 else b"\x80" + _FIXED[0x80].pack(value))
+        )
     elif kind is Int:
-        out += b"\x54" + _FIXED[0x54].pack(value) if -128 <= value < 128 else b"\x71" + _FIXED[0x71].pack(value)
+        out += (
+            b"\x54" + _FIXED[0x54].pack(value) if -128 <= value < 128 else b"\x71" + _FIXED[0x71].pack(value)
+        )
     elif kind in (int, Long):
-        out += b"\x55" + _FIXED[0x55].pack(value) if -128 <= value < 128 else b"\x81" + _FIXED[0x81].pack(value)
+        out += (
+            b"\x55" + _FIXED[0x55].pack(value) if -128 <= value < 128 else b"\x81" + _FIXED[0x81].pack(value)
+        )
     else:
         code = _ARRAY_BODY[kind]
         out.append(code)
@@ -397,4 +476,3 @@ def encode(value: Any) -> bytes:
     out = bytearray()
     encode_value(value, out)
     return bytes(out)
-

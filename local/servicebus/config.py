@@ -67,15 +67,30 @@ class NamespaceConfig:
 
 
 _QUEUE_KEYS = {
-    "DeadLetteringOnMessageExpiration", "DefaultMessageTimeToLive", "DuplicateDetectionHistoryTimeWindow",
-    "ForwardDeadLetteredMessagesTo", "ForwardTo", "LockDuration", "MaxDeliveryCount",
-    "RequiresDuplicateDetection", "RequiresSession",
+    "DeadLetteringOnMessageExpiration",
+    "DefaultMessageTimeToLive",
+    "DuplicateDetectionHistoryTimeWindow",
+    "ForwardDeadLetteredMessagesTo",
+    "ForwardTo",
+    "LockDuration",
+    "MaxDeliveryCount",
+    "RequiresDuplicateDetection",
+    "RequiresSession",
 }
 _SUBSCRIPTION_KEYS = {
-    "DeadLetteringOnMessageExpiration", "DefaultMessageTimeToLive", "ForwardDeadLetteredMessagesTo", "ForwardTo",
-    "LockDuration", "MaxDeliveryCount", "RequiresSession",
+    "DeadLetteringOnMessageExpiration",
+    "DefaultMessageTimeToLive",
+    "ForwardDeadLetteredMessagesTo",
+    "ForwardTo",
+    "LockDuration",
+    "MaxDeliveryCount",
+    "RequiresSession",
 }
-_TOPIC_KEYS = {"DefaultMessageTimeToLive", "DuplicateDetectionHistoryTimeWindow", "RequiresDuplicateDetection"}
+_TOPIC_KEYS = {
+    "DefaultMessageTimeToLive",
+    "DuplicateDetectionHistoryTimeWindow",
+    "RequiresDuplicateDetection",
+}
 # The real service's limits (Azure Service Bus quotas), not the Docker emulator's.
 _LOCK_RANGE = (timedelta(seconds=1), timedelta(minutes=5))
 _DUPLICATE_WINDOW_RANGE = (timedelta(seconds=20), timedelta(days=7))
@@ -87,15 +102,22 @@ def _object(value: Any, where: str, allowed: set[str], required: set[str] = froz
         raise ConfigError(f"{where}: expected an object, got {type(value).__name__}")
     unknown = sorted(set(value) - allowed)
     if unknown:
-        raise ConfigError(f"{where}: unknown property {', '.join(unknown)} (allowed: {', '.join(sorted(allowed))})")
+        raise ConfigError(
+            f"{where}: unknown property {', '.join(unknown)} (allowed: {', '.join(sorted(allowed))})"
+        )
     missing = sorted(required - set(value))
     if missing:
         raise ConfigError(f"{where}: missing property {', '.join(missing)}")
     return value
 
 
-def _duration(props: dict[str, Any], key: str, where: str, default: timedelta | None,
-              bounds: tuple[timedelta, timedelta | None]) -> timedelta | None:
+def _duration(
+    props: dict[str, Any],
+    key: str,
+    where: str,
+    default: timedelta | None,
+    bounds: tuple[timedelta, timedelta | None],
+) -> timedelta | None:
     if key not in props:
         return default
     text = props[key]
@@ -146,8 +168,14 @@ def _queue_settings(props: dict[str, Any], where: str, *, subscription: bool) ->
         dead_lettering_on_expiration=_flag(props, "DeadLetteringOnMessageExpiration", where),
         requires_session=_flag(props, "RequiresSession", where),
         requires_duplicate_detection=_flag(props, "RequiresDuplicateDetection", where),
-        duplicate_window=_duration(props, "DuplicateDetectionHistoryTimeWindow", where, timedelta(minutes=10),
-                                   _DUPLICATE_WINDOW_RANGE) or timedelta(minutes=10),
+        duplicate_window=_duration(
+            props,
+            "DuplicateDetectionHistoryTimeWindow",
+            where,
+            timedelta(minutes=10),
+            _DUPLICATE_WINDOW_RANGE,
+        )
+        or timedelta(minutes=10),
         forward_to=_target(props, "ForwardTo", where),
         forward_dead_lettered_to=_target(props, "ForwardDeadLetteredMessagesTo", where),
     )
@@ -156,8 +184,12 @@ def _queue_settings(props: dict[str, Any], where: str, *, subscription: bool) ->
 def _rule(entry: Any, where: str) -> filters.Rule:
     entry = _object(entry, where, {"Name", "Properties"}, {"Name", "Properties"})
     where = f"{where}[{_name(entry, where)}]"
-    _object(entry["Properties"], f"{where}.Properties", {"FilterType", "SqlFilter", "CorrelationFilter", "Action"},
-            {"FilterType"})
+    _object(
+        entry["Properties"],
+        f"{where}.Properties",
+        {"FilterType", "SqlFilter", "CorrelationFilter", "Action"},
+        {"FilterType"},
+    )
     try:
         return filters.rule_from_config(entry)
     except filters.FilterError as exc:
@@ -178,10 +210,18 @@ def _topic(entry: Any, where: str) -> TopicConfig:
     where = f"{where}[{name}]"
     props = _object(entry.get("Properties", {}), f"{where}.Properties", _TOPIC_KEYS)
     settings = TopicSettings(
-        default_ttl=_duration(props, "DefaultMessageTimeToLive", f"{where}.Properties", None, (_MIN_TTL, None)),
+        default_ttl=_duration(
+            props, "DefaultMessageTimeToLive", f"{where}.Properties", None, (_MIN_TTL, None)
+        ),
         requires_duplicate_detection=_flag(props, "RequiresDuplicateDetection", f"{where}.Properties"),
-        duplicate_window=_duration(props, "DuplicateDetectionHistoryTimeWindow", f"{where}.Properties",
-                                   timedelta(minutes=10), _DUPLICATE_WINDOW_RANGE) or timedelta(minutes=10),
+        duplicate_window=_duration(
+            props,
+            "DuplicateDetectionHistoryTimeWindow",
+            f"{where}.Properties",
+            timedelta(minutes=10),
+            _DUPLICATE_WINDOW_RANGE,
+        )
+        or timedelta(minutes=10),
     )
     subscriptions = []
     for index, sub in enumerate(entry.get("Subscriptions", [])):
@@ -189,7 +229,9 @@ def _topic(entry: Any, where: str) -> TopicConfig:
         sub = _object(sub, sub_where, {"Name", "Properties", "Rules"}, {"Name"})
         sub_name = _name(sub, sub_where)
         sub_where = f"{where}.Subscriptions[{sub_name}]"
-        sub_settings = _queue_settings(sub.get("Properties", {}), f"{sub_where}.Properties", subscription=True)
+        sub_settings = _queue_settings(
+            sub.get("Properties", {}), f"{sub_where}.Properties", subscription=True
+        )
         if "Rules" in sub:
             rules = tuple(_rule(rule, f"{sub_where}.Rules") for rule in sub["Rules"])
             _unique([rule.name for rule in rules], f"{sub_where}.Rules")
@@ -220,9 +262,12 @@ def parse_config(document: dict[str, Any] | Path | str) -> NamespaceConfig:
         entry = _object(entry, f"{where}.Queues[{index}]", {"Name", "Properties"}, {"Name"})
         name = _name(entry, f"{where}.Queues[{index}]")
         names.append(name)
-        queues[name] = _queue_settings(entry.get("Properties", {}), f"{where}.Queues[{name}].Properties",
-                                       subscription=False)
-    topics = tuple(_topic(entry, f"{where}.Topics[{index}]") for index, entry in enumerate(ns.get("Topics", [])))
+        queues[name] = _queue_settings(
+            entry.get("Properties", {}), f"{where}.Queues[{name}].Properties", subscription=False
+        )
+    topics = tuple(
+        _topic(entry, f"{where}.Topics[{index}]") for index, entry in enumerate(ns.get("Topics", []))
+    )
     _unique(names + [topic.name for topic in topics], f"{where} queues and topics")
     config = NamespaceConfig(ns["Name"], queues, topics)
     _check_forwarding(config, where)
@@ -232,11 +277,16 @@ def parse_config(document: dict[str, Any] | Path | str) -> NamespaceConfig:
 def _check_forwarding(config: NamespaceConfig, where: str) -> None:
     known = {name.lower() for name in config.queues} | {topic.name.lower() for topic in config.topics}
     owners: list[tuple[str, QueueSettings]] = list(config.queues.items())
-    owners += [(f"{topic.name}/Subscriptions/{sub.name}", sub.settings)
-               for topic in config.topics for sub in topic.subscriptions]
+    owners += [
+        (f"{topic.name}/Subscriptions/{sub.name}", sub.settings)
+        for topic in config.topics
+        for sub in topic.subscriptions
+    ]
     for owner, settings in owners:
-        for key, target in (("ForwardTo", settings.forward_to),
-                            ("ForwardDeadLetteredMessagesTo", settings.forward_dead_lettered_to)):
+        for key, target in (
+            ("ForwardTo", settings.forward_to),
+            ("ForwardDeadLetteredMessagesTo", settings.forward_dead_lettered_to),
+        ):
             if target is not None and target.lower() not in known:
                 raise ConfigError(f"{where}: {owner}.{key} names {target!r}, which is not a queue or topic")
             if target is not None and target.lower() == owner.lower():

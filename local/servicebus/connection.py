@@ -7,6 +7,7 @@ what they acknowledge (group commit); TCP_NODELAY is set so nothing waits for Na
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import socket
 from typing import Any
@@ -42,7 +43,9 @@ _TICKS_AT_EPOCH = 621355968000000000  # .NET ticks (100 ns) at 1970-01-01, for l
 class Session:
     """One AMQP session (channel): links by handle, delivery ids, dispositions to coalesce."""
 
-    def __init__(self, connection: AmqpConnection, channel: int, remote_channel: int, next_incoming_id: int) -> None:
+    def __init__(
+        self, connection: AmqpConnection, channel: int, remote_channel: int, next_incoming_id: int
+    ) -> None:
         self.connection = connection
         self.channel = channel
         self.remote_channel = remote_channel
@@ -51,18 +54,34 @@ class Session:
         self.by_remote_handle: dict[int, Link] = {}
         self.outgoing_by_handle: dict[int, OutgoingLink] = {}
         self._accepted: list[int] = []
+        self._handles = itertools.count()
+
+    def new_handle(self) -> int:
+        """The broker's handle for a new link (never reused within the session)."""
+        return next(self._handles)
 
     def send(self, body: Any, payload: bytes = b"") -> None:
         self.connection.send_frame(self.channel, body, payload)
 
     def _session_flow_fields(self) -> dict[str, Any]:
-        return {"next_incoming_id": UInt(self.next_incoming_id), "incoming_window": UInt(SESSION_WINDOW),
-                "next_outgoing_id": UInt(self.next_outgoing_id), "outgoing_window": UInt(SESSION_WINDOW)}
+        return {
+            "next_incoming_id": UInt(self.next_incoming_id),
+            "incoming_window": UInt(SESSION_WINDOW),
+            "next_outgoing_id": UInt(self.next_outgoing_id),
+            "outgoing_window": UInt(SESSION_WINDOW),
+        }
 
     def send_flow(self, link: Link, *, delivery_count: int, link_credit: int, drain: bool = False) -> None:
-        self.send(composite("flow", **self._session_flow_fields(), handle=UInt(link.handle),
-                            delivery_count=UInt(delivery_count & 0xFFFFFFFF), link_credit=UInt(link_credit),
-                            drain=drain or None))
+        self.send(
+            composite(
+                "flow",
+                **self._session_flow_fields(),
+                handle=UInt(link.handle),
+                delivery_count=UInt(delivery_count & 0xFFFFFFFF),
+                link_credit=UInt(link_credit),
+                drain=drain or None,
+            )
+        )
 
     def transfer(self, link: Link, tag: bytes, payload: bytes, *, settled: bool) -> int:
         """Send one delivery, split into frames that fit the client's max frame size."""
@@ -71,11 +90,21 @@ class Session:
         room = self.connection.remote_max_frame_size - 128 - len(tag)
         offset = 0
         while True:
-            chunk = payload[offset: offset + room]
+            chunk = payload[offset : offset + room]
             offset += len(chunk)
             more = offset < len(payload)
-            self.send(composite("transfer", handle=UInt(link.handle), delivery_id=UInt(delivery_id),
-                                delivery_tag=tag, message_format=UInt(0), settled=settled, more=more or None), chunk)
+            self.send(
+                composite(
+                    "transfer",
+                    handle=UInt(link.handle),
+                    delivery_id=UInt(delivery_id),
+                    delivery_tag=tag,
+                    message_format=UInt(0),
+                    settled=settled,
+                    more=more or None,
+                ),
+                chunk,
+            )
             if not more:
                 return delivery_id
 
@@ -84,7 +113,9 @@ class Session:
             self._accepted.append(delivery_id)
             self.connection.schedule_flush()
         else:
-            self.send(composite("disposition", role=True, first=UInt(delivery_id), settled=True, state=outcome))
+            self.send(
+                composite("disposition", role=True, first=UInt(delivery_id), settled=True, state=outcome)
+            )
 
     def flush_dispositions(self) -> None:
         """One disposition per run of consecutive accepted deliveries."""
@@ -92,9 +123,16 @@ class Session:
         start = 0
         for i in range(1, len(ids) + 1):
             if i == len(ids) or ids[i] != ids[i - 1] + 1:
-                self.send(composite("disposition", role=True, first=UInt(ids[start]),
-                                    last=UInt(ids[i - 1]) if i - 1 > start else None, settled=True,
-                                    state=composite("accepted")))
+                self.send(
+                    composite(
+                        "disposition",
+                        role=True,
+                        first=UInt(ids[start]),
+                        last=UInt(ids[i - 1]) if i - 1 > start else None,
+                        settled=True,
+                        state=composite("accepted"),
+                    )
+                )
                 start = i
 
     def forget(self, link: Link) -> None:
@@ -162,14 +200,18 @@ class Attacher:
         client_receives = bool(fields.get("role"))
         terminus = fields_of(fields["source"] if client_receives else fields["target"])
         address = str(terminus.get("address") or "")
-        handle = max([*session.outgoing_by_handle, *[l.handle for l in session.by_remote_handle.values()], -1]) + 1
+        handle = session.new_handle()
         link: Link = (OutgoingLink if client_receives else IncomingLink)(session, fields, handle, address)
         session.by_remote_handle[link.remote_handle] = link
         if isinstance(link, OutgoingLink):
             session.outgoing_by_handle[handle] = link
         try:
             self._check(link)
-            if isinstance(link, OutgoingLink) and link.node != "$cbs" and not link.node.endswith("/$management"):
+            if (
+                isinstance(link, OutgoingLink)
+                and link.node != "$cbs"
+                and not link.node.endswith("/$management")
+            ):
                 self._attach_receiver(link)
                 return
         except BrokerError as exc:
@@ -186,7 +228,9 @@ class Attacher:
         if link.node == "$cbs" or link.node.endswith("/$management"):
             return
         if connection.key is not None and not connection.authorized:
-            raise BrokerError("amqp:unauthorized-access", "Unauthorized access: put a valid token on $cbs first.")
+            raise BrokerError(
+                "amqp:unauthorized-access", "Unauthorized access: put a valid token on $cbs first."
+            )
         if isinstance(link, IncomingLink):
             connection.broker.check_send_target(link.address)
 
@@ -196,11 +240,18 @@ class Attacher:
         session_filter = {str(k): v for k, v in (source.get("filter") or {}).items()}
         wants_session = SESSION_FILTER in session_filter
         if queue.settings.requires_session != wants_session:
-            raise BrokerError("amqp:not-allowed", (
-                "It is not possible for an entity that requires sessions to create a non-sessionful message "
-                "receiver.") if queue.settings.requires_session else (
-                "It is not possible for an entity that does not require sessions to create a sessionful "
-                "message receiver."))
+            raise BrokerError(
+                "amqp:not-allowed",
+                (
+                    "It is not possible for an entity that requires sessions to create a non-sessionful "
+                    "message receiver."
+                )
+                if queue.settings.requires_session
+                else (
+                    "It is not possible for an entity that does not require sessions to create a sessionful "
+                    "message receiver."
+                ),
+            )
         link.queue = queue
         if not wants_session:
             self._start_receiving(link, queue, None)
@@ -210,8 +261,10 @@ class Attacher:
         if chosen is not None:
             self._start_receiving(link, queue, chosen)
             return
-        wait_ms = int((link.attach_fields.get("properties") or {}).get("com.microsoft:timeout")
-                      or DEFAULT_SESSION_WAIT_MS)
+        wait_ms = int(
+            (link.attach_fields.get("properties") or {}).get("com.microsoft:timeout")
+            or DEFAULT_SESSION_WAIT_MS
+        )
 
         def try_accept() -> bool:
             if link.closed:
@@ -226,8 +279,12 @@ class Attacher:
             if try_accept in queue.session_waiters:
                 queue.session_waiters.remove(try_accept)
                 link.queue = None
-                self.refuse(link, BrokerError("com.microsoft:timeout",
-                                              "No session available to accept within the timeout."))
+                self.refuse(
+                    link,
+                    BrokerError(
+                        "com.microsoft:timeout", "No session available to accept within the timeout."
+                    ),
+                )
 
         timer = asyncio.get_running_loop().call_later(wait_ms / 1000, give_up)
         queue.session_waiters.append(try_accept)
@@ -242,8 +299,14 @@ class Attacher:
         queue.attach(link)
         queue.pump()
 
-    def reply(self, link: Link, *, session_id: str | None = None, properties: dict[Any, Any] | None = None,
-              refused: bool = False) -> None:
+    def reply(
+        self,
+        link: Link,
+        *,
+        session_id: str | None = None,
+        properties: dict[Any, Any] | None = None,
+        refused: bool = False,
+    ) -> None:
         fields = link.attach_fields
         client_receives = isinstance(link, OutgoingLink)
         # A refused sender link gets a null target (the SDK then reports the detach error when it
@@ -254,14 +317,27 @@ class Attacher:
             terms = fields_of(source)
             terms["filter"] = {**(terms.get("filter") or {}), Symbol(SESSION_FILTER): session_id}
             source = composite("source", **terms)
-        link.session.send(composite(
-            "attach", name=link.name, handle=UInt(link.handle), role=not client_receives,
-            snd_settle_mode=fields.get("snd_settle_mode"), rcv_settle_mode=fields.get("rcv_settle_mode"),
-            source=source, target=target,
-            initial_delivery_count=UInt(0) if client_receives else None,
-            max_message_size=ULong(self.connection.broker.max_message_size),
-            properties=properties if client_receives else {
-                Symbol("com.microsoft:max-message-batch-size"): ULong(self.connection.broker.max_message_size)}))
+        link.session.send(
+            composite(
+                "attach",
+                name=link.name,
+                handle=UInt(link.handle),
+                role=not client_receives,
+                snd_settle_mode=fields.get("snd_settle_mode"),
+                rcv_settle_mode=fields.get("rcv_settle_mode"),
+                source=source,
+                target=target,
+                initial_delivery_count=UInt(0) if client_receives else None,
+                max_message_size=ULong(self.connection.broker.max_message_size),
+                properties=properties
+                if client_receives
+                else {
+                    Symbol("com.microsoft:max-message-batch-size"): ULong(
+                        self.connection.broker.max_message_size
+                    )
+                },
+            )
+        )
 
     def refuse(self, link: Link, exc: BrokerError) -> None:
         self.reply(link, refused=True)
@@ -353,7 +429,7 @@ class AmqpConnection(asyncio.Protocol):
                     raise FrameError(f"frame size {size} outside 8..{MAX_FRAME_SIZE}")
                 if len(self._buffer) < size:
                     return
-                body = memoryview(bytes(self._buffer[doff * 4: size]))
+                body = memoryview(bytes(self._buffer[doff * 4 : size]))
                 del self._buffer[:size]
                 if body:
                     self._on_frame(frame_type, channel, body)
@@ -365,7 +441,9 @@ class AmqpConnection(asyncio.Protocol):
         if header == SASL_HEADER:
             self._write_now(SASL_HEADER)
             mechanisms = Array([Symbol("ANONYMOUS"), Symbol("MSSBCBS"), Symbol("PLAIN")], 0xA3)
-            self.send_frame(0, composite("sasl_mechanisms", sasl_server_mechanisms=mechanisms), b"", FRAME_SASL)
+            self.send_frame(
+                0, composite("sasl_mechanisms", sasl_server_mechanisms=mechanisms), b"", FRAME_SASL
+            )
             self._expect_header = False
         elif header == AMQP_HEADER:
             self._write_now(AMQP_HEADER)
@@ -390,9 +468,17 @@ class AmqpConnection(asyncio.Protocol):
         elif name == "begin":
             session = Session(self, channel, channel, int(fields.get("next_outgoing_id") or 0))
             self.sessions[channel] = session
-            self.send_frame(channel, composite("begin", remote_channel=UShort(channel), next_outgoing_id=UInt(0),
-                                               incoming_window=UInt(SESSION_WINDOW),
-                                               outgoing_window=UInt(SESSION_WINDOW), handle_max=UInt(0xFFFF)))
+            self.send_frame(
+                channel,
+                composite(
+                    "begin",
+                    remote_channel=UShort(channel),
+                    next_outgoing_id=UInt(0),
+                    incoming_window=UInt(SESSION_WINDOW),
+                    outgoing_window=UInt(SESSION_WINDOW),
+                    handle_max=UInt(0xFFFF),
+                ),
+            )
         elif name == "close":
             self._close(None)
         elif channel in self.sessions:
@@ -400,14 +486,22 @@ class AmqpConnection(asyncio.Protocol):
 
     def _on_open(self, fields: dict[str, Any]) -> None:
         self.remote_max_frame_size = int(fields.get("max_frame_size") or 0xFFFFFFFF)
-        self.send_frame(0, composite("open", container_id="local-servicebus", max_frame_size=UInt(MAX_FRAME_SIZE),
-                                     channel_max=UShort(0xFFFF)))
+        self.send_frame(
+            0,
+            composite(
+                "open",
+                container_id="local-servicebus",
+                max_frame_size=UInt(MAX_FRAME_SIZE),
+                channel_max=UShort(0xFFFF),
+            ),
+        )
         idle_ms = fields.get("idle_time_out")
         if idle_ms:
             self._schedule_idle(int(idle_ms) / 2000)
 
     def _schedule_idle(self, interval: float) -> None:
         """Keep the client's idle timeout from firing: an empty frame when nothing else was sent."""
+
         def check() -> None:
             if self._transport is None:
                 return
@@ -427,4 +521,3 @@ class AmqpConnection(asyncio.Protocol):
             session.close_links()
         self.sessions.clear()
         self._transport.close()
-

@@ -18,18 +18,85 @@ FRAME_SASL = 1
 FRAME_HEADER = struct.Struct(">IBBH")
 
 COMPOSITES: dict[str, tuple[int, tuple[str, ...]]] = {
-    "open": (0x10, ("container_id", "hostname", "max_frame_size", "channel_max", "idle_time_out",
-                    "outgoing_locales", "incoming_locales", "offered_capabilities",
-                    "desired_capabilities", "properties")),
-    "begin": (0x11, ("remote_channel", "next_outgoing_id", "incoming_window", "outgoing_window",
-                     "handle_max", "offered_capabilities", "desired_capabilities", "properties")),
-    "attach": (0x12, ("name", "handle", "role", "snd_settle_mode", "rcv_settle_mode", "source", "target",
-                      "unsettled", "incomplete_unsettled", "initial_delivery_count", "max_message_size",
-                      "offered_capabilities", "desired_capabilities", "properties")),
-    "flow": (0x13, ("next_incoming_id", "incoming_window", "next_outgoing_id", "outgoing_window", "handle",
-                    "delivery_count", "link_credit", "available", "drain", "echo", "properties")),
-    "transfer": (0x14, ("handle", "delivery_id", "delivery_tag", "message_format", "settled", "more",
-                        "rcv_settle_mode", "state", "resume", "aborted", "batchable")),
+    "open": (
+        0x10,
+        (
+            "container_id",
+            "hostname",
+            "max_frame_size",
+            "channel_max",
+            "idle_time_out",
+            "outgoing_locales",
+            "incoming_locales",
+            "offered_capabilities",
+            "desired_capabilities",
+            "properties",
+        ),
+    ),
+    "begin": (
+        0x11,
+        (
+            "remote_channel",
+            "next_outgoing_id",
+            "incoming_window",
+            "outgoing_window",
+            "handle_max",
+            "offered_capabilities",
+            "desired_capabilities",
+            "properties",
+        ),
+    ),
+    "attach": (
+        0x12,
+        (
+            "name",
+            "handle",
+            "role",
+            "snd_settle_mode",
+            "rcv_settle_mode",
+            "source",
+            "target",
+            "unsettled",
+            "incomplete_unsettled",
+            "initial_delivery_count",
+            "max_message_size",
+            "offered_capabilities",
+            "desired_capabilities",
+            "properties",
+        ),
+    ),
+    "flow": (
+        0x13,
+        (
+            "next_incoming_id",
+            "incoming_window",
+            "next_outgoing_id",
+            "outgoing_window",
+            "handle",
+            "delivery_count",
+            "link_credit",
+            "available",
+            "drain",
+            "echo",
+            "properties",
+        ),
+    ),
+    "transfer": (
+        0x14,
+        (
+            "handle",
+            "delivery_id",
+            "delivery_tag",
+            "message_format",
+            "settled",
+            "more",
+            "rcv_settle_mode",
+            "state",
+            "resume",
+            "aborted",
+            "batchable",
+        ),
+    ),
     "disposition": (0x15, ("role", "first", "last", "settled", "state", "batchable")),
     "detach": (0x16, ("handle", "closed", "error")),
     "end": (0x17, ("error",)),
@@ -40,10 +107,34 @@ COMPOSITES: dict[str, tuple[int, tuple[str, ...]]] = {
     "rejected": (0x25, ("error",)),
     "released": (0x26, ()),
     "modified": (0x27, ("delivery_failed", "undeliverable_here", "message_annotations")),
-    "source": (0x28, ("address", "durable", "expiry_policy", "timeout", "dynamic", "dynamic_node_properties",
-                      "distribution_mode", "filter", "default_outcome", "outcomes", "capabilities")),
-    "target": (0x29, ("address", "durable", "expiry_policy", "timeout", "dynamic", "dynamic_node_properties",
-                      "capabilities")),
+    "source": (
+        0x28,
+        (
+            "address",
+            "durable",
+            "expiry_policy",
+            "timeout",
+            "dynamic",
+            "dynamic_node_properties",
+            "distribution_mode",
+            "filter",
+            "default_outcome",
+            "outcomes",
+            "capabilities",
+        ),
+    ),
+    "target": (
+        0x29,
+        (
+            "address",
+            "durable",
+            "expiry_policy",
+            "timeout",
+            "dynamic",
+            "dynamic_node_properties",
+            "capabilities",
+        ),
+    ),
     "sasl_mechanisms": (0x40, ("sasl_server_mechanisms",)),
     "sasl_init": (0x41, ("mechanism", "initial_response", "hostname")),
     "sasl_outcome": (0x44, ("code", "additional_data")),
@@ -92,8 +183,9 @@ def error(condition: str, description: str | None = None, info: dict[Any, Any] |
     return Described(ULong(0x1D), [Symbol(condition), description, info])
 
 
-def encode_frame(channel: int, body: Described, payload: bytes | memoryview = b"",
-                 frame_type: int = FRAME_AMQP) -> bytes:
+def encode_frame(
+    channel: int, body: Described, payload: bytes | memoryview = b"", frame_type: int = FRAME_AMQP
+) -> bytes:
     """One complete frame: 8-byte header, the encoded performative, then the payload."""
     out = bytearray(8)
     encode_value(body, out)

@@ -44,8 +44,14 @@ class Link:
         if self.closed:
             return
         self.closed = True
-        self.session.send(composite("detach", handle=UInt(self.handle), closed=True,
-                                    error=error(condition, description) if condition else None))
+        self.session.send(
+            composite(
+                "detach",
+                handle=UInt(self.handle),
+                closed=True,
+                error=error(condition, description) if condition else None,
+            )
+        )
         self.session.forget(self)
         self.on_closed()
 
@@ -105,9 +111,11 @@ class IncomingLink(Link):
                 return _ACCEPTED
             broker = connection.broker
             if len(data) > broker.max_message_size:
-                raise BrokerError("amqp:link:message-size-exceeded",
-                                  f"The received message (size {len(data)} bytes) exceeds the limit "
-                                  f"({broker.max_message_size} bytes) currently allowed on the link.")
+                raise BrokerError(
+                    "amqp:link:message-size-exceeded",
+                    f"The received message (size {len(data)} bytes) exceeds the limit "
+                    f"({broker.max_message_size} bytes) currently allowed on the link.",
+                )
             message = AmqpMessage.parse(data)
             messages = split_batch(message) if message_format == BATCH_MESSAGE_FORMAT else [message]
             broker.send(self.address, messages)
@@ -118,7 +126,9 @@ class IncomingLink(Link):
             return composite("rejected", error=error(exc.condition, exc.description))
 
     def _reply(self, node: str, request: AmqpMessage, properties: dict[str, Any]) -> None:
-        properties = {key: (UInt(value) if isinstance(value, int) else value) for key, value in properties.items()}
+        properties = {
+            key: (UInt(value) if isinstance(value, int) else value) for key, value in properties.items()
+        }
         response = value_message(None, properties, request.properties.get("message_id"))
         self.session.connection.reply(node, response)
 
@@ -173,8 +183,10 @@ class OutgoingLink(Link):
             self.unsettled[delivery_id] = lock_token
 
     def session_lost(self) -> None:
-        self.detach("com.microsoft:session-lock-lost",
-                    f"The session lock has expired on the MessageSession '{self.session_id}'.")
+        self.detach(
+            "com.microsoft:session-lock-lost",
+            f"The session lock has expired on the MessageSession '{self.session_id}'.",
+        )
 
     def on_disposition(self, first: int, last: int, settled: bool, state: Any) -> None:
         """The client settled deliveries: apply the outcome, echo it (or the failure) settled."""
@@ -191,8 +203,9 @@ class OutgoingLink(Link):
             except BrokerError as exc:
                 echo = composite("rejected", error=error(exc.condition, exc.description))
             if not settled:
-                self.session.send(composite("disposition", role=False, first=UInt(delivery_id), settled=True,
-                                            state=echo))
+                self.session.send(
+                    composite("disposition", role=False, first=UInt(delivery_id), settled=True, state=echo)
+                )
 
     @staticmethod
     def _settle(queue: MessageQueue, token: uuid.UUID, outcome: str | None, fields: dict[str, Any]) -> None:

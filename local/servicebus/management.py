@@ -18,9 +18,14 @@ from local.servicebus.queue import BrokerError, MessageQueue
 
 Response = tuple[int, dict[str, Any] | None]
 _STATUS_BY_CONDITION = {
-    "amqp:not-found": 404, "com.microsoft:message-not-found": 404, "com.microsoft:message-lock-lost": 410,
-    "com.microsoft:session-lock-lost": 410, "com.microsoft:session-cannot-be-locked": 409,
-    "amqp:not-allowed": 400, "com.microsoft:argument-error": 400, "amqp:resource-limit-exceeded": 403,
+    "amqp:not-found": 404,
+    "com.microsoft:message-not-found": 404,
+    "com.microsoft:message-lock-lost": 410,
+    "com.microsoft:session-lock-lost": 410,
+    "com.microsoft:session-cannot-be-locked": 409,
+    "amqp:not-allowed": 400,
+    "com.microsoft:argument-error": 400,
+    "amqp:resource-limit-exceeded": 403,
 }
 
 
@@ -33,13 +38,18 @@ def body_value(message: AmqpMessage) -> Any:
 
 def value_message(value: Any, application_properties: dict[Any, Any], correlation_id: Any) -> AmqpMessage:
     """A response message: an amqp-value body, correlated with the request's message id."""
-    return AmqpMessage(properties={"correlation_id": correlation_id},
-                       application_properties=application_properties,
-                       body=encode(Described(ULong(AMQP_VALUE), value)))
+    return AmqpMessage(
+        properties={"correlation_id": correlation_id},
+        application_properties=application_properties,
+        body=encode(Described(ULong(AMQP_VALUE), value)),
+    )
 
 
 def _tokens(body: dict[str, Any]) -> list[uuid.UUID]:
-    return [token if isinstance(token, uuid.UUID) else uuid.UUID(str(token)) for token in body.get("lock-tokens", [])]
+    return [
+        token if isinstance(token, uuid.UUID) else uuid.UUID(str(token))
+        for token in body.get("lock-tokens", [])
+    ]
 
 
 def _session(body: dict[str, Any]) -> str:
@@ -81,12 +91,20 @@ class Management:
             if queue is None and entity not in self.broker.topics:
                 raise BrokerError("amqp:not-found", f"The messaging entity '{entity}' could not be found.")
             status, value = handler(entity, queue, body if isinstance(body, dict) else {})
-            properties = {"statusCode": Int(status), "statusDescription": "OK" if status < 300 else "No content"}
+            properties = {
+                "statusCode": Int(status),
+                "statusDescription": "OK" if status < 300 else "No content",
+            }
         except BrokerError as exc:
             status, value = _STATUS_BY_CONDITION.get(exc.condition, 500), None
-            properties = {"statusCode": Int(status), "statusDescription": exc.description,
-                          "errorCondition": Symbol(exc.condition)}
-        return value_message(value if value is not None else {}, properties, request.properties.get("message_id"))
+            properties = {
+                "statusCode": Int(status),
+                "statusDescription": exc.description,
+                "errorCondition": Symbol(exc.condition),
+            }
+        return value_message(
+            value if value is not None else {}, properties, request.properties.get("message_id")
+        )
 
     @staticmethod
     def _need_queue(entity: str, queue: MessageQueue | None) -> MessageQueue:
@@ -110,24 +128,34 @@ class Management:
             elif status == "defered":
                 queue.defer(token)
             elif status == "suspended":
-                queue.dead_letter(token, str(body.get("deadletter-reason") or ""),
-                                  str(body.get("deadletter-description") or ""))
+                queue.dead_letter(
+                    token,
+                    str(body.get("deadletter-reason") or ""),
+                    str(body.get("deadletter-description") or ""),
+                )
             else:
                 raise BrokerError("com.microsoft:argument-error", f"Unknown disposition-status {status!r}.")
         return 200, {}
 
     def _peek(self, entity: str, queue: MessageQueue | None, body: dict[str, Any]) -> Response:
         queue = self._need_queue(entity, queue)
-        entries = queue.peek(int(body.get("from-sequence-number", 1)), int(body.get("message-count", 1)),
-                             body.get("session-id") if isinstance(body.get("session-id"), str) else None)
+        entries = queue.peek(
+            int(body.get("from-sequence-number", 1)),
+            int(body.get("message-count", 1)),
+            body.get("session-id") if isinstance(body.get("session-id"), str) else None,
+        )
         if not entries:
             return 204, None
         return 200, {"messages": [{"message": encode_delivery(entry)} for entry in entries]}
 
-    def _receive_by_sequence_number(self, entity: str, queue: MessageQueue | None, body: dict[str, Any]) -> Response:
+    def _receive_by_sequence_number(
+        self, entity: str, queue: MessageQueue | None, body: dict[str, Any]
+    ) -> Response:
         queue = self._need_queue(entity, queue)
         session_id = body.get("session-id") if isinstance(body.get("session-id"), str) else None
-        entries = queue.lock_deferred([int(seq) for seq in body.get("sequence-numbers", [])], None, session_id)
+        entries = queue.lock_deferred(
+            [int(seq) for seq in body.get("sequence-numbers", [])], None, session_id
+        )
         messages = []
         for entry in entries:
             item: dict[str, Any] = {"message": encode_delivery(entry)}
@@ -163,10 +191,12 @@ class Management:
         queue = self._need_queue(entity, queue)
         return 200, {"expiration": Timestamp(queue.renew_session(_session(body)))}
 
-    def _get_message_sessions(self, entity: str, queue: MessageQueue | None, body: dict[str, Any]) -> Response:
+    def _get_message_sessions(
+        self, entity: str, queue: MessageQueue | None, body: dict[str, Any]
+    ) -> Response:
         queue = self._need_queue(entity, queue)
         skip, top = int(body.get("skip", 0)), int(body.get("top", 100))
-        sessions = queue.session_ids()[skip: skip + top]
+        sessions = queue.session_ids()[skip : skip + top]
         if not sessions:
             return 204, None
         return 200, {"skip": Int(skip + len(sessions)), "sessions-ids": Array(sessions, 0xB1)}

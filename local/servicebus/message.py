@@ -23,12 +23,29 @@ from local.servicebus.frames import FrameError
 
 BATCH_MESSAGE_FORMAT = 0x80013700
 HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, PROPERTIES, APPLICATION_PROPERTIES = (
-    0x70, 0x71, 0x72, 0x73, 0x74)
+    0x70,
+    0x71,
+    0x72,
+    0x73,
+    0x74,
+)
 DATA, AMQP_SEQUENCE, AMQP_VALUE, FOOTER = 0x75, 0x76, 0x77, 0x78
 HEADER_FIELDS = ("durable", "priority", "ttl", "first_acquirer", "delivery_count")
-PROPERTY_FIELDS = ("message_id", "user_id", "to", "subject", "reply_to", "correlation_id", "content_type",
-                   "content_encoding", "absolute_expiry_time", "creation_time", "group_id", "group_sequence",
-                   "reply_to_group_id")
+PROPERTY_FIELDS = (
+    "message_id",
+    "user_id",
+    "to",
+    "subject",
+    "reply_to",
+    "correlation_id",
+    "content_type",
+    "content_encoding",
+    "absolute_expiry_time",
+    "creation_time",
+    "group_id",
+    "group_sequence",
+    "reply_to_group_id",
+)
 
 
 class MessageFormatError(FrameError):
@@ -104,7 +121,9 @@ class AmqpMessage:
             self._tail = bytes(out)
         return self._tail
 
-    def encode(self, *, delivery_count: int | None = None, annotations: dict[Any, Any] | None = None) -> bytes:
+    def encode(
+        self, *, delivery_count: int | None = None, annotations: dict[Any, Any] | None = None
+    ) -> bytes:
         """The whole message; ``delivery_count`` and ``annotations`` are the broker's additions."""
         out = bytearray()
         header = dict(self.header)
@@ -120,8 +139,14 @@ class AmqpMessage:
 
     def copy(self) -> AmqpMessage:
         """An independent copy (each subscription or DLQ gets its own)."""
-        return AmqpMessage(dict(self.header), dict(self.annotations), dict(self.properties),
-                           dict(self.application_properties), self.body, self._tail)
+        return AmqpMessage(
+            dict(self.header),
+            dict(self.annotations),
+            dict(self.properties),
+            dict(self.application_properties),
+            self.body,
+            self._tail,
+        )
 
     def body_sections(self) -> Iterator[Described]:
         """The body sections, decoded (used to unpack batches)."""

@@ -34,9 +34,11 @@ class BrokerError(Exception):
 
 
 def lock_lost() -> BrokerError:
-    return BrokerError("com.microsoft:message-lock-lost",
-                       "The lock supplied is invalid. Either the lock expired, or the message has already been "
-                       "removed from the queue.")
+    return BrokerError(
+        "com.microsoft:message-lock-lost",
+        "The lock supplied is invalid. Either the lock expired, or the message has already been "
+        "removed from the queue.",
+    )
 
 
 @dataclass
@@ -118,9 +120,13 @@ class MessageQueue:
 
     def new_entry(self, message: AmqpMessage, ttl_ms: int | None, scheduled_ms: int | None = None) -> Entry:
         enqueued = now_ms()
-        entry = Entry(seq=self.next_seq, message=message, enqueued_ms=enqueued,
-                      expires_ms=None if ttl_ms is None else enqueued + ttl_ms,
-                      session_id=message.session_id)
+        entry = Entry(
+            seq=self.next_seq,
+            message=message,
+            enqueued_ms=enqueued,
+            expires_ms=None if ttl_ms is None else enqueued + ttl_ms,
+            session_id=message.session_id,
+        )
         if scheduled_ms is not None and scheduled_ms > enqueued:
             entry.state, entry.scheduled_ms = SCHEDULED, scheduled_ms
         self.next_seq += 1
@@ -254,8 +260,11 @@ class MessageQueue:
         if not counted:
             entry.delivery_count = max(0, entry.delivery_count - 1)
         if counted and entry.delivery_count >= self.settings.max_delivery_count:
-            self._to_dead_letter(entry, "MaxDeliveryCountExceeded",
-                                 f"Message could not be consumed after {entry.delivery_count} delivery attempts.")
+            self._to_dead_letter(
+                entry,
+                "MaxDeliveryCountExceeded",
+                f"Message could not be consumed after {entry.delivery_count} delivery attempts.",
+            )
             return
         self.router.persist(self, entry)
         if not was_deferred:
@@ -277,24 +286,24 @@ class MessageQueue:
 
     def tick(self, now: int) -> None:
         """Expire locks, session locks and TTLs; activate scheduled messages."""
-        for entry in [e for e in self.locks.values() if e.locked_until_ms <= now]:
-            self._unlock(entry, counted=True)
+        for expired in [e for e in self.locks.values() if e.locked_until_ms <= now]:
+            self._unlock(expired, counted=True)
         for session_id, lock in list(self.session_locks.items()):
             if lock.until_ms <= now:
                 del self.session_locks[session_id]
                 lock.owner.session_lost()
         while self.schedule and self.schedule[0][0] <= now:
             _, seq = heapq.heappop(self.schedule)
-            entry = self.entries.get(seq)
-            if entry is not None and entry.state == SCHEDULED:
-                entry.state, entry.scheduled_ms = ACTIVE, None
-                self.router.persist(self, entry)
-                self._make_available(entry)
+            due = self.entries.get(seq)
+            if due is not None and due.state == SCHEDULED:
+                due.state, due.scheduled_ms = ACTIVE, None
+                self.router.persist(self, due)
+                self._make_available(due)
         while self.expiries and self.expiries[0][0] <= now:
             _, seq = heapq.heappop(self.expiries)
-            entry = self._is_available(seq)
-            if entry is not None and entry.expires_ms is not None and entry.expires_ms <= now:
-                self._expire(entry)
+            stale = self._is_available(seq)
+            if stale is not None and stale.expires_ms is not None and stale.expires_ms <= now:
+                self._expire(stale)
         self.pump()
 
     # --- sessions --------------------------------------------------------------------------------
@@ -302,24 +311,33 @@ class MessageQueue:
     def lock_session(self, session_id: str | None, owner: Consumer) -> str | None:
         """Lock the named session, or (``None``) the next session with available messages."""
         if session_id is None:
-            candidates = [(heap[0], sid) for sid, heap in self.available.items()
-                          if sid is not None and heap and sid not in self.session_locks
-                          and any(self._is_available(seq) for seq in heap)]
+            candidates = [
+                (heap[0], sid)
+                for sid, heap in self.available.items()
+                if sid is not None
+                and heap
+                and sid not in self.session_locks
+                and any(self._is_available(seq) for seq in heap)
+            ]
             if not candidates:
                 return None
             session_id = min(candidates)[1]
         elif session_id in self.session_locks:
-            raise BrokerError("com.microsoft:session-cannot-be-locked",
-                              f"The requested session '{session_id}' cannot be accepted. It may be locked by "
-                              "another receiver.")
+            raise BrokerError(
+                "com.microsoft:session-cannot-be-locked",
+                f"The requested session '{session_id}' cannot be accepted. It may be locked by "
+                "another receiver.",
+            )
         self.session_locks[session_id] = SessionLock(owner, now_ms() + self.lock_ms)
         return session_id
 
     def session_lock_of(self, session_id: str) -> SessionLock:
         lock = self.session_locks.get(session_id)
         if lock is None or lock.until_ms <= now_ms():
-            raise BrokerError("com.microsoft:session-lock-lost",
-                              f"The session lock has expired on the MessageSession '{session_id}'.")
+            raise BrokerError(
+                "com.microsoft:session-lock-lost",
+                f"The session lock has expired on the MessageSession '{session_id}'.",
+            )
         return lock
 
     def renew_session(self, session_id: str) -> int:
@@ -342,19 +360,28 @@ class MessageQueue:
     # --- reading ---------------------------------------------------------------------------------
 
     def peek(self, from_seq: int, count: int, session_id: str | None = None) -> list[Entry]:
-        seqs = sorted(seq for seq, entry in self.entries.items()
-                      if seq >= from_seq and (session_id is None or entry.session_id == session_id))
+        seqs = sorted(
+            seq
+            for seq, entry in self.entries.items()
+            if seq >= from_seq and (session_id is None or entry.session_id == session_id)
+        )
         return [self.entries[seq] for seq in seqs[:count]]
 
-    def lock_deferred(self, seqs: Iterable[int], owner: Consumer | None, session_id: str | None) -> list[Entry]:
+    def lock_deferred(
+        self, seqs: Iterable[int], owner: Consumer | None, session_id: str | None
+    ) -> list[Entry]:
         found = []
         for seq in seqs:
             entry = self.entries.get(seq)
             if entry is None or entry.state != DEFERRED or (session_id and entry.session_id != session_id):
-                raise BrokerError("com.microsoft:message-not-found",
-                                  f"Failed to retrieve the deferred message with sequence number {seq}.")
+                raise BrokerError(
+                    "com.microsoft:message-not-found",
+                    f"Failed to retrieve the deferred message with sequence number {seq}.",
+                )
             if entry.lock_token is not None and entry.locked_until_ms > now_ms():
-                raise BrokerError("com.microsoft:message-lock-lost", f"Message {seq} is locked by another receiver.")
+                raise BrokerError(
+                    "com.microsoft:message-lock-lost", f"Message {seq} is locked by another receiver."
+                )
             found.append(entry)
         for entry in found:
             entry.delivery_count += 1
@@ -366,11 +393,16 @@ class MessageQueue:
     def cancel_scheduled(self, seq: int) -> None:
         entry = self.entries.get(seq)
         if entry is None or entry.state != SCHEDULED:
-            raise BrokerError("com.microsoft:message-not-found", f"No scheduled message with sequence number {seq}.")
+            raise BrokerError(
+                "com.microsoft:message-not-found", f"No scheduled message with sequence number {seq}."
+            )
         del self.entries[seq]
         self.router.forget(self, seq)
 
     def counts(self) -> dict[str, int]:
         states = [entry.state for entry in self.entries.values()]
-        return {"active": states.count(ACTIVE), "deferred": states.count(DEFERRED),
-                "scheduled": states.count(SCHEDULED)}
+        return {
+            "active": states.count(ACTIVE),
+            "deferred": states.count(DEFERRED),
+            "scheduled": states.count(SCHEDULED),
+        }

@@ -12,8 +12,13 @@ from local.servicebus.message import AmqpMessage
 
 # FilterMessage.system key -> AMQP properties field, for the properties a sender (or an action) sets.
 _SETTABLE = {
-    "messageid": "message_id", "correlationid": "correlation_id", "to": "to", "replyto": "reply_to",
-    "label": "subject", "sessionid": "group_id", "replytosessionid": "reply_to_group_id",
+    "messageid": "message_id",
+    "correlationid": "correlation_id",
+    "to": "to",
+    "replyto": "reply_to",
+    "label": "subject",
+    "sessionid": "group_id",
+    "replytosessionid": "reply_to_group_id",
     "contenttype": "content_type",
 }
 
@@ -24,18 +29,28 @@ def _plain(value: Any) -> Any:
         return value.to_datetime()
     if isinstance(value, bool | None):
         return value
-    for kind in (str, int, float, bytes):
-        if isinstance(value, kind):
-            return kind(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
     return value
 
 
 def filter_view(message: AmqpMessage, *, sequence_number: int, enqueued_ms: int, size: int) -> FilterMessage:
     """What a subscription rule sees of ``message``."""
-    system: dict[str, Any] = {key: _plain(message.properties[field])
-                              for key, field in _SETTABLE.items() if message.properties.get(field) is not None}
-    system.update(deliverycount=0, sequencenumber=sequence_number, size=size,
-                  enqueuedtimeutc=Timestamp(enqueued_ms).to_datetime())
+    system: dict[str, Any] = {
+        key: _plain(message.properties[field])
+        for key, field in _SETTABLE.items()
+        if message.properties.get(field) is not None
+    }
+    system.update(
+        deliverycount=0,
+        sequencenumber=sequence_number,
+        size=size,
+        enqueuedtimeutc=Timestamp(enqueued_ms).to_datetime(),
+    )
     if message.ttl_ms:
         system["timetolive"] = timedelta(milliseconds=message.ttl_ms)
     properties = {str(key): _plain(value) for key, value in message.application_properties.items()}

@@ -4,6 +4,7 @@ pytest fixtures) or as a subprocess running the CLI (for restart tests and the l
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import subprocess
 import sys
@@ -32,12 +33,20 @@ TICK_SECONDS = 0.05
 
 def connection_string(port: int, key: SharedAccessKey | None, host: str = "localhost") -> str:
     shown = key or DEFAULT_KEY  # the SDK insists on a key even when the emulator checks none
-    return (f"Endpoint=sb://{host}:{port};SharedAccessKeyName={shown.name};SharedAccessKey={shown.key};"
-            "UseDevelopmentEmulator=true;")
+    return (
+        f"Endpoint=sb://{host}:{port};SharedAccessKeyName={shown.name};SharedAccessKey={shown.key};"
+        "UseDevelopmentEmulator=true;"
+    )
 
 
-async def serve(broker: Broker, key: SharedAccessKey | None, host: str, port: int,
-                stop: asyncio.Event, ready: Future[int] | None = None) -> None:
+async def serve(
+    broker: Broker,
+    key: SharedAccessKey | None,
+    host: str,
+    port: int,
+    stop: asyncio.Event,
+    ready: Future[int] | None = None,
+) -> None:
     """Accept connections until ``stop`` is set, running the broker's timers meanwhile."""
     management = Management(broker)
     loop = asyncio.get_running_loop()
@@ -49,10 +58,8 @@ async def serve(broker: Broker, key: SharedAccessKey | None, host: str, port: in
         while not stop.is_set():
             broker.tick()
             broker.commit()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), TICK_SECONDS)
-            except TimeoutError:
-                pass
     finally:
         server.close()
         broker.commit()
@@ -71,7 +78,7 @@ class RunningEmulator:
     _loop: asyncio.AbstractEventLoop | None = None
 
     def runtime_properties(self, entity: str) -> dict[str, Any]:
-        """Counts per entity: active, dead-lettered, scheduled, deferred, oldest message age (in-process only)."""
+        """Counts per entity: active, dead-lettered, scheduled, deferred, oldest age (in-process only)."""
         broker, loop = self.broker, self._loop
         if broker is None or loop is None:
             raise RuntimeError("runtime properties are only available for an in-process emulator")
@@ -102,18 +109,31 @@ class RunningEmulator:
     def __enter__(self) -> RunningEmulator:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         self.stop()
 
 
-def start_emulator(config: dict[str, Any] | Path | NamespaceConfig, *, port: int = 0, data_dir: Path | None = None,
-                   key: SharedAccessKey | None = DEFAULT_KEY, host: str = "127.0.0.1",
-                   max_message_size: int = 256 * 1024, max_messages_per_entity: int | None = None) -> RunningEmulator:
-    """Start an emulator in a background thread; ``port=0`` picks a free port. ``data_dir=None`` is in-memory."""
+def start_emulator(
+    config: dict[str, Any] | Path | NamespaceConfig,
+    *,
+    port: int = 0,
+    data_dir: Path | None = None,
+    key: SharedAccessKey | None = DEFAULT_KEY,
+    host: str = "127.0.0.1",
+    max_message_size: int = 256 * 1024,
+    max_messages_per_entity: int | None = None,
+) -> RunningEmulator:
+    """Start an emulator in a background thread; ``port=0`` picks a free port, ``data_dir=None`` keeps
+    everything in memory."""
     namespace = config if isinstance(config, NamespaceConfig) else parse_config(config)
-    broker = Broker(namespace, Store(data_dir), max_message_size=max_message_size,
-                    max_messages_per_entity=max_messages_per_entity)
+    broker = Broker(
+        namespace,
+        Store(data_dir),
+        max_message_size=max_message_size,
+        max_messages_per_entity=max_messages_per_entity,
+    )
     ready: Future[int] = Future()
     loop = asyncio.new_event_loop()
     stop_event: list[asyncio.Event] = []
@@ -146,15 +166,34 @@ def start_emulator(config: dict[str, Any] | Path | NamespaceConfig, *, port: int
     return RunningEmulator(bound, connection_string(bound, key), broker, stop, thread, _loop=loop)
 
 
-def start_emulator_process(config_path: Path, *, port: int | None = None, data_dir: Path | None = None,
-                           key: SharedAccessKey = DEFAULT_KEY, timeout: float = 30.0) -> RunningEmulator:
+def start_emulator_process(
+    config_path: Path,
+    *,
+    port: int | None = None,
+    data_dir: Path | None = None,
+    key: SharedAccessKey = DEFAULT_KEY,
+    timeout: float = 30.0,
+) -> RunningEmulator:
     """Run ``python -m local.servicebus`` as a subprocess (restart tests, the local stack launcher)."""
     port = port or free_port()
-    command = [sys.executable, "-m", "local.servicebus", "--config", str(config_path), "--port", str(port),
-               "--key-name", key.name, "--key", key.key]
+    command = [
+        sys.executable,
+        "-m",
+        "local.servicebus",
+        "--config",
+        str(config_path),
+        "--port",
+        str(port),
+        "--key-name",
+        key.name,
+        "--key",
+        key.key,
+    ]
     command += ["--data", str(data_dir)] if data_dir is not None else ["--in-memory"]
-    errors = tempfile.TemporaryFile()  # a file, not a pipe: a long-lived child must never block on it
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors)
+    # A file, not a pipe: a long-lived child must never block writing its log.
+    errors = tempfile.TemporaryFile()  # noqa: SIM115 - closed by the garbage collector with the Popen
+    # The command is this interpreter running our own module with validated arguments.
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors)  # noqa: S603
     deadline = time.monotonic() + timeout
     while True:
         if process.poll() is not None:

@@ -23,7 +23,8 @@ CREATE TABLE IF NOT EXISTS messages (
 CREATE TABLE IF NOT EXISTS session_states (
     queue TEXT NOT NULL, session_id TEXT NOT NULL, state BLOB NOT NULL, PRIMARY KEY (queue, session_id));
 CREATE TABLE IF NOT EXISTS duplicates (
-    entity TEXT NOT NULL, message_id TEXT NOT NULL, expires_ms INTEGER NOT NULL, PRIMARY KEY (entity, message_id));
+    entity TEXT NOT NULL, message_id TEXT NOT NULL, expires_ms INTEGER NOT NULL,
+    PRIMARY KEY (entity, message_id));
 CREATE TABLE IF NOT EXISTS sequences (queue TEXT PRIMARY KEY, next_seq INTEGER NOT NULL);
 """
 
@@ -65,9 +66,21 @@ class Store:
     def put(self, queue: str, entry: Entry) -> None:
         self._write(
             "INSERT INTO messages VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT (queue, seq) DO UPDATE SET "
-            "state=excluded.state, delivery_count=excluded.delivery_count, scheduled_ms=excluded.scheduled_ms",
-            (queue, entry.seq, entry.state, entry.delivery_count, entry.enqueued_ms, entry.expires_ms,
-             entry.scheduled_ms, entry.session_id, entry.dead_letter_source, entry.message.encode()))
+            "state=excluded.state, delivery_count=excluded.delivery_count, "
+            "scheduled_ms=excluded.scheduled_ms",
+            (
+                queue,
+                entry.seq,
+                entry.state,
+                entry.delivery_count,
+                entry.enqueued_ms,
+                entry.expires_ms,
+                entry.scheduled_ms,
+                entry.session_id,
+                entry.dead_letter_source,
+                entry.message.encode(),
+            ),
+        )
 
     def remove(self, queue: str, seq: int) -> None:
         self._write("DELETE FROM messages WHERE queue=? AND seq=?", (queue, seq))
@@ -75,11 +88,21 @@ class Store:
     def entries(self, queue: str) -> Iterator[Entry]:
         rows = self._db.execute(
             "SELECT seq, state, delivery_count, enqueued_ms, expires_ms, scheduled_ms, session_id, "
-            "dead_letter_source, raw FROM messages WHERE queue=? ORDER BY seq", (queue,))
+            "dead_letter_source, raw FROM messages WHERE queue=? ORDER BY seq",
+            (queue,),
+        )
         for seq, state, count, enqueued, expires, scheduled, session_id, source, raw in rows:
-            yield Entry(seq=seq, message=AmqpMessage.parse(raw), enqueued_ms=enqueued, expires_ms=expires,
-                        state=state, scheduled_ms=scheduled, delivery_count=count, session_id=session_id,
-                        dead_letter_source=source)
+            yield Entry(
+                seq=seq,
+                message=AmqpMessage.parse(raw),
+                enqueued_ms=enqueued,
+                expires_ms=expires,
+                state=state,
+                scheduled_ms=scheduled,
+                delivery_count=count,
+                session_id=session_id,
+                dead_letter_source=source,
+            )
 
     def save_next_seq(self, queue: str, next_seq: int) -> None:
         self._write("INSERT OR REPLACE INTO sequences VALUES (?,?)", (queue, next_seq))

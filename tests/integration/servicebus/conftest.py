@@ -12,6 +12,7 @@ from azure.servicebus import ServiceBusClient
 from local.servicebus import RunningEmulator, start_emulator
 from tests.integration.servicebus.support import emulator_config
 
+
 @pytest.fixture
 def emulator() -> Iterator[RunningEmulator]:
     """An in-process emulator with ``emulator_config()`` on a free port."""

@@ -14,30 +14,84 @@ def _queue(name: str, **properties: Any) -> dict[str, Any]:
 def emulator_config() -> dict[str, Any]:
     """The namespace most tests use: every feature on a small, fast entity."""
     lock = f"PT{LOCK_SECONDS}S"
-    return {"UserConfig": {"Namespaces": [{
-        "Name": "sbemulatorns",
-        "Queues": [
-            _queue("work", LockDuration=lock, MaxDeliveryCount=3),
-            _queue("sessions", RequiresSession=True, LockDuration=lock, MaxDeliveryCount=5),
-            _queue("dedup", RequiresDuplicateDetection=True, DuplicateDetectionHistoryTimeWindow="PT20S"),
-            _queue("expiring", DefaultMessageTimeToLive="PT1S", DeadLetteringOnMessageExpiration=True),
-            _queue("expiring-drop", DefaultMessageTimeToLive="PT1S"),
-            _queue("inbox", ForwardTo="work"),
-            _queue("fragile", LockDuration=lock, MaxDeliveryCount=1, ForwardDeadLetteredMessagesTo="work"),
-        ],
-        "Topics": [{
-            "Name": "results",
-            "Properties": {"RequiresDuplicateDetection": True, "DuplicateDetectionHistoryTimeWindow": "PT20S"},
-            "Subscriptions": [
-                {"Name": "audit", "Properties": {"LockDuration": lock}},
-                {"Name": "notifications", "Rules": [{"Name": "high-priority", "Properties": {
-                    "FilterType": "Sql", "SqlFilter": {"SqlExpression": "priority = 'high'"},
-                    "Action": {"SqlExpression": "SET sys.Label = 'urgent'"}}}]},
-                {"Name": "contracts", "Rules": [{"Name": "contracts", "Properties": {
-                    "FilterType": "Correlation",
-                    "CorrelationFilter": {"Properties": {"document_type": "contract"}}}}]},
-                {"Name": "review", "Rules": [{"Name": "review", "Properties": {
-                    "FilterType": "Sql", "SqlFilter": {"SqlExpression": "review_required = TRUE"}}}]},
+    return {
+        "UserConfig": {
+            "Namespaces": [
+                {
+                    "Name": "sbemulatorns",
+                    "Queues": [
+                        _queue("work", LockDuration=lock, MaxDeliveryCount=3),
+                        _queue("sessions", RequiresSession=True, LockDuration=lock, MaxDeliveryCount=5),
+                        _queue(
+                            "dedup",
+                            RequiresDuplicateDetection=True,
+                            DuplicateDetectionHistoryTimeWindow="PT20S",
+                        ),
+                        _queue(
+                            "expiring", DefaultMessageTimeToLive="PT1S", DeadLetteringOnMessageExpiration=True
+                        ),
+                        _queue("expiring-drop", DefaultMessageTimeToLive="PT1S"),
+                        _queue("inbox", ForwardTo="work"),
+                        _queue(
+                            "fragile",
+                            LockDuration=lock,
+                            MaxDeliveryCount=1,
+                            ForwardDeadLetteredMessagesTo="work",
+                        ),
+                    ],
+                    "Topics": [
+                        {
+                            "Name": "results",
+                            "Properties": {
+                                "RequiresDuplicateDetection": True,
+                                "DuplicateDetectionHistoryTimeWindow": "PT20S",
+                            },
+                            "Subscriptions": [
+                                {"Name": "audit", "Properties": {"LockDuration": lock}},
+                                {
+                                    "Name": "notifications",
+                                    "Rules": [
+                                        {
+                                            "Name": "high-priority",
+                                            "Properties": {
+                                                "FilterType": "Sql",
+                                                "SqlFilter": {"SqlExpression": "priority = 'high'"},
+                                                "Action": {"SqlExpression": "SET sys.Label = 'urgent'"},
+                                            },
+                                        }
+                                    ],
+                                },
+                                {
+                                    "Name": "contracts",
+                                    "Rules": [
+                                        {
+                                            "Name": "contracts",
+                                            "Properties": {
+                                                "FilterType": "Correlation",
+                                                "CorrelationFilter": {
+                                                    "Properties": {"document_type": "contract"}
+                                                },
+                                            },
+                                        }
+                                    ],
+                                },
+                                {
+                                    "Name": "review",
+                                    "Rules": [
+                                        {
+                                            "Name": "review",
+                                            "Properties": {
+                                                "FilterType": "Sql",
+                                                "SqlFilter": {"SqlExpression": "review_required = TRUE"},
+                                            },
+                                        }
+                                    ],
+                                },
+                            ],
+                        }
+                    ],
+                }
             ],
-        }],
-    }], "Logging": {"Type": "File"}}}
+            "Logging": {"Type": "File"},
+        }
+    }

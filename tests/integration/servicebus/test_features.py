@@ -25,13 +25,15 @@ def _subscription_bodies(client: ServiceBusClient, subscription: str) -> list[st
 def test_topic_routes_copies_only_to_matching_subscriptions(client: ServiceBusClient) -> None:
     """Each subscription gets exactly the messages its SQL or correlation rule matches; audit gets all."""
     with client.get_topic_sender("results") as sender:
-        sender.send_messages([
-            ServiceBusMessage("high", application_properties={"priority": "high"}),
-            ServiceBusMessage("low", application_properties={"priority": "low"}),
-            ServiceBusMessage("contract", application_properties={"document_type": "contract"}),
-            ServiceBusMessage("invoice", application_properties={"document_type": "invoice"}),
-            ServiceBusMessage("needs-review", application_properties={"review_required": True}),
-        ])
+        sender.send_messages(
+            [
+                ServiceBusMessage("high", application_properties={"priority": "high"}),
+                ServiceBusMessage("low", application_properties={"priority": "low"}),
+                ServiceBusMessage("contract", application_properties={"document_type": "contract"}),
+                ServiceBusMessage("invoice", application_properties={"document_type": "invoice"}),
+                ServiceBusMessage("needs-review", application_properties={"review_required": True}),
+            ]
+        )
     assert _subscription_bodies(client, "audit") == ["contract", "high", "invoice", "low", "needs-review"]
     assert _subscription_bodies(client, "notifications") == ["high"]
     assert _subscription_bodies(client, "contracts") == ["contract"]
@@ -41,7 +43,9 @@ def test_topic_routes_copies_only_to_matching_subscriptions(client: ServiceBusCl
 def test_rule_action_changes_the_subscription_copy_only(client: ServiceBusClient) -> None:
     """The notifications rule's action sets the label on its copy; the audit copy keeps the original."""
     with client.get_topic_sender("results") as sender:
-        sender.send_messages(ServiceBusMessage("alert", subject="plain", application_properties={"priority": "high"}))
+        sender.send_messages(
+            ServiceBusMessage("alert", subject="plain", application_properties={"priority": "high"})
+        )
     with client.get_subscription_receiver("results", "notifications", max_wait_time=5) as receiver:
         (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
         assert message.subject == "urgent"
@@ -57,13 +61,16 @@ def test_subscription_dead_letter_queue(client: ServiceBusClient) -> None:
     with client.get_subscription_receiver("results", "audit", max_wait_time=5) as receiver:
         (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
         receiver.dead_letter_message(message, reason="Unprocessable", error_description="bad")
-    with client.get_subscription_receiver("results", "audit", sub_queue=ServiceBusSubQueue.DEAD_LETTER,
-                                          max_wait_time=5) as dlq:
+    with client.get_subscription_receiver(
+        "results", "audit", sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=5
+    ) as dlq:
         (dead,) = dlq.receive_messages(max_message_count=1, max_wait_time=5)
         assert (str(dead), dead.dead_letter_reason) == ("bad result", "Unprocessable")
 
 
-def test_duplicate_detection_drops_repeated_message_id(client: ServiceBusClient, emulator: RunningEmulator) -> None:
+def test_duplicate_detection_drops_repeated_message_id(
+    client: ServiceBusClient, emulator: RunningEmulator
+) -> None:
     """Within the window, a second message with the same message_id is accepted but not enqueued."""
     with client.get_queue_sender("dedup") as sender:
         sender.send_messages(ServiceBusMessage("first", message_id="work-1:v1"))
@@ -72,7 +79,9 @@ def test_duplicate_detection_drops_repeated_message_id(client: ServiceBusClient,
     assert emulator.runtime_properties("dedup")["active_message_count"] == 2
     with client.get_queue_receiver("dedup", max_wait_time=5) as receiver:
         assert sorted(str(m) for m in receiver.receive_messages(max_message_count=5, max_wait_time=2)) == [
-            "first", "other"]
+            "first",
+            "other",
+        ]
 
 
 def test_topic_duplicate_detection(client: ServiceBusClient) -> None:
@@ -90,13 +99,15 @@ def test_ttl_expiry_dead_letters(client: ServiceBusClient, emulator: RunningEmul
     time.sleep(1.5)
     with client.get_queue_receiver("expiring", max_wait_time=1) as receiver:
         assert receiver.receive_messages(max_message_count=1, max_wait_time=1) == []
-    with client.get_queue_receiver("expiring", sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=5) as dlq:
+    with client.get_queue_receiver(
+        "expiring", sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=5
+    ) as dlq:
         (dead,) = dlq.receive_messages(max_message_count=1, max_wait_time=5)
         assert (str(dead), dead.dead_letter_reason) == ("stale", "TTLExpiredException")
 
 
 def test_ttl_expiry_drops_without_dead_lettering(client: ServiceBusClient, emulator: RunningEmulator) -> None:
-    """Without dead-lettering on expiration an expired message simply disappears; a shorter message TTL wins."""
+    """Without dead-lettering on expiry an expired message simply disappears; a shorter message TTL wins."""
     with client.get_queue_sender("expiring-drop") as sender:
         sender.send_messages(ServiceBusMessage("gone"))
     with client.get_queue_sender("work") as sender:
@@ -111,12 +122,15 @@ def test_schedule_and_cancel(client: ServiceBusClient, emulator: RunningEmulator
     """A scheduled message stays invisible until its time; a cancelled one never arrives."""
     with client.get_queue_sender("work") as sender:
         at = datetime.now(UTC) + timedelta(seconds=2)
-        keep, cancel = sender.schedule_messages([ServiceBusMessage("due"), ServiceBusMessage("cancelled")], at)
+        keep, cancel = sender.schedule_messages(
+            [ServiceBusMessage("due"), ServiceBusMessage("cancelled")], at
+        )
         sender.cancel_scheduled_messages(cancel)
     assert emulator.runtime_properties("work")["scheduled_message_count"] == 1
     with client.get_queue_receiver("work", max_wait_time=5) as receiver:
         (peeked,) = receiver.peek_messages(max_message_count=5)
-        assert peeked.sequence_number == keep and peeked.scheduled_enqueue_time_utc is not None
+        assert peeked.sequence_number == keep
+        assert peeked.scheduled_enqueue_time_utc is not None
         assert receiver.receive_messages(max_message_count=1, max_wait_time=1) == []
         (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
         assert str(message) == "due"
@@ -144,18 +158,23 @@ def test_forward_to(client: ServiceBusClient, emulator: RunningEmulator) -> None
         assert str(message) == "forwarded"
 
 
-def test_runtime_properties_report_counts_and_age(client: ServiceBusClient, emulator: RunningEmulator) -> None:
+def test_runtime_properties_report_counts_and_age(
+    client: ServiceBusClient, emulator: RunningEmulator
+) -> None:
     """runtime_properties gives active/dead-letter counts and the age of the oldest active message."""
     with client.get_queue_sender("work") as sender:
         sender.send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
     time.sleep(0.3)
     counts = emulator.runtime_properties("work")
-    assert counts["active_message_count"] == 2 and counts["dead_letter_message_count"] == 0
+    assert counts["active_message_count"] == 2
+    assert counts["dead_letter_message_count"] == 0
     assert counts["oldest_message_age_seconds"] >= 0.3
 
 
 def test_unknown_receiver_entity_is_not_found(client: ServiceBusClient) -> None:
     """Receiving from a subscription that does not exist raises MessagingEntityNotFoundError."""
-    with pytest.raises(MessagingEntityNotFoundError), \
-            client.get_subscription_receiver("results", "missing", max_wait_time=2) as receiver:
+    with (
+        pytest.raises(MessagingEntityNotFoundError),
+        client.get_subscription_receiver("results", "missing", max_wait_time=2) as receiver,
+    ):
         receiver.receive_messages(max_message_count=1, max_wait_time=1)

@@ -17,19 +17,36 @@ from local.servicebus import RunningEmulator
 def test_send_receive_complete(client: ServiceBusClient, emulator: RunningEmulator) -> None:
     """A sent message arrives with its body, properties and broker annotations, and complete removes it."""
     with client.get_queue_sender("work") as sender:
-        sender.send_messages(ServiceBusMessage(
-            "hello", message_id="m-1", subject="greeting", content_type="text/plain", correlation_id="c-1",
-            application_properties={"tenant": "acme", "attempt": 2, "ratio": 0.5, "flag": True}))
+        sender.send_messages(
+            ServiceBusMessage(
+                "hello",
+                message_id="m-1",
+                subject="greeting",
+                content_type="text/plain",
+                correlation_id="c-1",
+                application_properties={"tenant": "acme", "attempt": 2, "ratio": 0.5, "flag": True},
+            )
+        )
     with client.get_queue_receiver("work", max_wait_time=5) as receiver:
         (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
         assert str(message) == "hello"
         assert (message.message_id, message.subject, message.content_type, message.correlation_id) == (
-            "m-1", "greeting", "text/plain", "c-1")
-        assert message.application_properties == {b"tenant": b"acme", b"attempt": 2, b"ratio": 0.5, b"flag": True}
+            "m-1",
+            "greeting",
+            "text/plain",
+            "c-1",
+        )
+        assert message.application_properties == {
+            b"tenant": b"acme",
+            b"attempt": 2,
+            b"ratio": 0.5,
+            b"flag": True,
+        }
         assert message.sequence_number == 1
         assert message.delivery_count == 0
         assert message.enqueued_time_utc is not None
-        assert message.locked_until_utc is not None and message.lock_token is not None
+        assert message.locked_until_utc is not None
+        assert message.lock_token is not None
         receiver.complete_message(message)
     assert emulator.runtime_properties("work")["active_message_count"] == 0
 
@@ -56,8 +73,9 @@ def test_receive_and_delete_removes_on_delivery(client: ServiceBusClient, emulat
     """RECEIVE_AND_DELETE gets the message once and leaves nothing behind."""
     with client.get_queue_sender("work") as sender:
         sender.send_messages([ServiceBusMessage("one"), ServiceBusMessage("two")])
-    with client.get_queue_receiver("work", receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE,
-                                   max_wait_time=5) as receiver:
+    with client.get_queue_receiver(
+        "work", receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE, max_wait_time=5
+    ) as receiver:
         messages = receiver.receive_messages(max_message_count=2, max_wait_time=5)
         assert sorted(str(m) for m in messages) == ["one", "two"]
     assert emulator.runtime_properties("work")["active_message_count"] == 0

@@ -45,8 +45,10 @@ def test_sessions_are_processed_in_parallel(emulator: RunningEmulator) -> None:
         both_locked = threading.Barrier(2, timeout=30)
 
         def consume(session_id: str) -> None:
-            with ServiceBusClient.from_connection_string(emulator.connection_string) as own, \
-                    own.get_queue_receiver("sessions", session_id=session_id, max_wait_time=5) as receiver:
+            with (
+                ServiceBusClient.from_connection_string(emulator.connection_string) as own,
+                own.get_queue_receiver("sessions", session_id=session_id, max_wait_time=5) as receiver,
+            ):
                 both_locked.wait()
                 messages = receiver.receive_messages(max_message_count=2, max_wait_time=5)
                 results[session_id] = [str(m) for m in messages]
@@ -64,7 +66,9 @@ def test_sessions_are_processed_in_parallel(emulator: RunningEmulator) -> None:
 def test_next_available_session(client: ServiceBusClient) -> None:
     """NEXT_AVAILABLE_SESSION locks a session that has messages and reports its id."""
     _send(client, [("work-item-7", "payload")])
-    with client.get_queue_receiver("sessions", session_id=NEXT_AVAILABLE_SESSION, max_wait_time=5) as receiver:
+    with client.get_queue_receiver(
+        "sessions", session_id=NEXT_AVAILABLE_SESSION, max_wait_time=5
+    ) as receiver:
         assert receiver.session.session_id == "work-item-7"
         assert receiver.session.locked_until_utc is not None
         (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
@@ -74,6 +78,7 @@ def test_next_available_session(client: ServiceBusClient) -> None:
 
 def test_next_available_waits_for_a_message(client: ServiceBusClient, emulator: RunningEmulator) -> None:
     """A next-available receiver opened before any message exists gets the session sent meanwhile."""
+
     def send_later() -> None:
         time.sleep(1)
         with ServiceBusClient.from_connection_string(emulator.connection_string) as other:
@@ -81,7 +86,9 @@ def test_next_available_waits_for_a_message(client: ServiceBusClient, emulator: 
 
     sender = threading.Thread(target=send_later)
     sender.start()
-    with client.get_queue_receiver("sessions", session_id=NEXT_AVAILABLE_SESSION, max_wait_time=10) as receiver:
+    with client.get_queue_receiver(
+        "sessions", session_id=NEXT_AVAILABLE_SESSION, max_wait_time=10
+    ) as receiver:
         (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
         assert (receiver.session.session_id, str(message)) == ("late", "arrived")
         receiver.complete_message(message)
@@ -90,8 +97,10 @@ def test_next_available_waits_for_a_message(client: ServiceBusClient, emulator: 
 
 def test_next_available_times_out_when_no_session(client: ServiceBusClient) -> None:
     """With no session to lock, next-available gives up after max_wait_time with OperationTimeoutError."""
-    with pytest.raises(OperationTimeoutError), \
-            client.get_queue_receiver("sessions", session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2) as receiver:
+    with (
+        pytest.raises(OperationTimeoutError),
+        client.get_queue_receiver("sessions", session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2) as receiver,
+    ):
         receiver.receive_messages(max_message_count=1, max_wait_time=1)
 
 
@@ -100,8 +109,10 @@ def test_session_lock_is_exclusive(client: ServiceBusClient) -> None:
     _send(client, [("exclusive", "x")])
     with client.get_queue_receiver("sessions", session_id="exclusive", max_wait_time=5) as holder:
         assert holder.session.session_id == "exclusive"
-        with pytest.raises(SessionCannotBeLockedError), \
-                client.get_queue_receiver("sessions", session_id="exclusive", max_wait_time=5) as intruder:
+        with (
+            pytest.raises(SessionCannotBeLockedError),
+            client.get_queue_receiver("sessions", session_id="exclusive", max_wait_time=5) as intruder,
+        ):
             intruder.receive_messages(max_message_count=1, max_wait_time=1)
 
 
@@ -114,7 +125,8 @@ def test_session_state_and_lock_renewal(client: ServiceBusClient) -> None:
         before = receiver.session.locked_until_utc
         time.sleep(0.2)
         after = receiver.session.renew_lock()
-        assert before is not None and after > before
+        assert before is not None
+        assert after > before
     with client.get_queue_receiver("sessions", session_id="stateful", max_wait_time=5) as receiver:
         assert receiver.session.get_state() == b"checkpoint-1"
         receiver.session.set_state(None)

@@ -25,22 +25,32 @@ def test_abandon_redelivers_with_incremented_delivery_count(client: ServiceBusCl
         assert first.delivery_count == 0
         receiver.abandon_message(first)
         (second,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
-        assert (str(second), second.delivery_count, second.sequence_number) == ("retry me", 1, first.sequence_number)
+        assert (str(second), second.delivery_count, second.sequence_number) == (
+            "retry me",
+            1,
+            first.sequence_number,
+        )
         receiver.complete_message(second)
 
 
-def test_dead_letter_with_reason_is_readable_from_the_dlq(client: ServiceBusClient, emulator: RunningEmulator) -> None:
+def test_dead_letter_with_reason_is_readable_from_the_dlq(
+    client: ServiceBusClient, emulator: RunningEmulator
+) -> None:
     """dead_letter_message(reason, description) moves the message to the DLQ, which shows both."""
     _send(client, "work", "poison")
     with client.get_queue_receiver("work", max_wait_time=5) as receiver:
         (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
-        receiver.dead_letter_message(message, reason="SchemaInvalid", error_description="missing work_item_id")
+        receiver.dead_letter_message(
+            message, reason="SchemaInvalid", error_description="missing work_item_id"
+        )
     assert emulator.runtime_properties("work")["dead_letter_message_count"] == 1
     with client.get_queue_receiver("work", sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=5) as dlq:
         (dead,) = dlq.receive_messages(max_message_count=1, max_wait_time=5)
         assert str(dead) == "poison"
         assert (dead.dead_letter_reason, dead.dead_letter_error_description) == (
-            "SchemaInvalid", "missing work_item_id")
+            "SchemaInvalid",
+            "missing work_item_id",
+        )
         assert dead.dead_letter_source == "work"
         dlq.complete_message(dead)
     assert emulator.runtime_properties("work")["dead_letter_message_count"] == 0
@@ -60,7 +70,7 @@ def test_max_delivery_count_moves_to_dlq(client: ServiceBusClient) -> None:
 
 
 def test_lock_expiry_redelivers(client: ServiceBusClient) -> None:
-    """A message whose lock expires is delivered again; completing the stale copy raises MessageLockLostError."""
+    """An expired lock means redelivery; completing the stale copy raises MessageLockLostError."""
     _send(client, "work", "slow consumer")
     with client.get_queue_receiver("work", max_wait_time=5) as receiver:
         (first,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
@@ -73,7 +83,7 @@ def test_lock_expiry_redelivers(client: ServiceBusClient) -> None:
 
 
 def test_renew_lock_keeps_the_message(client: ServiceBusClient) -> None:
-    """Renewing before expiry extends locked_until and lets the consumer complete after the first lock ran out."""
+    """Renewing before expiry extends locked_until; the consumer completes after the first lock ran out."""
     _send(client, "work", "long job")
     with client.get_queue_receiver("work", max_wait_time=5) as receiver:
         (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
@@ -81,7 +91,8 @@ def test_renew_lock_keeps_the_message(client: ServiceBusClient) -> None:
         for _ in range(3):
             time.sleep(LOCK_SECONDS / 2)
             receiver.renew_message_lock(message)
-        assert message.locked_until_utc is not None and first_until is not None
+        assert message.locked_until_utc is not None
+        assert first_until is not None
         assert message.locked_until_utc > first_until
         receiver.complete_message(message)
         assert receiver.receive_messages(max_message_count=1, max_wait_time=1) == []
@@ -95,6 +106,7 @@ def test_defer_then_receive_deferred(client: ServiceBusClient, emulator: Running
         receiver.defer_message(message)
         assert receiver.receive_messages(max_message_count=1, max_wait_time=1) == []
         assert emulator.runtime_properties("work")["deferred_message_count"] == 1
+        assert message.sequence_number is not None
         (deferred,) = receiver.receive_deferred_messages([message.sequence_number])
         assert str(deferred) == "later"
         receiver.complete_message(deferred)
@@ -110,4 +122,5 @@ def test_dead_letter_forwarding(client: ServiceBusClient) -> None:
     with client.get_queue_receiver("work", max_wait_time=5) as receiver:
         (forwarded,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
         assert str(forwarded) == "breaks once"
+        assert forwarded.application_properties is not None
         assert forwarded.application_properties[b"DeadLetterReason"] == b"MaxDeliveryCountExceeded"

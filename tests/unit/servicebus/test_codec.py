@@ -34,14 +34,49 @@ from local.servicebus.codec import (
 from local.servicebus.message import AmqpMessage, split_batch
 
 EVERY_TYPE: list[Any] = [
-    None, True, False, UByte(255), UShort(65535), UInt(0), UInt(200), UInt(2**32 - 1), ULong(0), ULong(7),
-    ULong(2**64 - 1), Byte(-128), Short(-32768), Int(-5), Int(2**31 - 1), Long(-1), Long(2**63 - 1), Float(1.5),
-    -2.25, Decimal32(b"\x01\x02\x03\x04"), Decimal64(bytes(range(8))), Decimal128(bytes(range(16))), Char("é"),
-    Timestamp(1_700_000_000_123), uuid.UUID(int=42), b"", b"\x00" * 300, "", "ünïcødé" * 50, Symbol("x-opt-a"),
-    Symbol("s" * 300), [], [Long(1), "two", [UInt(3)]], {"key": Long(1), Symbol("sym"): {Long(2): None}},
-    Array([UInt(1), UInt(300)], 0x70), Array([Symbol("a"), Symbol("b")], 0xA3), Array([], 0x98),
-    Array([uuid.UUID(int=1)], 0x98), Array([True, False], 0x56), Array([Long(1), Long(-2)], 0x81),
-    Array([[Long(1)], []], 0xD0), Array([{"k": "v"}], 0xD1), Described(ULong(0x24), []),
+    None,
+    True,
+    False,
+    UByte(255),
+    UShort(65535),
+    UInt(0),
+    UInt(200),
+    UInt(2**32 - 1),
+    ULong(0),
+    ULong(7),
+    ULong(2**64 - 1),
+    Byte(-128),
+    Short(-32768),
+    Int(-5),
+    Int(2**31 - 1),
+    Long(-1),
+    Long(2**63 - 1),
+    Float(1.5),
+    -2.25,
+    Decimal32(b"\x01\x02\x03\x04"),
+    Decimal64(bytes(range(8))),
+    Decimal128(bytes(range(16))),
+    Char("é"),
+    Timestamp(1_700_000_000_123),
+    uuid.UUID(int=42),
+    b"",
+    b"\x00" * 300,
+    "",
+    "ünïcødé" * 50,
+    Symbol("x-opt-a"),
+    Symbol("s" * 300),
+    [],
+    [Long(1), "two", [UInt(3)]],
+    {"key": Long(1), Symbol("sym"): {Long(2): None}},
+    Array([UInt(1), UInt(300)], 0x70),
+    Array([Symbol("a"), Symbol("b")], 0xA3),
+    Array([], 0x98),
+    Array([uuid.UUID(int=1)], 0x98),
+    Array([True, False], 0x56),
+    Array([Long(1), Long(-2)], 0x81),
+    Array([[Long(1)], []], 0xD0),
+    Array([{"k": "v"}], 0xD1),
+    Described(ULong(0x24), []),
     Described(Symbol("com.microsoft:test"), {"a": Long(1)}),
 ]
 
@@ -55,13 +90,26 @@ def test_every_type_round_trips_with_its_type(value: Any) -> None:
 
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**63), 2**63 - 1).map(Long), st.integers(0, 2**32 - 1).map(UInt),
-    st.integers(0, 2**64 - 1).map(ULong), st.integers(-(2**31), 2**31 - 1).map(Int),
-    st.floats(allow_nan=False), st.text(), st.binary(), st.text(alphabet=st.characters(max_codepoint=127)).map(Symbol),
-    st.uuids(), st.integers(-(2**63), 2**63 - 1).map(Timestamp),
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**63 - 1).map(Long),
+    st.integers(0, 2**32 - 1).map(UInt),
+    st.integers(0, 2**64 - 1).map(ULong),
+    st.integers(-(2**31), 2**31 - 1).map(Int),
+    st.floats(allow_nan=False),
+    st.text(),
+    st.binary(),
+    st.text(alphabet=st.characters(max_codepoint=127)).map(Symbol),
+    st.uuids(),
+    st.integers(-(2**63), 2**63 - 1).map(Timestamp),
 )
-values = st.recursive(scalars, lambda children: st.one_of(
-    st.lists(children, max_size=5), st.dictionaries(st.text(max_size=10), children, max_size=5)), max_leaves=20)
+values = st.recursive(
+    scalars,
+    lambda children: st.one_of(
+        st.lists(children, max_size=5), st.dictionaries(st.text(max_size=10), children, max_size=5)
+    ),
+    max_leaves=20,
+)
 
 
 @given(values)
@@ -79,10 +127,15 @@ def test_malformed_data_raises_decode_error(data: bytes) -> None:
 
 def test_message_sections_round_trip() -> None:
     """A parsed message re-encodes with the broker's delivery count and annotations added."""
-    original = AmqpMessage(header={"durable": True}, properties={"message_id": "m-1", "group_id": "s-1"},
-                           application_properties={"tenant": "acme"},
-                           body=encode(Described(ULong(0x75), b"payload")))
-    parsed = AmqpMessage.parse(original.encode(delivery_count=2, annotations={Symbol("x-opt-sequence-number"): 7}))
+    original = AmqpMessage(
+        header={"durable": True},
+        properties={"message_id": "m-1", "group_id": "s-1"},
+        application_properties={"tenant": "acme"},
+        body=encode(Described(ULong(0x75), b"payload")),
+    )
+    parsed = AmqpMessage.parse(
+        original.encode(delivery_count=2, annotations={Symbol("x-opt-sequence-number"): 7})
+    )
     assert (parsed.message_id, parsed.session_id) == ("m-1", "s-1")
     assert parsed.header["delivery_count"] == 2
     assert parsed.annotation("x-opt-sequence-number") == 7
@@ -92,7 +145,9 @@ def test_message_sections_round_trip() -> None:
 
 def test_batch_splits_into_inner_messages() -> None:
     """A batch body (one data section per message) unpacks into the inner messages."""
-    inner = [AmqpMessage(properties={"message_id": f"m{index}"}, body=encode(Described(ULong(0x77), index)))
-             for index in range(3)]
+    inner = [
+        AmqpMessage(properties={"message_id": f"m{index}"}, body=encode(Described(ULong(0x77), index)))
+        for index in range(3)
+    ]
     batch = AmqpMessage(body=b"".join(encode(Described(ULong(0x75), message.encode())) for message in inner))
     assert [message.message_id for message in split_batch(batch)] == ["m0", "m1", "m2"]
