@@ -54,6 +54,8 @@ log = logging.getLogger(__name__)
 
 RESULT_EFFECT = "analysis-result"
 RESULT_SCHEMA = "claimcheck.result/1"
+_POLL_BASE = timedelta(milliseconds=50)
+_POLL_MAX = timedelta(seconds=1)
 
 _DENIALS: Mapping[Verdict, type[MessageRejected]] = {
     Verdict.UNRESOLVABLE: AccessDenied,
@@ -63,6 +65,11 @@ _DENIALS: Mapping[Verdict, type[MessageRejected]] = {
     Verdict.VERSION_MISMATCH: VersionMismatch,
     Verdict.CONTENT_TYPE_MISMATCH: ContentTypeMismatch,
 }
+
+
+@dataclass(frozen=True)
+class _Admitted:
+    record: PayloadRecord | None  # None for an inline payload
 
 
 @dataclass(frozen=True)
@@ -90,6 +97,7 @@ class Consumer:
         purposes: Mapping[str, PurposePolicy],
         identity: str,
         clock: Callable[[], datetime],
+        sleep: Callable[[float], None],
     ) -> None:
         self._settings = settings
         self._store = store
@@ -103,6 +111,7 @@ class Consumer:
         self._purposes = purposes
         self._identity = identity
         self._clock = clock
+        self._sleep = sleep
 
     def handle(self, message: InboundMessage) -> Outcome:
         """Process one delivery; never raises for a bad message, always answers an ``Outcome``."""
@@ -147,12 +156,10 @@ class Consumer:
         key = idempotency_key(
             envelope.work_item_id, envelope.payload_version, envelope.purpose, RESULT_EFFECT
         )
-        record = self._resolve(envelope, policy, key, now) if envelope.payload_ref is not None else None
-        if record is None and envelope.payload_ref is not None:
-            return Complete()  # duplicate of a completed effect whose object is already cleaned up
-        self._check_inline_policy(envelope, policy)
-        if self._is_duplicate_of_superseded(envelope, key, now):
-            return Complete()
+        admitted = self._poll_until_visible(lambda: self._admit(envelope, policy, key))
+        if admitted is None:
+            return Complete()  # a duplicate of an effect that already exists
+        record = admitted.record
         traceparent = message.application_properties.get("traceparent")
         work = _Work(envelope, record, policy, key, traceparent if isinstance(traceparent, str) else None)
         claim = self._ledger.begin(key, now=now)
@@ -166,6 +173,32 @@ class Consumer:
             raise
         self._settle(work, summary)
         return Complete()
+
+    def _poll_until_visible(self, admit: Callable[[], _Admitted | None]) -> _Admitted | None:
+        """Bounded polling (DESIGN §5): a message may arrive milliseconds before the producer confirms
+        its version; wait with backoff a few times in-process before answering Retry."""
+        attempt = 1
+        while True:
+            try:
+                return admit()
+            except NotYetVisible:
+                if attempt >= self._settings.visibility_polls:
+                    raise
+                self._sleep(compute_backoff(attempt, base=_POLL_BASE, max_backoff=_POLL_MAX).total_seconds())
+                attempt += 1
+
+    def _admit(self, envelope: Envelope, policy: PurposePolicy, key: str) -> _Admitted | None:
+        """Resolve and authorize; None when this delivery duplicates an existing effect."""
+        now = self._clock()
+        record = None
+        if envelope.payload_ref is not None:
+            record = self._resolve(envelope, policy, key, now)
+            if record is None:
+                return None
+        self._check_inline_policy(envelope, policy)
+        if self._is_duplicate_of_superseded(envelope, key, now):
+            return None
+        return _Admitted(record)
 
     def _resolve(
         self, envelope: Envelope, policy: PurposePolicy, key: str, now: datetime

@@ -6,6 +6,7 @@ Function App's cold start.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -55,6 +56,7 @@ class ClaimCheck:
         purposes: Mapping[str, PurposePolicy] = DEFAULT_PURPOSES,
         identity: str = SERVICE_IDENTITY,
         clock: Callable[[], datetime] = utc_now,
+        sleep: Callable[[float], None] = time.sleep,
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     ) -> ClaimCheck:
         """Build from a connection string (local: Azurite, creates what is missing) or from service
@@ -133,6 +135,7 @@ class ClaimCheck:
                 purposes=purposes,
                 identity=identity,
                 clock=clock,
+                sleep=sleep,
             ),
             reconciler=Reconciler(
                 settings=settings,

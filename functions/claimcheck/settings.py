@@ -56,6 +56,9 @@ class Settings:
     max_delivery_count: int = 5
     # How long a published version may stay invisible before a consumer gives up waiting for it.
     visibility_grace_seconds: int = 120
+    # In-process polls (backoff from 50 ms, capped at 1 s) before answering Retry for a version
+    # that is not visible yet: the Functions host redelivers an abandoned message at once.
+    visibility_polls: int = 6
     # How long a provisional object may wait for its publish before the reconciler removes it.
     orphan_grace_seconds: int = 3600
     # An in-progress idempotency record older than this belongs to a crashed attempt.
@@ -78,6 +81,7 @@ class Settings:
             results_table=values.get("CLAIMCHECK_RESULTS_TABLE", RESULTS_TABLE),
             max_delivery_count=_positive_int(values, "CLAIMCHECK_MAX_DELIVERY_COUNT", 5),
             visibility_grace_seconds=_positive_int(values, "CLAIMCHECK_VISIBILITY_GRACE_SECONDS", 120),
+            visibility_polls=_positive_int(values, "CLAIMCHECK_VISIBILITY_POLLS", 6),
             orphan_grace_seconds=_positive_int(values, "CLAIMCHECK_ORPHAN_GRACE_SECONDS", 3600),
             in_progress_ttl_seconds=_positive_int(values, "CLAIMCHECK_IN_PROGRESS_TTL_SECONDS", 300),
         )

@@ -107,6 +107,7 @@ class Harness:
     analyzer: RecordingAnalyzer
     clock: Clock
     settings: Settings
+    sleeps: list[float]
     container: ContainerClient
     tables: TableServiceClient
     connection: str
@@ -135,13 +136,16 @@ class Harness:
     def blob_names(self) -> list[str]:
         return [blob.name for blob in self.container.list_blobs()]
 
-    def another_consumer(self, analyzer: RecordingAnalyzer) -> ClaimCheck:
+    def another_consumer(
+        self, analyzer: RecordingAnalyzer, *, sleep: Callable[[float], None] | None = None
+    ) -> ClaimCheck:
         return ClaimCheck.from_settings(
             self.settings,
             storage_connection=self.connection,
             bus=self.bus,
             analyzer=analyzer,
             clock=self.clock,
+            sleep=sleep or self.sleeps.append,
         )
 
 
@@ -163,8 +167,14 @@ def make_harness(storage_connection_string: str) -> Callable[..., Harness]:
             **settings_changes,
         )
         bus, analyzer, clock = InMemoryBus(), RecordingAnalyzer(), Clock()
+        sleeps: list[float] = []  # the consumer's visibility polls record their delays instead of sleeping
         claimcheck = ClaimCheck.from_settings(
-            settings, storage_connection=storage_connection_string, bus=bus, analyzer=analyzer, clock=clock
+            settings,
+            storage_connection=storage_connection_string,
+            bus=bus,
+            analyzer=analyzer,
+            clock=clock,
+            sleep=sleeps.append,
         )
         blobs = BlobServiceClient.from_connection_string(storage_connection_string)
         return Harness(
@@ -173,6 +183,7 @@ def make_harness(storage_connection_string: str) -> Callable[..., Harness]:
             analyzer=analyzer,
             clock=clock,
             settings=settings,
+            sleeps=sleeps,
             container=blobs.get_container_client(settings.payload_container),
             tables=TableServiceClient.from_connection_string(storage_connection_string),
             connection=storage_connection_string,

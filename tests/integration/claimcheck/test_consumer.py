@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Callable
 from datetime import timedelta
 
-from claimcheck import Complete, DeadLetter, DeadLetterReason, InboundMessage, Retry
+from claimcheck import Complete, DeadLetter, DeadLetterReason, InboundMessage, OutboundMessage, Outcome, Retry
 from claimcheck.analysis import ContractObligationExtractor
 from claimcheck.refs import new_payload_ref
 from claimcheck.workitems import IntakeReceipt
@@ -170,6 +172,7 @@ def test_message_ahead_of_activation_is_retried_then_given_up(make_harness: Buil
     (early,) = deliveries
     assert isinstance(early, Retry)
     assert early.delay > timedelta(0)
+    assert len(harness.sleeps) == harness.settings.visibility_polls - 1  # polled in-process first
     assert harness.analyzer.seen == []
     late = harness.claimcheck.consumer.handle(harness.delivery(count=5))
     assert late == Complete()  # by now the producer confirmed: processed normally
@@ -219,3 +222,27 @@ def test_version_never_confirmed_gives_up_as_payload_missing(make_harness: Build
     outcome = harness.claimcheck.consumer.handle(ahead)
     assert isinstance(outcome, DeadLetter)
     assert outcome.reason is DeadLetterReason.PAYLOAD_MISSING
+
+
+def test_message_ahead_of_activation_is_processed_after_in_process_polling(make_harness: Build) -> None:
+    """A consumer that receives the message before the producer confirmed waits briefly and processes it."""
+    harness = make_harness(visibility_polls=10)
+    racing = harness.another_consumer(harness.analyzer, sleep=time.sleep)
+    outcomes: list[Outcome] = []
+
+    class DeliverInParallel:
+        def publish(self, destination: str, message: OutboundMessage) -> None:
+            harness.bus.publish(destination, message)
+            if destination == harness.settings.documents_queue:
+                worker = threading.Thread(
+                    target=lambda: outcomes.append(racing.consumer.handle(harness.delivery()))
+                )
+                worker.start()
+                workers.append(worker)
+
+    workers: list[threading.Thread] = []
+    harness.claimcheck.producer._bus = DeliverInParallel()
+    submit(harness, document(50_000))
+    workers[0].join(timeout=60)
+    assert outcomes == [Complete()]
+    assert len(harness.results()) == 1
