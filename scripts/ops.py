@@ -8,25 +8,30 @@ JSON with `--json`. Expected failures print one `error:` line and exit 1; no pay
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
-from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from scripts.ops_api import DEFAULT_API, DocumentRequest, get_work_item, send_document
 from scripts.ops_errors import OpsError
+from scripts.ops_output import (
+    ACTIVE_COLUMNS,
+    DEAD_LETTER_COLUMNS,
+    print_json,
+    print_messages,
+    print_record,
+    print_table,
+)
 from scripts.ops_servicebus import (
     BusTarget,
     Entity,
-    MessageSummary,
     ReplayStatus,
     dead_letter_sequence_numbers,
+    first_line,
     peek,
     replay,
     show_dead_letter,
@@ -71,80 +76,6 @@ MaxOption = Annotated[int, typer.Option("--max", min=1, help="At most this many 
 EntityArgument = Annotated[str, typer.Argument(help="Queue name, or topic name with --subscription.")]
 SequenceArgument = Annotated[int, typer.Argument(min=1, help="Sequence number of the dead-lettered message.")]
 
-Row = Mapping[str, Any]
-
-
-# ---------------------------------------------------------------------------------------------- output
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat(timespec="seconds")
-    if isinstance(value, Enum):
-        return value.value
-    if isinstance(value, Mapping):
-        return {str(key): _plain(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(item) for item in value]
-    return value
-
-
-def _print_json(value: Any) -> None:
-    typer.echo(json.dumps(_plain(value), indent=2, sort_keys=False))
-
-
-def _print_table(title: str, rows: Sequence[Row], columns: Sequence[str]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=title, title_justify="left")
-    for column in columns:
-        table.add_column(column.replace("_", " "), overflow="fold")
-    for row in rows:
-        table.add_row(*("" if row.get(column) is None else str(_plain(row[column])) for column in columns))
-    Console().print(table)
-
-
-def _flatten(value: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested API answers as `a.b` keys, so a two-column table can show them."""
-    flat: dict[str, Any] = {}
-    for key, item in value.items():
-        name = f"{prefix}{key}"
-        if isinstance(item, Mapping):
-            flat |= _flatten(item, f"{name}.")
-        else:
-            flat[name] = json.dumps(item) if isinstance(item, list) else item
-    return flat
-
-
-def _print_record(title: str, record: Mapping[str, Any], as_json: bool) -> None:
-    if as_json:
-        _print_json(record)
-        return
-    rows = [{"field": key, "value": value} for key, value in _flatten(record).items()]
-    _print_table(title, rows, ["field", "value"])
-
-
-# Table columns (JSON output carries every MessageSummary field).
-ACTIVE_COLUMNS = (
-    "sequence_number", "message_id", "session_id", "correlation_id", "enqueued_time", "delivery_count",
-    "state", "subject", "content_type",
-)  # fmt: skip
-DEAD_LETTER_COLUMNS = (
-    "sequence_number", "message_id", "dead_letter_reason", "dead_letter_description", "delivery_count",
-    "correlation_id", "enqueued_time", "session_id",
-)  # fmt: skip
-
-
-def _print_messages(
-    title: str, messages: Sequence[MessageSummary], as_json: bool, columns: Sequence[str]
-) -> None:
-    rows = [dataclasses.asdict(message) for message in messages]
-    if as_json:
-        _print_json(rows)
-    else:
-        _print_table(f"{title} ({len(rows)})", rows, columns)
-
 
 # ---------------------------------------------------------------------------------------------- errors
 
@@ -154,18 +85,22 @@ def _error_line(exc: Exception) -> str:
     from azure.core.exceptions import ClientAuthenticationError
     from azure.servicebus import exceptions as sb
 
-    first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    text = first_line(exc)
     if isinstance(exc, sb.MessagingEntityNotFoundError):
-        return f"no such entity in the namespace: {first_line}"
+        return f"no such entity in the namespace: {text}"
     if isinstance(exc, sb.ServiceBusConnectionError):
-        return f"cannot connect to Service Bus: {first_line}"
-    if isinstance(
-        exc, sb.ServiceBusAuthenticationError | sb.ServiceBusAuthorizationError | ClientAuthenticationError
-    ):
-        return f"not authorized: {first_line}"
+        return f"cannot connect to Service Bus: {text}"
+    if isinstance(exc, sb.ServiceBusAuthenticationError | sb.ServiceBusAuthorizationError):
+        return f"not authorized: {text}"
+    if isinstance(exc, ClientAuthenticationError):
+        return f"not authorized: {text}"
     if isinstance(exc, sb.SessionCannotBeLockedError):
-        return f"the session is locked by another receiver (a consumer is processing it): {first_line}"
-    return f"Service Bus error ({type(exc).__name__}): {first_line}"
+        return f"the session is locked by another receiver (a consumer is processing it): {text}"
+    if "on topic" in text:
+        return f"{text} (a topic holds no messages: give --subscription NAME)"
+    if "session" in text.lower():
+        return f"{text} (a session entity: give --session ID)"
+    return f"Service Bus error ({type(exc).__name__}): {text}"
 
 
 @contextmanager
@@ -210,7 +145,7 @@ def send(
     request = DocumentRequest(file, tenant, purpose, classification, content_type, priority, work_item_id)
     with _reported_errors():
         receipt = send_document(api, request)
-    _print_record(f"Accepted {file.name}", receipt, as_json)
+    print_record(f"Accepted {file.name}", receipt, as_json)
 
 
 @app.command()
@@ -225,7 +160,7 @@ def show(
     """Show a work item's state, payload state, result summary and receipt versions."""
     with _reported_errors():
         view = get_work_item(api, work_item_id, min_version)
-    _print_record(f"Work item {work_item_id}", view, as_json)
+    print_record(f"Work item {work_item_id}", view, as_json)
 
 
 # ---------------------------------------------------------------------------------------------- Bus
@@ -237,7 +172,10 @@ def peek_command(
     subscription: SubscriptionOption = None,
     session: Annotated[
         str | None,
-        typer.Option(help="Session id; required for session entities (briefly takes that session's lock)."),
+        typer.Option(
+            help="Browse only this session. On Azure the SDK needs it for a session entity "
+            "(and holds that session's lock while browsing); the emulator browses all sessions without it."
+        ),
     ] = None,
     max_count: MaxOption = 50,
     connection_string: ConnectionOption = None,
@@ -248,7 +186,7 @@ def peek_command(
     where = Entity(entity, subscription)
     with _reported_errors(), _target(connection_string, namespace).client() as client:
         messages = peek(client, where, dead_letter=False, limit=max_count, session_id=session)
-    _print_messages(f"Active messages in {where}", messages, as_json, ACTIVE_COLUMNS)
+    print_messages(f"Active messages in {where}", messages, as_json, ACTIVE_COLUMNS)
 
 
 @dlq_app.command("list")
@@ -264,7 +202,7 @@ def dlq_list(
     where = Entity(entity, subscription)
     with _reported_errors(), _target(connection_string, namespace).client() as client:
         messages = peek(client, where, dead_letter=True, limit=max_count)
-    _print_messages(f"Dead-lettered messages in {where}", messages, as_json, DEAD_LETTER_COLUMNS)
+    print_messages(f"Dead-lettered messages in {where}", messages, as_json, DEAD_LETTER_COLUMNS)
 
 
 @dlq_app.command("show")
@@ -285,7 +223,7 @@ def dlq_show(
     record = dataclasses.asdict(detail.summary) | {
         key: value for key, value in dataclasses.asdict(detail).items() if key != "summary"
     }
-    _print_record(f"Dead-lettered message {sequence_number} of {where}", record, as_json)
+    print_record(f"Dead-lettered message {sequence_number} of {where}", record, as_json)
 
 
 @dlq_app.command("replay")
@@ -324,11 +262,11 @@ def dlq_replay(
         )
         results = replay(client, where, wanted)
     if as_json:
-        _print_json([dataclasses.asdict(result) for result in results])
+        print_json([dataclasses.asdict(result) for result in results])
     else:
         columns = ["sequence_number", "status", "original_message_id", "replay_message_id", "detail"]
         rows = [dataclasses.asdict(result) for result in results]
-        _print_table(f"Replay from the dead-letter queue of {where}", rows, columns)
+        print_table(f"Replay from the dead-letter queue of {where}", rows, columns)
     failures = [result for result in results if result.status is not ReplayStatus.REPLAYED]
     for failure in failures:
         typer.echo(f"error: sequence number {failure.sequence_number}: {failure.detail}", err=True)
@@ -355,17 +293,16 @@ def stats(
     """Active, dead-letter and scheduled counts per queue and subscription.
 
     On Azure they come from the management API's runtime properties. On the local emulator they are
-    counted by browsing the entities listed in --config (a session entity's active count is not
-    browsed, because that would lock its sessions).
+    counted by browsing (never receiving) the entities listed in --config, up to --max each.
     """
     with _reported_errors():
         target = _target(connection_string, namespace)
         counts = entity_counts(target, config, max_count)
     rows = [dataclasses.asdict(count) for count in counts]
     if as_json:
-        _print_json(rows)
+        print_json(rows)
     else:
-        _print_table("Message counts", rows, ["entity", "active", "dead_letter", "scheduled", "detail"])
+        print_table("Message counts", rows, ["entity", "active", "dead_letter", "scheduled", "detail"])
 
 
 @app.callback()

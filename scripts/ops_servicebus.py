@@ -9,6 +9,7 @@ The Azure SDK is imported inside functions so that `claimcheck-ops --help` stays
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
@@ -146,6 +147,12 @@ class ReplayResult:
     original_message_id: str | None = None
     replay_message_id: str | None = None
     destination: str | None = None
+
+
+def first_line(exc: Exception) -> str:
+    """An SDK error's first line, without the `b"..."` wrapping pyamqp puts around the broker's text."""
+    line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return re.sub(r"""\bb(["'])(.*?)\1""", r"\2", line)
 
 
 def _text(value: Any) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scripts.ops_errors import OpsError
-from scripts.ops_servicebus import BusTarget, Entity, peek_pages, receiver_for, summarize
+from scripts.ops_servicebus import BusTarget, Entity, first_line, peek_pages, receiver_for, summarize
 
 if TYPE_CHECKING:
     from azure.servicebus import ServiceBusClient
@@ -26,36 +26,36 @@ class EntityCounts:
     detail: str = ""
 
 
-def _emulator_entities(config_path: Path) -> list[tuple[Entity, bool]]:
-    """Queues and subscriptions declared in an emulator Config.json, each with its RequiresSession flag."""
-    entities: list[tuple[Entity, bool]] = []
+def _emulator_entities(config_path: Path) -> list[Entity]:
+    """Queues and subscriptions declared in an emulator Config.json."""
+    entities: list[Entity] = []
     try:
         document = json.loads(config_path.read_text(encoding="utf-8"))
         namespaces: list[Mapping[str, Any]] = document["UserConfig"]["Namespaces"]
         for namespace in namespaces:
-            for queue in namespace.get("Queues", []):
-                requires_session = bool(queue.get("Properties", {}).get("RequiresSession"))
-                entities.append((Entity(queue["Name"]), requires_session))
+            entities.extend(Entity(queue["Name"]) for queue in namespace.get("Queues", []))
             for topic in namespace.get("Topics", []):
-                for subscription in topic.get("Subscriptions", []):
-                    requires_session = bool(subscription.get("Properties", {}).get("RequiresSession"))
-                    entities.append((Entity(topic["Name"], subscription["Name"]), requires_session))
+                entities.extend(
+                    Entity(topic["Name"], subscription["Name"])
+                    for subscription in topic.get("Subscriptions", [])
+                )
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise OpsError(f"cannot read the emulator config {config_path}: {type(exc).__name__} {exc}") from None
     return entities
 
 
-def _count_by_peeking(
-    client: ServiceBusClient, entity: Entity, *, requires_session: bool, limit: int
-) -> EntityCounts:
-    """Counts by browsing (emulator only; Azure gives exact runtime properties). Capped at `limit`."""
+def _count_by_peeking(client: ServiceBusClient, entity: Entity, limit: int) -> EntityCounts:
+    """Counts by browsing, capped at `limit` (emulator only; Azure gives exact runtime properties)."""
+    from azure.servicebus.exceptions import ServiceBusError
+
     with receiver_for(client, entity, dead_letter=True) as receiver:
         dead_letter = sum(1 for _ in peek_pages(receiver, limit))
-    if requires_session:
-        # Browsing a session entity needs a session lock per session: not something a stats call should take.
-        return EntityCounts(str(entity), None, dead_letter, None, "session entity: active count needs Azure")
-    with receiver_for(client, entity, dead_letter=False) as receiver:
-        states = [summarize(message).state for message in peek_pages(receiver, limit)]
+    try:
+        # The emulator browses a session entity across sessions, as a management-only peek would.
+        with receiver_for(client, entity, dead_letter=False) as receiver:
+            states = [summarize(message).state for message in peek_pages(receiver, limit)]
+    except ServiceBusError as exc:
+        return EntityCounts(str(entity), None, dead_letter, None, f"active not browsable: {first_line(exc)}")
     capped = " (capped)" if max(dead_letter, len(states)) >= limit else ""
     return EntityCounts(
         str(entity),
@@ -113,7 +113,4 @@ def entity_counts(target: BusTarget, config: Path | None, limit: int) -> list[En
         )
     entities = _emulator_entities(config)
     with target.client() as client:
-        return [
-            _count_by_peeking(client, entity, requires_session=requires_session, limit=limit)
-            for entity, requires_session in entities
-        ]
+        return [_count_by_peeking(client, entity, limit) for entity in entities]

@@ -1,20 +1,14 @@
-"""Start the embedded Service Bus emulator (`python -m local.servicebus`) for the ops CLI tests."""
+"""The embedded Service Bus emulator (`python -m local.servicebus`) as the ops CLI tests run it."""
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from local.ports import free_port, wait_for_port
-
-REPO_ROOT = Path(__file__).resolve().parents[3]
+from local.servicebus import start_emulator_process
 
 _SUBSCRIPTION = {
     "DeadLetteringOnMessageExpiration": True,
@@ -83,45 +77,10 @@ CONFIG: dict[str, Any] = {
 }
 
 
-def connection_string(port: int) -> str:
-    return (
-        f"Endpoint=sb://127.0.0.1:{port};SharedAccessKeyName=RootManageSharedAccessKey;"
-        "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
-    )
-
-
 @contextmanager
 def running_emulator(workdir: Path) -> Iterator[tuple[str, Path]]:
-    """Yield (connection string, Config.json path) of a fresh in-memory emulator; stop it afterwards."""
+    """Yield (connection string, Config.json path) of a fresh in-memory emulator subprocess."""
     config_path = workdir / "Config.json"
     config_path.write_text(json.dumps(CONFIG, indent=2), encoding="utf-8")
-    port = free_port()
-    log = (workdir / "emulator.log").open("wb")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "local.servicebus",
-            "--config",
-            str(config_path),
-            "--port",
-            str(port),
-            "--in-memory",
-        ],
-        cwd=REPO_ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        wait_for_port(port, timeout=30)
-        yield connection_string(port), config_path
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=10)
-        log.close()
+    with start_emulator_process(config_path) as emulator:
+        yield emulator.connection_string, config_path

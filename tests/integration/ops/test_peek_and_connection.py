@@ -6,9 +6,9 @@ import json
 import uuid
 
 from local.ports import free_port
+from local.servicebus import DEFAULT_KEY, connection_string
 from tests.integration.ops.bus import drain_session, publish
 from tests.integration.ops.cli import run_ops
-from tests.integration.ops.emulator import connection_string
 
 
 def test_peek_shows_metadata_only_and_leaves_the_message_in_place(servicebus_connection: str) -> None:
@@ -49,7 +49,8 @@ def test_peek_of_a_session_queue_browses_the_given_session(servicebus_connection
 
 def test_connection_refused_is_a_one_line_error() -> None:
     """A broker that is not running gives one `error: cannot connect` line and exit code 1."""
-    result = run_ops("dlq", "list", "documents", "--connection-string", connection_string(free_port()))
+    refused = connection_string(free_port(), DEFAULT_KEY)
+    result = run_ops("dlq", "list", "documents", "--connection-string", refused)
     assert result.exit_code == 1
     assert result.stderr.startswith("error: cannot connect to Service Bus:")
     assert len(result.stderr.strip().splitlines()) == 1

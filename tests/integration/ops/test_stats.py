@@ -12,9 +12,10 @@ from tests.integration.ops.emulator import running_emulator
 
 
 def test_stats_counts_active_and_dead_lettered_messages_per_entity(tmp_path: Path) -> None:
-    """stats reports per queue and subscription counts; a session queue's active count is not browsed."""
+    """stats reports active, dead-letter and scheduled counts for every queue and subscription."""
     with running_emulator(tmp_path) as (connection, config):
         dead_letter_from_queue(connection, session_id=f"wi-{uuid.uuid4().hex[:8]}")
+        publish(connection, session_id=f"wi-{uuid.uuid4().hex[:8]}")
         dead_letter_from_replays(connection)
         publish(connection)
         publish(connection)
@@ -25,7 +26,7 @@ def test_stats_counts_active_and_dead_lettered_messages_per_entity(tmp_path: Pat
     assert result.exit_code == 0, result.output
     counts = {row["entity"]: row for row in json.loads(result.stdout)}
     assert set(counts) == {"documents", "results/subscriptions/audit", "results/subscriptions/replays"}
-    assert (counts["documents"]["active"], counts["documents"]["dead_letter"]) == (None, 1)
+    assert (counts["documents"]["active"], counts["documents"]["dead_letter"]) == (1, 1)
     # audit got the two published messages and the one sent for `replays`.
     assert (
         counts["results/subscriptions/audit"]["active"],
