@@ -63,6 +63,8 @@ class Reconciler:
         self._purposes = purposes
         self._clock = clock
         self._orphan_grace = timedelta(seconds=settings.orphan_grace_seconds)
+        # Publish is confirmed for ref_published: only a crashed producer leaves one this old.
+        self._activation_grace = timedelta(seconds=settings.visibility_grace_seconds)
 
     def run(self, now: datetime | None = None) -> ReconciliationReport:
         now = now or self._clock()
@@ -99,7 +101,7 @@ class Reconciler:
                 f"{record.work_item_id} v{record.version}: registered object is gone while"
                 f" {record.state.value}; a consumer will dead-letter it as payload_missing"
             )
-        elif record.state is PayloadState.REF_PUBLISHED and now - record.updated_at >= self._orphan_grace:
+        elif record.state is PayloadState.REF_PUBLISHED and now - record.updated_at >= self._activation_grace:
             self._store.activate(record.ref)
             self._registry.move(record, PayloadState.AVAILABLE, now=now)
             self._work_items.confirm_version(record.work_item_id, record.version, None, now=now)

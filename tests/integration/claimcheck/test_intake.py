@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from claimcheck.envelope import MAX_REFERENCE_ENVELOPE_BYTES, parse_envelope
-from claimcheck.errors import ForbiddenContentType, PayloadTooLarge, PublishNotConfirmed, UnknownPurpose
+from claimcheck.errors import (
+    ForbiddenContentType,
+    PayloadTooLarge,
+    PublishNotConfirmed,
+    UnknownPurpose,
+    WorkItemConflict,
+)
 from claimcheck.settings import PROVISIONAL_TAG_NAME
 
 from tests.integration.claimcheck.conftest import PAYLOAD_MARKER, Harness, document
@@ -182,3 +191,43 @@ def test_status_answers_awaiting_visibility_until_the_version_is_confirmed(make_
     assert status.get("wi-raw-1", tenant_id="tenant-b") is None
     assert json.dumps(confirmed.to_dict())
     assert json.dumps(second.to_dict())
+
+
+def test_concurrent_submissions_for_one_work_item_get_one_version_each_or_409(
+    make_harness: Build, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two submissions racing for the same next version: one wins, the other gets work_item_conflict."""
+    harness = make_harness()
+    work_items = harness.claimcheck.producer._work_items
+    both_read = threading.Barrier(2, timeout=30)
+    original_get = work_items.get
+
+    reads = iter(range(2))  # only the two reservation reads meet at the barrier
+
+    def get_then_wait(work_item_id: str) -> Any:
+        found = original_get(work_item_id)
+        if next(reads, None) is not None:
+            both_read.wait()  # both submissions have read the same current version
+        return found
+
+    monkeypatch.setattr(work_items, "get", get_then_wait)
+
+    def submit() -> object:
+        try:
+            return harness.claimcheck.producer.submit(
+                document(2000),
+                tenant_id="tenant-a",
+                purpose="contract-review",
+                classification="restricted",
+                content_type="text/plain",
+                work_item_id="wi-race",
+            )
+        except WorkItemConflict as conflict:
+            return conflict
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        outcomes = list(pool.map(lambda _: submit(), range(2)))
+    conflicts = [outcome for outcome in outcomes if isinstance(outcome, WorkItemConflict)]
+    assert len(conflicts) == 1
+    assert conflicts[0].http_status == 409
+    assert len(harness.queued()) == 1

@@ -6,6 +6,7 @@ import io
 from collections.abc import Callable
 from datetime import timedelta
 
+import pytest
 from claimcheck import Complete
 from claimcheck.adapters.blobs import AzureBlobPayloadStore
 
@@ -89,3 +90,36 @@ def test_unregistered_provisional_object_is_removed_after_grace(make_harness: Bu
     assert harness.blob_names() == []
     (proof,) = harness.rows(harness.settings.audit_table)
     assert proof["previous_state"] == "unregistered"
+
+
+def test_crash_between_publish_and_activation_is_finished_by_reconciliation(
+    make_harness: Build, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Publish confirmed but the producer died before activating: reconciliation activates and confirms."""
+    harness = make_harness()
+    producer_store = harness.claimcheck.producer._store
+
+    def crash(ref: str) -> None:
+        raise SystemError("producer process died")
+
+    monkeypatch.setattr(producer_store, "activate", crash)
+    with pytest.raises(SystemError):
+        harness.claimcheck.producer.submit(
+            document(30_000),
+            tenant_id="tenant-a",
+            purpose="contract-review",
+            classification="restricted",
+            content_type="text/plain",
+            work_item_id="wi-crashed",
+        )
+    monkeypatch.undo()
+    assert states(harness) == ["ref_published"]
+    assert harness.claimcheck.status.get("wi-crashed") is None  # never confirmed to the caller
+    harness.clock.advance(timedelta(seconds=harness.settings.visibility_grace_seconds + 1))
+    report = harness.claimcheck.reconciler.run()
+    assert len(report.activations_finished) == 1
+    assert states(harness) == ["available"]
+    view = harness.claimcheck.status.get("wi-crashed")
+    assert view is not None
+    assert (view.state, view.version) == ("accepted", 1)
+    assert harness.claimcheck.consumer.handle(harness.delivery()) == Complete()
