@@ -68,6 +68,15 @@ NamespaceOption = Annotated[
 ApiOption = Annotated[
     str, typer.Option("--api", envvar="CLAIMCHECK_API", help="Base URL of the Function App API.")
 ]
+FunctionKeyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--function-key",
+        envvar="CLAIMCHECK_API_KEY",
+        show_default=False,
+        help="Function or host key for the API on Azure (sent as x-functions-key). Never printed.",
+    ),
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of a table.")]
 SubscriptionOption = Annotated[
     str | None, typer.Option("--subscription", "-s", help="Subscription of the topic ENTITY.")
@@ -139,12 +148,13 @@ def send(
     priority: Annotated[str | None, typer.Option(help="normal or high.")] = None,
     work_item_id: Annotated[str | None, typer.Option(help="Reuse an existing work item id.")] = None,
     api: ApiOption = DEFAULT_API,
+    function_key: FunctionKeyOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Submit a document to POST /documents and print the intake receipt."""
     request = DocumentRequest(file, tenant, purpose, classification, content_type, priority, work_item_id)
     with _reported_errors():
-        receipt = send_document(api, request)
+        receipt = send_document(api, request, function_key)
     print_record(f"Accepted {file.name}", receipt, as_json)
 
 
@@ -155,11 +165,12 @@ def show(
         int | None, typer.Option(min=1, help="Only accept a view at least this version.")
     ] = None,
     api: ApiOption = DEFAULT_API,
+    function_key: FunctionKeyOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Show a work item's state, payload state, result summary and receipt versions."""
     with _reported_errors():
-        view = get_work_item(api, work_item_id, min_version)
+        view = get_work_item(api, work_item_id, min_version, function_key)
     print_record(f"Work item {work_item_id}", view, as_json)
 
 

@@ -20,12 +20,15 @@ from scripts.ops_errors import OpsError
 DEFAULT_API = "http://localhost:7071/api"
 _TIMEOUT_SECONDS = 60.0
 
-# Intake metadata travels in headers so the body stays the raw document.
-TENANT_HEADER = "X-Claimcheck-Tenant"
-PURPOSE_HEADER = "X-Claimcheck-Purpose"
-CLASSIFICATION_HEADER = "X-Claimcheck-Classification"
-PRIORITY_HEADER = "X-Claimcheck-Priority"
-WORK_ITEM_HEADER = "X-Claimcheck-Work-Item-Id"
+# Intake metadata travels in headers so the body stays the raw document (functions/function_app.py
+# reads the same names).
+TENANT_HEADER = "X-Tenant-Id"
+PURPOSE_HEADER = "X-Purpose"
+CLASSIFICATION_HEADER = "X-Classification"
+PRIORITY_HEADER = "X-Priority"
+WORK_ITEM_HEADER = "X-Work-Item-Id"
+# The Function App's routes use AuthLevel.FUNCTION: on Azure a function or host key must come along.
+FUNCTION_KEY_HEADER = "x-functions-key"
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,7 @@ class DocumentRequest:
         return headers
 
 
-def send_document(api: str, request: DocumentRequest) -> dict[str, Any]:
+def send_document(api: str, request: DocumentRequest, function_key: str | None = None) -> dict[str, Any]:
     """POST the document to `/documents`; return the receipt (the API's 202 JSON answer)."""
     try:
         size = request.path.stat().st_size
@@ -64,19 +67,26 @@ def send_document(api: str, request: DocumentRequest) -> dict[str, Any]:
     except OSError as exc:
         raise OpsError(f"cannot read {request.path}: {exc.strerror}") from None
     with document:
-        headers = request.headers() | {"Content-Length": str(size)}
+        headers = request.headers() | {"Content-Length": str(size)} | _key_header(function_key)
         http_request = urllib.request.Request(  # noqa: S310 - the API base is an operator-given http(s) URL
             _url(api, "documents"), data=document, headers=headers, method="POST"
         )
         return _call(http_request, what=f"document {request.path.name}")
 
 
-def get_work_item(api: str, work_item_id: str, min_version: int | None = None) -> dict[str, Any]:
+def get_work_item(
+    api: str, work_item_id: str, min_version: int | None = None, function_key: str | None = None
+) -> dict[str, Any]:
     """GET `/work-items/{id}`, optionally asking for at least version `min_version`."""
     query = f"?{urllib.parse.urlencode({'min_version': min_version})}" if min_version is not None else ""
     url = _url(api, f"work-items/{urllib.parse.quote(work_item_id, safe='')}") + query
-    http_request = urllib.request.Request(url, headers={"Accept": "application/json"})  # noqa: S310
+    headers = {"Accept": "application/json"} | _key_header(function_key)
+    http_request = urllib.request.Request(url, headers=headers)  # noqa: S310
     return _call(http_request, what=f"work item {work_item_id}")
+
+
+def _key_header(function_key: str | None) -> dict[str, str]:
+    return {FUNCTION_KEY_HEADER: function_key} if function_key else {}
 
 
 def _url(api: str, path: str) -> str:

@@ -39,7 +39,8 @@ def running_api_stub() -> Iterator[ApiStub]:
         def _answer(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length)
-            stub.requests.append(RecordedRequest(self.command, self.path, dict(self.headers.items()), body))
+            headers = {name.lower(): value for name, value in self.headers.items()}  # case-free names
+            stub.requests.append(RecordedRequest(self.command, self.path, headers, body))
             status, answer = stub.answers.get((self.command, self.path), (404, {"error": "not_found"}))
             payload = json.dumps(answer).encode()
             self.send_response(status)

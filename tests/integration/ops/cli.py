@@ -19,6 +19,7 @@ def run_ops(*args: str, env: Mapping[str, str] | None = None) -> Result:
         "CLAIMCHECK_SERVICEBUS_NAMESPACE": None,
         "CLAIMCHECK_SERVICEBUS_CONFIG": None,
         "CLAIMCHECK_API": None,
+        "CLAIMCHECK_API_KEY": None,
     }
     environment |= _ENV
     environment |= dict(env or {})

@@ -11,6 +11,7 @@ import pytest
 from local.ports import free_port
 from scripts.ops_api import (
     CLASSIFICATION_HEADER,
+    FUNCTION_KEY_HEADER,
     PRIORITY_HEADER,
     PURPOSE_HEADER,
     TENANT_HEADER,
@@ -50,12 +51,13 @@ def test_send_posts_the_file_with_metadata_headers_and_prints_receipt(api: ApiSt
     assert result.exit_code == 0, result.output
     (request,) = api.requests
     assert request.body == contract.read_bytes()
-    assert request.headers["Content-Type"] == "text/plain"
-    assert request.headers[TENANT_HEADER] == "acme"
-    assert request.headers[PURPOSE_HEADER] == "contract-review"
-    assert request.headers[CLASSIFICATION_HEADER] == "internal"
-    assert request.headers[PRIORITY_HEADER] == "high"
-    assert request.headers[WORK_ITEM_HEADER] == "wi-42"
+    assert request.headers["content-type"] == "text/plain"
+    assert request.headers[TENANT_HEADER.lower()] == "acme"
+    assert request.headers[PURPOSE_HEADER.lower()] == "contract-review"
+    assert request.headers[CLASSIFICATION_HEADER.lower()] == "internal"
+    assert request.headers[PRIORITY_HEADER.lower()] == "high"
+    assert request.headers[WORK_ITEM_HEADER.lower()] == "wi-42"
+    assert FUNCTION_KEY_HEADER.lower() not in request.headers
     assert "wi-42" in result.stdout
     assert "receipt.version" in result.stdout
 
@@ -70,7 +72,7 @@ def test_send_json_prints_the_receipt_unchanged(api: ApiStub, contract: Path) ->
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == RECEIPT
-    assert api.requests[0].headers["Content-Type"] == "application/pdf"
+    assert api.requests[0].headers["content-type"] == "application/pdf"
 
 
 def test_send_reports_the_api_rejection_in_one_line(api: ApiStub, contract: Path) -> None:
@@ -102,11 +104,15 @@ def test_send_of_a_missing_file_fails_without_calling_the_api(api: ApiStub, tmp_
 
 
 def test_show_asks_for_the_minimum_version_and_prints_a_table(api: ApiStub) -> None:
-    """show --min-version adds ?min_version=N and prints nested fields as dotted rows."""
+    """show --min-version adds ?min_version=N, sends the function key, prints nested fields as rows."""
     view = {"work_item_id": "wi-42", "state": "completed", "payload": {"state": "processed", "version": 2}}
     api.answers[("GET", "/api/work-items/wi-42?min_version=2")] = (200, view)
-    result = run_ops("show", "wi-42", "--min-version", "2", "--api", api.base_url)
+    result = run_ops(
+        "show", "wi-42", "--min-version", "2", "--api", api.base_url, env={"CLAIMCHECK_API_KEY": "key-123"}
+    )  # fmt: skip
     assert result.exit_code == 0, result.output
+    assert api.requests[0].headers[FUNCTION_KEY_HEADER.lower()] == "key-123"
+    assert "key-123" not in result.output
     assert "payload.state" in result.stdout
     assert "processed" in result.stdout
     assert "completed" in result.stdout
