@@ -226,7 +226,7 @@ class Consumer:
             return None  # a duplicate of a completed effect: the object may be processed or gone
         if verdict is Verdict.NOT_YET_VISIBLE:
             assert record is not None
-            self._wait_for_visibility(record.created_at, now, "the producer has not confirmed this version")
+            self._retry_within_grace(record.created_at, now, "the producer has not confirmed this version")
         raise _DENIALS[verdict](reason)
 
     def _check_inline_policy(self, envelope: Envelope, policy: PurposePolicy) -> None:
@@ -245,7 +245,7 @@ class Consumer:
             raise AccessDenied("reference does not resolve for this tenant, purpose and environment")
         confirmed = 0 if work_item is None else work_item.version
         if confirmed < envelope.payload_version:
-            self._wait_for_visibility(envelope.created_at, now, "the work item version is not confirmed yet")
+            self._retry_within_grace(envelope.created_at, now, "the work item version is not confirmed yet")
             raise PayloadMissing("the producer never confirmed this version (publish not completed)")
         if confirmed > envelope.payload_version:
             if self._ledger.lookup(key) is not None:
@@ -253,8 +253,8 @@ class Consumer:
             raise VersionMismatch(f"version {envelope.payload_version} was superseded by version {confirmed}")
         return False
 
-    def _wait_for_visibility(self, since: datetime, now: datetime, why: str) -> None:
-        """Inside the grace window, not yet visible means retry; after it, the caller classifies."""
+    def _retry_within_grace(self, since: datetime, now: datetime, why: str) -> None:
+        """Inside the grace window, not yet visible means retry (raise); after it, the caller classifies."""
         if now < since + timedelta(seconds=self._settings.visibility_grace_seconds):
             raise NotYetVisible(why)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
+import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 
 PRIORITIES = frozenset({"high", "normal"})
 VISIBILITY_WINDOW = timedelta(seconds=30)
+TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 
 
 @dataclass(frozen=True)
@@ -111,9 +113,12 @@ class Producer:
             ("tenant_id", tenant_id),
             ("work_item_id", work_item_id),
             ("correlation_id", correlation_id),
+            ("document_type", document_type),
         ):
             if value is not None and not IDENTIFIER.fullmatch(value):
                 raise IntakeRejected(f"{name} {IDENTIFIER_RULE}")
+        if traceparent is not None and not TRACEPARENT.fullmatch(traceparent):
+            raise IntakeRejected("traceparent is not a W3C trace context traceparent")
         if priority not in PRIORITIES:
             raise IntakeRejected(f"priority must be one of {sorted(PRIORITIES)}")
         stream: Readable = io.BytesIO(source) if isinstance(source, bytes) else source
@@ -122,6 +127,7 @@ class Producer:
             head = read_up_to(stream, self._settings.inline_threshold_bytes + 1)
             if travels_inline(level, len(head), self._settings.inline_threshold_bytes):
                 check_length(len(head), self._settings.max_payload_bytes)
+                _check_type(content_type, head)
                 inline = head
             else:
                 stream = _Prefixed(head, stream)
@@ -149,10 +155,6 @@ class Producer:
         return self._submit_by_reference(submission, stream)
 
     def _submit_inline(self, submission: _Submission, payload: bytes) -> IntakeReceipt:
-        try:
-            check_declared_type(submission.content_type, payload[:1024])
-        except ContentTypeMismatch as exc:
-            raise ForbiddenContentType(str(exc)) from exc
         sha256 = hashlib.sha256(payload).hexdigest()
         envelope = self._envelope(submission, ref=None, inline=payload, length=len(payload), sha256=sha256)
         self._publish(submission, envelope)
@@ -280,3 +282,11 @@ class _Prefixed(io.RawIOBase):
             self._head = self._head[len(taken) :]
             return taken
         return self._rest.read(size)
+
+
+def _check_type(content_type: str, head: bytes) -> None:
+    """Bytes that cannot be of the declared type are refused at intake like a forbidden type."""
+    try:
+        check_declared_type(content_type, head)
+    except ContentTypeMismatch as exc:
+        raise ForbiddenContentType(str(exc)) from exc
