@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from local.servicebus.codec import Symbol, Timestamp
+from local.servicebus.amqp_types import Symbol, Timestamp
 from local.servicebus.config import NamespaceConfig, QueueSettings, TopicSettings
 from local.servicebus.filters import Rule
 from local.servicebus.message import AmqpMessage

@@ -1,4 +1,4 @@
-"""One client connection: protocol headers, SASL, open/close, sessions, attach/detach, frame routing.
+"""One client connection: protocol headers, SASL, open/close, sessions, frame routing, output.
 
 Outgoing frames are buffered and written once per loop iteration, after the broker committed
 what they acknowledge (group commit); TCP_NODELAY is set so nothing waits for Nagle.
@@ -7,14 +7,14 @@ what they acknowledge (group commit); TCP_NODELAY is set so nothing waits for Na
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import socket
 from typing import Any
 
+from local.servicebus.amqp_types import Array, Symbol, UInt, UShort
+from local.servicebus.attach import Attacher
 from local.servicebus.broker import Broker
 from local.servicebus.cbs import SharedAccessKey
-from local.servicebus.codec import Array, Long, Symbol, UInt, ULong, UShort
 from local.servicebus.frames import (
     AMQP_HEADER,
     EMPTY_FRAME,
@@ -25,323 +25,15 @@ from local.servicebus.frames import (
     composite,
     encode_frame,
     error,
-    fields_of,
     parse_frame_body,
 )
-from local.servicebus.links import SESSION_FILTER, IncomingLink, Link, OutgoingLink
+from local.servicebus.links import Link, OutgoingLink
 from local.servicebus.management import Management
 from local.servicebus.message import AmqpMessage
-from local.servicebus.queue import BrokerError, MessageQueue
+from local.servicebus.session import SESSION_WINDOW, Session
 
 _LOG = logging.getLogger(__name__)
 MAX_FRAME_SIZE = 64 * 1024
-SESSION_WINDOW = 1 << 20
-DEFAULT_SESSION_WAIT_MS = 60_000
-_TICKS_AT_EPOCH = 621355968000000000  # .NET ticks (100 ns) at 1970-01-01, for locked-until-utc
-
-
-class Session:
-    """One AMQP session (channel): links by handle, delivery ids, dispositions to coalesce."""
-
-    def __init__(
-        self, connection: AmqpConnection, channel: int, remote_channel: int, next_incoming_id: int
-    ) -> None:
-        self.connection = connection
-        self.channel = channel
-        self.remote_channel = remote_channel
-        self.next_incoming_id = next_incoming_id
-        self.next_outgoing_id = 0
-        self.by_remote_handle: dict[int, Link] = {}
-        self.outgoing_by_handle: dict[int, OutgoingLink] = {}
-        self._accepted: list[int] = []
-        self._handles = itertools.count()
-
-    def new_handle(self) -> int:
-        """The broker's handle for a new link (never reused within the session)."""
-        return next(self._handles)
-
-    def send(self, body: Any, payload: bytes = b"") -> None:
-        self.connection.send_frame(self.channel, body, payload)
-
-    def _session_flow_fields(self) -> dict[str, Any]:
-        return {
-            "next_incoming_id": UInt(self.next_incoming_id),
-            "incoming_window": UInt(SESSION_WINDOW),
-            "next_outgoing_id": UInt(self.next_outgoing_id),
-            "outgoing_window": UInt(SESSION_WINDOW),
-        }
-
-    def send_flow(self, link: Link, *, delivery_count: int, link_credit: int, drain: bool = False) -> None:
-        self.send(
-            composite(
-                "flow",
-                **self._session_flow_fields(),
-                handle=UInt(link.handle),
-                delivery_count=UInt(delivery_count & 0xFFFFFFFF),
-                link_credit=UInt(link_credit),
-                drain=drain or None,
-            )
-        )
-
-    def transfer(self, link: Link, tag: bytes, payload: bytes, *, settled: bool) -> int:
-        """Send one delivery, split into frames that fit the client's max frame size."""
-        delivery_id = self.next_outgoing_id
-        self.next_outgoing_id += 1
-        room = self.connection.remote_max_frame_size - 128 - len(tag)
-        offset = 0
-        while True:
-            chunk = payload[offset : offset + room]
-            offset += len(chunk)
-            more = offset < len(payload)
-            self.send(
-                composite(
-                    "transfer",
-                    handle=UInt(link.handle),
-                    delivery_id=UInt(delivery_id),
-                    delivery_tag=tag,
-                    message_format=UInt(0),
-                    settled=settled,
-                    more=more or None,
-                ),
-                chunk,
-            )
-            if not more:
-                return delivery_id
-
-    def settle_incoming(self, delivery_id: int, outcome: Any) -> None:
-        if composite_is_accepted(outcome):
-            self._accepted.append(delivery_id)
-            self.connection.schedule_flush()
-        else:
-            self.send(
-                composite("disposition", role=True, first=UInt(delivery_id), settled=True, state=outcome)
-            )
-
-    def flush_dispositions(self) -> None:
-        """One disposition per run of consecutive accepted deliveries."""
-        ids, self._accepted = sorted(self._accepted), []
-        start = 0
-        for i in range(1, len(ids) + 1):
-            if i == len(ids) or ids[i] != ids[i - 1] + 1:
-                self.send(
-                    composite(
-                        "disposition",
-                        role=True,
-                        first=UInt(ids[start]),
-                        last=UInt(ids[i - 1]) if i - 1 > start else None,
-                        settled=True,
-                        state=composite("accepted"),
-                    )
-                )
-                start = i
-
-    def forget(self, link: Link) -> None:
-        self.by_remote_handle.pop(link.remote_handle, None)
-        self.outgoing_by_handle.pop(link.handle, None)
-        self.connection.forget_reply_link(link)
-
-    def close_links(self) -> None:
-        for link in list(self.by_remote_handle.values()):
-            link.closed = True
-            link.on_closed()
-            self.connection.forget_reply_link(link)
-        self.by_remote_handle.clear()
-        self.outgoing_by_handle.clear()
-
-    # --- frames from the client ------------------------------------------------------------------
-
-    def on_frame(self, name: str, fields: dict[str, Any], payload: memoryview) -> None:
-        if name == "transfer":
-            if fields.get("delivery_id") is not None:
-                self.next_incoming_id = int(fields["delivery_id"]) + 1
-            link = self.by_remote_handle.get(fields["handle"])
-            if isinstance(link, IncomingLink):
-                link.on_transfer(fields, payload)
-        elif name == "flow":
-            link = self.by_remote_handle.get(fields["handle"]) if fields.get("handle") is not None else None
-            if isinstance(link, OutgoingLink):
-                link.on_flow(fields)
-            elif fields.get("echo"):
-                self.send(composite("flow", **self._session_flow_fields()))
-        elif name == "disposition":
-            self._on_disposition(fields)
-        elif name == "attach":
-            self.connection.attacher.attach(self, fields)
-        elif name == "detach":
-            link = self.by_remote_handle.get(fields["handle"])
-            if link is not None and not link.closed:
-                link.detach()
-        elif name == "end":
-            self.close_links()
-            self.send(composite("end"))
-            self.connection.sessions.pop(self.remote_channel, None)
-
-    def _on_disposition(self, fields: dict[str, Any]) -> None:
-        if not fields.get("role"):  # only a receiver settles what the broker sent
-            return
-        first = int(fields["first"])
-        last = int(fields["last"]) if fields.get("last") is not None else first
-        for link in list(self.outgoing_by_handle.values()):
-            if any(first <= delivery_id <= last for delivery_id in link.unsettled):
-                link.on_disposition(first, last, bool(fields.get("settled")), fields.get("state"))
-
-
-def composite_is_accepted(outcome: Any) -> bool:
-    return getattr(outcome, "descriptor", None) == 0x24
-
-
-class Attacher:
-    """Decides what a new link is and answers its attach (sessions may wait for a free session)."""
-
-    def __init__(self, connection: AmqpConnection) -> None:
-        self.connection = connection
-
-    def attach(self, session: Session, fields: dict[str, Any]) -> None:
-        client_receives = bool(fields.get("role"))
-        terminus = fields_of(fields["source"] if client_receives else fields["target"])
-        address = str(terminus.get("address") or "")
-        handle = session.new_handle()
-        link: Link = (OutgoingLink if client_receives else IncomingLink)(session, fields, handle, address)
-        session.by_remote_handle[link.remote_handle] = link
-        if isinstance(link, OutgoingLink):
-            session.outgoing_by_handle[handle] = link
-        try:
-            self._check(link)
-            if (
-                isinstance(link, OutgoingLink)
-                and link.node != "$cbs"
-                and not link.node.endswith("/$management")
-            ):
-                self._attach_receiver(link)
-                return
-        except BrokerError as exc:
-            self.refuse(link, exc)
-            return
-        if isinstance(link, OutgoingLink):
-            self.connection.reply_links[link.node] = link
-        self.reply(link)
-        if isinstance(link, IncomingLink):
-            link.grant_credit()
-
-    def _check(self, link: Link) -> None:
-        connection = self.connection
-        if link.node == "$cbs" or link.node.endswith("/$management"):
-            return
-        if connection.key is not None and not connection.authorized:
-            raise BrokerError(
-                "amqp:unauthorized-access", "Unauthorized access: put a valid token on $cbs first."
-            )
-        if isinstance(link, IncomingLink):
-            connection.broker.check_send_target(link.address)
-
-    def _attach_receiver(self, link: OutgoingLink) -> None:
-        queue = self.connection.broker.queue_for(link.address)
-        source = fields_of(link.attach_fields["source"])
-        session_filter = {str(k): v for k, v in (source.get("filter") or {}).items()}
-        wants_session = SESSION_FILTER in session_filter
-        if queue.settings.requires_session != wants_session:
-            raise BrokerError(
-                "amqp:not-allowed",
-                (
-                    "It is not possible for an entity that requires sessions to create a non-sessionful "
-                    "message receiver."
-                )
-                if queue.settings.requires_session
-                else (
-                    "It is not possible for an entity that does not require sessions to create a sessionful "
-                    "message receiver."
-                ),
-            )
-        link.queue = queue
-        if not wants_session:
-            self._start_receiving(link, queue, None)
-            return
-        requested = session_filter[SESSION_FILTER]
-        chosen = queue.lock_session(None if requested is None else str(requested), link)
-        if chosen is not None:
-            self._start_receiving(link, queue, chosen)
-            return
-        wait_ms = int(
-            (link.attach_fields.get("properties") or {}).get("com.microsoft:timeout")
-            or DEFAULT_SESSION_WAIT_MS
-        )
-
-        def try_accept() -> bool:
-            if link.closed:
-                return True
-            found = queue.lock_session(None, link)
-            if found is not None:
-                timer.cancel()
-                self._start_receiving(link, queue, found)
-            return found is not None
-
-        def give_up() -> None:
-            if try_accept in queue.session_waiters:
-                queue.session_waiters.remove(try_accept)
-                link.queue = None
-                self.refuse(
-                    link,
-                    BrokerError(
-                        "com.microsoft:timeout", "No session available to accept within the timeout."
-                    ),
-                )
-
-        timer = asyncio.get_running_loop().call_later(wait_ms / 1000, give_up)
-        queue.session_waiters.append(try_accept)
-
-    def _start_receiving(self, link: OutgoingLink, queue: MessageQueue, session_id: str | None) -> None:
-        properties = None
-        if session_id is not None:
-            link.session_id = session_id
-            until = queue.session_locks[session_id].until_ms
-            properties = {Symbol("com.microsoft:locked-until-utc"): Long(until * 10_000 + _TICKS_AT_EPOCH)}
-        self.reply(link, session_id=session_id, properties=properties)
-        queue.attach(link)
-        queue.pump()
-
-    def reply(
-        self,
-        link: Link,
-        *,
-        session_id: str | None = None,
-        properties: dict[Any, Any] | None = None,
-        refused: bool = False,
-    ) -> None:
-        fields = link.attach_fields
-        client_receives = isinstance(link, OutgoingLink)
-        # A refused sender link gets a null target (the SDK then reports the detach error when it
-        # sends); a refused receiver keeps its source, so the SDK reports the error while opening.
-        source = fields["source"]
-        target = None if refused and not client_receives else fields["target"]
-        if session_id is not None:
-            terms = fields_of(source)
-            terms["filter"] = {**(terms.get("filter") or {}), Symbol(SESSION_FILTER): session_id}
-            source = composite("source", **terms)
-        link.session.send(
-            composite(
-                "attach",
-                name=link.name,
-                handle=UInt(link.handle),
-                role=not client_receives,
-                snd_settle_mode=fields.get("snd_settle_mode"),
-                rcv_settle_mode=fields.get("rcv_settle_mode"),
-                source=source,
-                target=target,
-                initial_delivery_count=UInt(0) if client_receives else None,
-                max_message_size=ULong(self.connection.broker.max_message_size),
-                properties=properties
-                if client_receives
-                else {
-                    Symbol("com.microsoft:max-message-batch-size"): ULong(
-                        self.connection.broker.max_message_size
-                    )
-                },
-            )
-        )
-
-    def refuse(self, link: Link, exc: BrokerError) -> None:
-        self.reply(link, refused=True)
-        link.detach(exc.condition, exc.description)
 
 
 class AmqpConnection(asyncio.Protocol):

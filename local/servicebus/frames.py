@@ -9,7 +9,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from local.servicebus.codec import Described, Symbol, ULong, decode_value, encode_value
+from local.servicebus.amqp_types import Described, Symbol, ULong
+from local.servicebus.codec import decode_value, encode_value
 
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
 SASL_HEADER = b"AMQP\x03\x01\x00\x00"

@@ -10,16 +10,16 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from local.servicebus.amqp_types import UInt
 from local.servicebus.broker import canonical, encode_delivery
 from local.servicebus.cbs import check_put_token
-from local.servicebus.codec import UInt
 from local.servicebus.frames import composite, composite_name, error, fields_of
 from local.servicebus.management import body_value, value_message
 from local.servicebus.message import BATCH_MESSAGE_FORMAT, AmqpMessage, MessageFormatError, split_batch
 from local.servicebus.queue import BrokerError, Entry, MessageQueue
 
 if TYPE_CHECKING:
-    from local.servicebus.connection import Session
+    from local.servicebus.session import Session
 
 SESSION_FILTER = "com.microsoft:session-filter"
 CREDIT_WINDOW = 1000

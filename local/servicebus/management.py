@@ -11,8 +11,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from local.servicebus.amqp_types import Array, Described, Int, Long, Symbol, Timestamp, ULong
 from local.servicebus.broker import Broker, canonical, encode_delivery
-from local.servicebus.codec import Array, Described, Int, Long, Symbol, Timestamp, ULong, encode
+from local.servicebus.codec import encode
 from local.servicebus.message import AMQP_VALUE, AmqpMessage
 from local.servicebus.queue import BrokerError, MessageQueue
 

@@ -11,14 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from local.servicebus.codec import (
-    Described,
-    Symbol,
-    UInt,
-    ULong,
-    decode_value,
-    encode_value,
-)
+from local.servicebus.amqp_types import Described, Symbol, UInt, ULong
+from local.servicebus.codec import decode_value, encode_value
 from local.servicebus.frames import FrameError
 
 BATCH_MESSAGE_FORMAT = 0x80013700

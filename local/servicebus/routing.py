@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from local.servicebus.codec import Timestamp
+from local.servicebus.amqp_types import Timestamp
 from local.servicebus.filters import FilterMessage, Rule
 from local.servicebus.message import AmqpMessage
 

@@ -9,14 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from local.servicebus.codec import (
+from local.servicebus.amqp_types import (
     Array,
     Byte,
     Char,
     Decimal32,
     Decimal64,
     Decimal128,
-    DecodeError,
     Described,
     Float,
     Int,
@@ -28,9 +27,8 @@ from local.servicebus.codec import (
     UInt,
     ULong,
     UShort,
-    decode,
-    encode,
 )
+from local.servicebus.codec import DecodeError, decode, encode
 from local.servicebus.message import AmqpMessage, split_batch
 
 EVERY_TYPE: list[Any] = [

@@ -1,0 +1,165 @@
+"""One AMQP session (channel): link handles, delivery ids, flow fields, coalesced dispositions."""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING, Any
+
+from local.servicebus.amqp_types import UInt
+from local.servicebus.frames import composite
+from local.servicebus.links import IncomingLink, Link, OutgoingLink
+
+if TYPE_CHECKING:
+    from local.servicebus.connection import AmqpConnection
+
+SESSION_WINDOW = 1 << 20
+
+
+class Session:
+    """One AMQP session (channel): links by handle, delivery ids, dispositions to coalesce."""
+
+    def __init__(
+        self, connection: AmqpConnection, channel: int, remote_channel: int, next_incoming_id: int
+    ) -> None:
+        self.connection = connection
+        self.channel = channel
+        self.remote_channel = remote_channel
+        self.next_incoming_id = next_incoming_id
+        self.next_outgoing_id = 0
+        self.by_remote_handle: dict[int, Link] = {}
+        self.outgoing_by_handle: dict[int, OutgoingLink] = {}
+        self._accepted: list[int] = []
+        self._handles = itertools.count()
+
+    def new_handle(self) -> int:
+        """The broker's handle for a new link (never reused within the session)."""
+        return next(self._handles)
+
+    def send(self, body: Any, payload: bytes = b"") -> None:
+        self.connection.send_frame(self.channel, body, payload)
+
+    def _session_flow_fields(self) -> dict[str, Any]:
+        return {
+            "next_incoming_id": UInt(self.next_incoming_id),
+            "incoming_window": UInt(SESSION_WINDOW),
+            "next_outgoing_id": UInt(self.next_outgoing_id),
+            "outgoing_window": UInt(SESSION_WINDOW),
+        }
+
+    def send_flow(self, link: Link, *, delivery_count: int, link_credit: int, drain: bool = False) -> None:
+        self.send(
+            composite(
+                "flow",
+                **self._session_flow_fields(),
+                handle=UInt(link.handle),
+                delivery_count=UInt(delivery_count & 0xFFFFFFFF),
+                link_credit=UInt(link_credit),
+                drain=drain or None,
+            )
+        )
+
+    def transfer(self, link: Link, tag: bytes, payload: bytes, *, settled: bool) -> int:
+        """Send one delivery, split into frames that fit the client's max frame size."""
+        delivery_id = self.next_outgoing_id
+        self.next_outgoing_id += 1
+        room = self.connection.remote_max_frame_size - 128 - len(tag)
+        offset = 0
+        while True:
+            chunk = payload[offset : offset + room]
+            offset += len(chunk)
+            more = offset < len(payload)
+            self.send(
+                composite(
+                    "transfer",
+                    handle=UInt(link.handle),
+                    delivery_id=UInt(delivery_id),
+                    delivery_tag=tag,
+                    message_format=UInt(0),
+                    settled=settled,
+                    more=more or None,
+                ),
+                chunk,
+            )
+            if not more:
+                return delivery_id
+
+    def settle_incoming(self, delivery_id: int, outcome: Any) -> None:
+        if composite_is_accepted(outcome):
+            self._accepted.append(delivery_id)
+            self.connection.schedule_flush()
+        else:
+            self.send(
+                composite("disposition", role=True, first=UInt(delivery_id), settled=True, state=outcome)
+            )
+
+    def flush_dispositions(self) -> None:
+        """One disposition per run of consecutive accepted deliveries."""
+        ids, self._accepted = sorted(self._accepted), []
+        start = 0
+        for i in range(1, len(ids) + 1):
+            if i == len(ids) or ids[i] != ids[i - 1] + 1:
+                self.send(
+                    composite(
+                        "disposition",
+                        role=True,
+                        first=UInt(ids[start]),
+                        last=UInt(ids[i - 1]) if i - 1 > start else None,
+                        settled=True,
+                        state=composite("accepted"),
+                    )
+                )
+                start = i
+
+    def forget(self, link: Link) -> None:
+        self.by_remote_handle.pop(link.remote_handle, None)
+        self.outgoing_by_handle.pop(link.handle, None)
+        self.connection.forget_reply_link(link)
+
+    def close_links(self) -> None:
+        for link in list(self.by_remote_handle.values()):
+            link.closed = True
+            link.on_closed()
+            self.connection.forget_reply_link(link)
+        self.by_remote_handle.clear()
+        self.outgoing_by_handle.clear()
+
+    # --- frames from the client ------------------------------------------------------------------
+
+    def on_frame(self, name: str, fields: dict[str, Any], payload: memoryview) -> None:
+        if name == "transfer":
+            if fields.get("delivery_id") is not None:
+                self.next_incoming_id = int(fields["delivery_id"]) + 1
+            link = self.by_remote_handle.get(fields["handle"])
+            if isinstance(link, IncomingLink):
+                link.on_transfer(fields, payload)
+        elif name == "flow":
+            link = self.by_remote_handle.get(fields["handle"]) if fields.get("handle") is not None else None
+            if isinstance(link, OutgoingLink):
+                link.on_flow(fields)
+            elif fields.get("echo"):
+                self.send(composite("flow", **self._session_flow_fields()))
+        elif name == "disposition":
+            self._on_disposition(fields)
+        elif name == "attach":
+            self.connection.attacher.attach(self, fields)
+        elif name == "detach":
+            link = self.by_remote_handle.get(fields["handle"])
+            if link is not None and not link.closed:
+                link.detach()
+        elif name == "end":
+            self.close_links()
+            self.send(composite("end"))
+            self.connection.sessions.pop(self.remote_channel, None)
+
+    def _on_disposition(self, fields: dict[str, Any]) -> None:
+        if not fields.get("role"):  # only a receiver settles what the broker sent
+            return
+        first = int(fields["first"])
+        last = int(fields["last"]) if fields.get("last") is not None else first
+        for link in list(self.outgoing_by_handle.values()):
+            if any(first <= delivery_id <= last for delivery_id in link.unsettled):
+                link.on_disposition(first, last, bool(fields.get("settled")), fields.get("state"))
+
+
+def composite_is_accepted(outcome: Any) -> bool:
+    return getattr(outcome, "descriptor", None) == 0x24
