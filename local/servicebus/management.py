@@ -18,6 +18,7 @@ from local.servicebus.message import AMQP_VALUE, AmqpMessage
 from local.servicebus.queue import BrokerError, MessageQueue
 
 Response = tuple[int, dict[str, Any] | None]
+_DATETIME_MAX_MS = 253402300800000
 _STATUS_BY_CONDITION = {
     "amqp:not-found": 404,
     "com.microsoft:message-not-found": 404,
@@ -197,7 +198,10 @@ class Management:
     ) -> Response:
         queue = self._need_queue(entity, queue)
         skip, top = int(body.get("skip", 0)), int(body.get("top", 100))
-        sessions = queue.session_ids()[skip : skip + top]
+        since = body.get("last-updated-time")
+        # The SDK sends DateTime.MaxValue (year 10000) for "every session with messages or state".
+        updated_after = int(since) if isinstance(since, int) and since < _DATETIME_MAX_MS else None
+        sessions = queue.session_ids(updated_after)[skip : skip + top]
         if not sessions:
             return 204, None
         return 200, {"skip": Int(skip + len(sessions)), "sessions-ids": Array(sessions, 0xB1)}

@@ -101,6 +101,7 @@ class MessageQueue:
         self.locks: dict[uuid.UUID, Entry] = {}
         self.session_locks: dict[str, SessionLock] = {}
         self.session_states: dict[str, bytes] = {}
+        self.session_state_updated_ms: dict[str, int] = {}  # since this broker started
         self.consumers: list[Consumer] = []
         # Receivers waiting for "next available session": each callback returns True once served.
         self.session_waiters: list[Callable[[], bool]] = []
@@ -351,9 +352,14 @@ class MessageQueue:
             self.session_states.pop(session_id, None)
         else:
             self.session_states[session_id] = state
+        self.session_state_updated_ms[session_id] = now_ms()
         self.router.save_session_state(self, session_id, state)
 
-    def session_ids(self) -> list[str]:
+    def session_ids(self, state_updated_after_ms: int | None = None) -> list[str]:
+        """Sessions with messages or state; or, given a time, those whose state changed since then."""
+        if state_updated_after_ms is not None:
+            updated = self.session_state_updated_ms.items()
+            return sorted(sid for sid, at in updated if at > state_updated_after_ms)
         active = {e.session_id for e in self.entries.values() if e.session_id is not None}
         return sorted(active | set(self.session_states))
 

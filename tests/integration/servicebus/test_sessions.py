@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import UTC, datetime
 
 import pytest
 from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusClient, ServiceBusMessage
@@ -153,3 +154,14 @@ def test_list_sessions_via_peek(client: ServiceBusClient) -> None:
     _send(client, [("p", "p1"), ("q", "q1"), ("p", "p2")])
     with client.get_queue_receiver("sessions", session_id="p", max_wait_time=5) as receiver:
         assert [str(m) for m in receiver.peek_messages(max_message_count=10)] == ["p1", "p2"]
+
+
+def test_list_queue_sessions(client: ServiceBusClient) -> None:
+    """get-message-sessions lists sessions with messages or state; with a time, those whose state changed."""
+    _send(client, [("alpha", "a"), ("beta", "b")])
+    assert sorted(client.list_queue_sessions("sessions")) == ["alpha", "beta"]
+    since = datetime.now(UTC)
+    time.sleep(0.05)
+    with client.get_queue_receiver("sessions", session_id="beta", max_wait_time=5) as receiver:
+        receiver.session.set_state(b"touched")
+    assert list(client.list_queue_sessions("sessions", state_updated_after=since)) == ["beta"]
