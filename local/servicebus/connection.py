@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from collections.abc import Callable
 from typing import Any
 
 from local.servicebus.amqp_types import Array, Symbol, UInt, UShort
@@ -39,8 +40,15 @@ MAX_FRAME_SIZE = 64 * 1024
 class AmqpConnection(asyncio.Protocol):
     """Server side of one TCP connection."""
 
-    def __init__(self, broker: Broker, management: Management, key: SharedAccessKey | None) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        management: Management,
+        key: SharedAccessKey | None,
+        on_lost: Callable[[AmqpConnection], None],
+    ) -> None:
         self.broker = broker
+        self._on_lost = on_lost
         self.management = management
         self.key = key
         self.authorized = False
@@ -70,6 +78,11 @@ class AmqpConnection(asyncio.Protocol):
         if self._idle_timer is not None:
             self._idle_timer.cancel()
         self._transport = None
+        self._on_lost(self)
+
+    def shut_down(self) -> None:
+        """The broker is stopping: tell the client, then drop the connection."""
+        self._close(error("amqp:connection:forced", "The emulator is shutting down."))
 
     # --- output ----------------------------------------------------------------------------------
 

@@ -50,7 +50,14 @@ async def serve(
     """Accept connections until ``stop`` is set, running the broker's timers meanwhile."""
     management = Management(broker)
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: AmqpConnection(broker, management, key), host, port)
+    connections: set[AmqpConnection] = set()
+
+    def accept() -> AmqpConnection:
+        connection = AmqpConnection(broker, management, key, on_lost=connections.discard)
+        connections.add(connection)
+        return connection
+
+    server = await loop.create_server(accept, host, port)
     bound = int(server.sockets[0].getsockname()[1])
     if ready is not None:
         ready.set_result(bound)
@@ -62,6 +69,8 @@ async def serve(
                 await asyncio.wait_for(stop.wait(), TICK_SECONDS)
     finally:
         server.close()
+        for connection in list(connections):
+            connection.shut_down()
         broker.commit()
 
 

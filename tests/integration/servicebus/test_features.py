@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
-from azure.servicebus.exceptions import MessagingEntityNotFoundError
+from azure.servicebus.exceptions import MessagingEntityNotFoundError, ServiceBusQuotaExceededError
 
 from local.servicebus import RunningEmulator
 
@@ -178,3 +179,16 @@ def test_unknown_receiver_entity_is_not_found(client: ServiceBusClient) -> None:
         client.get_subscription_receiver("results", "missing", max_wait_time=2) as receiver,
     ):
         receiver.receive_messages(max_message_count=1, max_wait_time=1)
+
+
+def test_entity_quota_refuses_with_quota_exceeded(start: Callable[..., RunningEmulator]) -> None:
+    """With a per-entity message quota, the send that would exceed it raises ServiceBusQuotaExceededError."""
+    emulator = start(max_messages_per_entity=2)
+    with (
+        ServiceBusClient.from_connection_string(emulator.connection_string) as client,
+        client.get_queue_sender("work") as sender,
+    ):
+        sender.send_messages([ServiceBusMessage("1"), ServiceBusMessage("2")])
+        with pytest.raises(ServiceBusQuotaExceededError):
+            sender.send_messages(ServiceBusMessage("3"))
+    assert emulator.runtime_properties("work")["active_message_count"] == 2
