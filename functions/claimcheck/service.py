@@ -146,5 +146,5 @@ class ClaimCheck:
                 purposes=purposes,
                 clock=clock,
             ),
-            status=WorkItemStatus(work_items),
+            status=WorkItemStatus(work_items, registry),
         )

@@ -16,6 +16,7 @@ from typing import Any
 
 from claimcheck.envelope import format_timestamp
 from claimcheck.errors import ConcurrencyConflict, RecordExists, RecordNotFound, WorkItemConflict
+from claimcheck.registry import PayloadRegistry
 from claimcheck.states import WorkItemState, check_work_item_move
 from claimcheck.storage import EntityTable, StoredEntity
 
@@ -87,9 +88,13 @@ class WorkItemView:
     result: Mapping[str, Any] | None
     failure_reason: str | None
     updated_at: datetime | None
+    receipt_versions: tuple[int, ...] = ()
+    payload_state: str | None = None  # state of the latest version's stored object; "inline" if none
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "receipt_versions": list(self.receipt_versions),
+            "payload_state": self.payload_state,
             "work_item_id": self.work_item_id,
             "state": self.state,
             "visibility": self.visibility,
@@ -199,8 +204,9 @@ class WorkItemStore:
 class WorkItemStatus:
     """The read side of the status API."""
 
-    def __init__(self, store: WorkItemStore) -> None:
+    def __init__(self, store: WorkItemStore, registry: PayloadRegistry) -> None:
         self._store = store
+        self._registry = registry
 
     def get(
         self, work_item_id: str, *, min_version: int | None = None, tenant_id: str | None = None
@@ -228,16 +234,27 @@ class WorkItemStatus:
                 failure_reason=None,
                 updated_at=None if record is None else record.updated_at,
             )
+        latest = record.receipts[-1] if record.receipts else None
         return WorkItemView(
             work_item_id=work_item_id,
             state=record.state.value,
+            receipt_versions=tuple(int(receipt["version"]) for receipt in record.receipts),
+            payload_state=self._payload_state(latest),
             visibility=VERSION_CONFIRMED,
             version=record.version,
-            latest_receipt=record.receipts[-1] if record.receipts else None,
+            latest_receipt=latest,
             result=record.result,
             failure_reason=record.failure_reason,
             updated_at=record.updated_at,
         )
+
+    def _payload_state(self, receipt: Mapping[str, Any] | None) -> str | None:
+        if receipt is None:
+            return None
+        if not receipt.get("payload_ref"):
+            return "inline"
+        payload = self._registry.get(receipt["payload_ref"])
+        return None if payload is None else payload.state.value
 
 
 def _entity(record: WorkItemRecord, **changes: Any) -> dict[str, Any]:

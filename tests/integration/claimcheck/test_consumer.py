@@ -65,7 +65,9 @@ def test_by_reference_payload_is_processed_and_cleaned_up(make_harness: Build) -
     )
     view = harness.claimcheck.status.get(receipt.work_item_id)
     assert view is not None
-    assert view.state == "completed"
+    assert (view.state, view.payload_state, view.receipt_versions) == ("completed", "removed", (1,))
+    assert view.result is not None
+    assert view.result["document_type"] == "contract"
 
 
 def test_inline_payload_is_processed_with_the_default_analyzer(make_harness: Build) -> None:

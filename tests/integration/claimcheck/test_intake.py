@@ -188,6 +188,7 @@ def test_status_answers_awaiting_visibility_until_the_version_is_confirmed(make_
     assert (confirmed.visibility, confirmed.state, confirmed.version) == ("version_confirmed", "accepted", 2)
     assert confirmed.latest_receipt is not None
     assert confirmed.latest_receipt["request_id"] == second.request_id
+    assert (confirmed.receipt_versions, confirmed.payload_state) == ((1, 2), "inline")
     assert status.get("wi-raw-1", tenant_id="tenant-b") is None
     assert json.dumps(confirmed.to_dict())
     assert json.dumps(second.to_dict())
