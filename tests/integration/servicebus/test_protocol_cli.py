@@ -1,0 +1,117 @@
+"""Wire-level behaviour (idle timeout, bad headers) and the command-line entry points."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
+
+from local.ports import free_port, wait_for_port
+from local.servicebus import RunningEmulator, start_emulator_process
+from local.servicebus.amqp_types import UInt
+from local.servicebus.frames import AMQP_HEADER, FRAME_HEADER, composite, encode_frame
+from local.servicebus.stats import read_counts
+from tests.integration.servicebus.support import emulator_config
+
+
+def _read_for(sock: socket.socket, seconds: float) -> bytes:
+    sock.settimeout(0.05)
+    data = b""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            continue
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def test_idle_timeout_is_kept_alive_with_empty_frames(emulator: RunningEmulator) -> None:
+    """A client that asks for a 300 ms idle timeout receives empty frames while nothing else happens."""
+    with socket.create_connection(("127.0.0.1", emulator.port), timeout=5) as sock:
+        sock.sendall(AMQP_HEADER)
+        sock.sendall(encode_frame(0, composite("open", container_id="raw", idle_time_out=UInt(300))))
+        data = _read_for(sock, 1.0)
+    assert data.startswith(AMQP_HEADER)
+    frames, offset = [], len(AMQP_HEADER)
+    while offset < len(data):
+        size = FRAME_HEADER.unpack_from(data, offset)[0]
+        frames.append(data[offset : offset + size])
+        offset += size
+    assert frames[0][8:].startswith(b"\x00\x53\x10")  # the open performative comes first
+    assert sum(1 for frame in frames[1:] if len(frame) == 8) >= 2
+
+
+def test_unknown_protocol_header_gets_ours_and_a_close(emulator: RunningEmulator) -> None:
+    """A non-AMQP client is answered with the AMQP 1.0 header, then the connection ends."""
+    with socket.create_connection(("127.0.0.1", emulator.port), timeout=5) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\n\r\n")
+        data = _read_for(sock, 1.0)
+    assert data.startswith(AMQP_HEADER)
+
+
+def test_cli_prints_connection_string_and_stops_on_sigterm(tmp_path: Path) -> None:
+    """`python -m local.servicebus` prints a working connection string and exits 0 on SIGTERM."""
+    config = tmp_path / "Config.json"
+    config.write_text(json.dumps(emulator_config()))
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "local.servicebus",
+            "--config",
+            str(config),
+            "--port",
+            str(port),
+            "--in-memory",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline().strip()
+        assert line.startswith(f"Endpoint=sb://localhost:{port};")
+        assert "UseDevelopmentEmulator=true" in line
+        wait_for_port(port, timeout=30)
+        with (
+            ServiceBusClient.from_connection_string(line) as client,
+            client.get_queue_sender("work") as sender,
+        ):
+            sender.send_messages(ServiceBusMessage("via cli"))
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=15) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def test_stats_reads_counts_from_a_running_store(tmp_path: Path) -> None:
+    """The stats reader reports active and dead-lettered counts from another process's live store."""
+    config = tmp_path / "Config.json"
+    config.write_text(json.dumps(emulator_config()))
+    data = tmp_path / "data"
+    with (
+        start_emulator_process(config, data_dir=data) as emulator,
+        ServiceBusClient.from_connection_string(emulator.connection_string) as client,
+    ):
+        with client.get_queue_sender("work") as sender:
+            sender.send_messages([ServiceBusMessage("a"), ServiceBusMessage("b"), ServiceBusMessage("c")])
+        with client.get_queue_receiver("work", max_wait_time=5) as receiver:
+            (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+            receiver.dead_letter_message(message, reason="Bad")
+        counts = read_counts(data, ["work"])["work"]
+    assert counts["active_message_count"] == 2
+    assert counts["dead_letter_message_count"] == 1
+    assert counts["oldest_message_age_seconds"] is not None
