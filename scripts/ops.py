@@ -102,7 +102,7 @@ def _error_line(exc: Exception) -> str:
     if isinstance(exc, sb.ServiceBusAuthenticationError | sb.ServiceBusAuthorizationError):
         return f"not authorized: {text}"
     if isinstance(exc, ClientAuthenticationError):
-        return f"not authorized: {text}"
+        return f"not signed in: {text} (az login, or a managed identity / AZURE_CLIENT_ID settings)"
     if isinstance(exc, sb.SessionCannotBeLockedError):
         return f"the session is locked by another receiver (a consumer is processing it): {text}"
     if "on topic" in text:
@@ -262,7 +262,8 @@ def dlq_replay(
     already on the entity. Run the same replay again: the copy gets the same message id, so the entity's
     duplicate detection drops it within its window, and past the window the consumer's idempotency
     ledger (keyed by the envelope's work item, version and purpose, not by message id) makes it a
-    no-op; then the DLQ message is completed. Exit code 1 if any message was not found or not fully replayed.
+    no-op; then the DLQ message is completed. On an entity without duplicate detection only the
+    ledger protects. Exit code 1 if any message was not found or not fully replayed.
     """
     if (sequence_number is None) == (not replay_all):
         _fail("give either a SEQUENCE_NUMBER or --all")

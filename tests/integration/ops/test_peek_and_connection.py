@@ -47,6 +47,14 @@ def test_peek_of_a_session_queue_browses_the_given_session(servicebus_connection
     assert len(drain_session(servicebus_connection, session)) == 2
 
 
+def test_peek_of_a_topic_without_subscription_says_to_give_one(servicebus_connection: str) -> None:
+    """A topic has no messages of its own: the one-line error says to pass --subscription."""
+    result = run_ops("peek", "results", "--connection-string", servicebus_connection)
+    assert result.exit_code == 1
+    assert result.stderr.strip().endswith("(a topic holds no messages: give --subscription NAME)")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
 def test_connection_refused_is_a_one_line_error() -> None:
     """A broker that is not running gives one `error: cannot connect` line and exit code 1."""
     refused = connection_string(free_port(), DEFAULT_KEY)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from tests.integration.ops.bus import dead_letter_from_queue, dead_letter_from_replays, publish
 from tests.integration.ops.cli import run_ops
@@ -19,6 +22,12 @@ def test_stats_counts_active_and_dead_lettered_messages_per_entity(tmp_path: Pat
         dead_letter_from_replays(connection)
         publish(connection)
         publish(connection)
+        with (
+            ServiceBusClient.from_connection_string(connection) as client,
+            client.get_queue_sender("documents") as sender,
+        ):
+            later = ServiceBusMessage(b"later", session_id="wi-later")
+            sender.schedule_messages(later, datetime.now(UTC) + timedelta(hours=1))
 
         result = run_ops("stats", "--config", str(config), "--json", "--connection-string", connection)
         missing_config = run_ops("stats", "--connection-string", connection)
@@ -26,7 +35,8 @@ def test_stats_counts_active_and_dead_lettered_messages_per_entity(tmp_path: Pat
     assert result.exit_code == 0, result.output
     counts = {row["entity"]: row for row in json.loads(result.stdout)}
     assert set(counts) == {"documents", "results/subscriptions/audit", "results/subscriptions/replays"}
-    assert (counts["documents"]["active"], counts["documents"]["dead_letter"]) == (1, 1)
+    documents = counts["documents"]
+    assert (documents["active"], documents["dead_letter"], documents["scheduled"]) == (1, 1, 1)
     # audit got the two published messages and the one sent for `replays`.
     assert (
         counts["results/subscriptions/audit"]["active"],
