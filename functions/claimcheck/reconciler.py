@@ -88,6 +88,21 @@ class Reconciler:
             log.warning("ALERT %s", alert)
         return report
 
+    def revoke(self, ref: str, *, why: str) -> bool:
+        """Block every further read of an object (e.g. during an investigation); the object and its
+        metadata are kept. Returns False if the reference is unknown or no longer readable."""
+        record = self._registry.get(ref)
+        if record is None or record.state not in (PayloadState.REF_PUBLISHED, PayloadState.AVAILABLE):
+            return False
+        self._registry.move(record, PayloadState.ACCESS_DENIED, now=self._clock())
+        log.warning(
+            "ALERT %s v%d: reads revoked (%s); deliveries are dead-lettered access_denied",
+            record.work_item_id,
+            record.version,
+            why,
+        )
+        return True
+
     def _reconcile(self, record: PayloadRecord, now: datetime, report: ReconciliationReport) -> None:
         if record.state is PayloadState.PREPARING:
             self._orphan(record, now, report)

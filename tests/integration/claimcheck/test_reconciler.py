@@ -7,7 +7,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
-from claimcheck import Complete
+from claimcheck import Complete, DeadLetter, DeadLetterReason
 from claimcheck.adapters.blobs import AzureBlobPayloadStore
 
 from tests.integration.claimcheck.conftest import Harness, document
@@ -123,3 +123,24 @@ def test_crash_between_publish_and_activation_is_finished_by_reconciliation(
     assert view is not None
     assert (view.state, view.version) == ("accepted", 1)
     assert harness.claimcheck.consumer.handle(harness.delivery()) == Complete()
+
+
+def test_revoked_object_is_not_read_and_not_deleted(make_harness: Build) -> None:
+    """After revocation a delivery dead-letters access_denied; the object and its metadata stay."""
+    harness = make_harness()
+    receipt = harness.claimcheck.producer.submit(
+        document(30_000),
+        tenant_id="tenant-a",
+        purpose="contract-review",
+        classification="restricted",
+        content_type="text/plain",
+    )
+    assert receipt.payload_ref is not None
+    assert harness.claimcheck.reconciler.revoke(receipt.payload_ref, why="investigation INC-7")
+    outcome = harness.claimcheck.consumer.handle(harness.delivery())
+    assert isinstance(outcome, DeadLetter)
+    assert outcome.reason is DeadLetterReason.ACCESS_DENIED
+    assert harness.analyzer.seen == []
+    assert states(harness) == ["access_denied"]
+    assert harness.blob_names() == [receipt.payload_ref]
+    assert not harness.claimcheck.reconciler.revoke(receipt.payload_ref, why="again")
