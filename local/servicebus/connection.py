@@ -141,6 +141,10 @@ class AmqpConnection(asyncio.Protocol):
         except (FrameError, ValueError, KeyError, TypeError) as exc:
             _LOG.warning("closing connection after a protocol error: %s", exc)
             self._close(error("amqp:decode-error", f"Protocol error: {exc}"))
+        except Exception:
+            # A broker bug must cost this connection only, never the emulator.
+            _LOG.exception("closing connection after an internal error")
+            self._close(error("amqp:internal-error", "The emulator failed to process a frame."))
 
     def _on_header(self, header: bytes) -> None:
         if header == SASL_HEADER:

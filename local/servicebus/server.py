@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from local.servicebus.store import Store
 # Microsoft's Docker emulator uses this well-known development key; so do we, by default.
 DEFAULT_KEY = SharedAccessKey("RootManageSharedAccessKey", "SAS_KEY_VALUE")
 TICK_SECONDS = 0.05
+_LOG = logging.getLogger(__name__)
 
 
 def connection_string(port: int, key: SharedAccessKey | None, host: str = "localhost") -> str:
@@ -63,8 +65,12 @@ async def serve(
         ready.set_result(bound)
     try:
         while not stop.is_set():
-            broker.tick()
-            broker.commit()
+            try:
+                broker.tick()
+                broker.commit()
+            except Exception:
+                # Keep serving: one failed timer pass must not stop the emulator.
+                _LOG.exception("broker timer pass failed")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), TICK_SECONDS)
     finally:
