@@ -9,7 +9,6 @@ once the delivery count reaches its bound, ``DeadLetter`` — never an endless r
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import traceback
 from collections.abc import Callable, Mapping
@@ -19,7 +18,7 @@ from typing import Any, BinaryIO
 
 from claimcheck.analysis import AnalysisError, AnalysisResult, Analyzer
 from claimcheck.cleanup import Cleaner
-from claimcheck.envelope import Envelope, format_timestamp, parse_envelope
+from claimcheck.envelope import Envelope, parse_envelope
 from claimcheck.errors import (
     AccessDenied,
     ContentTypeMismatch,
@@ -35,7 +34,7 @@ from claimcheck.errors import (
 )
 from claimcheck.idempotency import AlreadyDone, Claimed, IdempotencyLedger, idempotency_key
 from claimcheck.integrity import spool_verified
-from claimcheck.messages import ApplicationValue, Bus, InboundMessage, OutboundMessage
+from claimcheck.messages import Bus, InboundMessage
 from claimcheck.outcome import Complete, DeadLetter, DeadLetterReason, Outcome, Retry, compute_backoff
 from claimcheck.policy import (
     PurposePolicy,
@@ -45,6 +44,7 @@ from claimcheck.policy import (
     base_content_type,
 )
 from claimcheck.registry import PayloadRecord, PayloadRegistry
+from claimcheck.results import result_event, result_row, result_summary
 from claimcheck.settings import Settings
 from claimcheck.states import PayloadState, WorkItemState
 from claimcheck.storage import EntityTable, ObjectNotFound, PayloadStore
@@ -53,7 +53,6 @@ from claimcheck.workitems import WorkItemStore
 log = logging.getLogger(__name__)
 
 RESULT_EFFECT = "analysis-result"
-RESULT_SCHEMA = "claimcheck.result/1"
 _POLL_BASE = timedelta(milliseconds=50)
 _POLL_MAX = timedelta(seconds=1)
 
@@ -269,9 +268,14 @@ class Consumer:
                 analysis = self._analyzer.analyze(document, base_content_type(envelope.content_type))
             except AnalysisError as exc:
                 raise ProcessingFailed(f"the analyzer cannot process this document: {exc}") from exc
-        summary = _summary(envelope, analysis, completed_at=self._clock())
+        summary = result_summary(envelope, analysis, completed_at=self._clock())
         self._write_result(envelope, analysis, summary)
-        self._bus.publish(self._settings.results_topic, _result_event(work, analysis, summary))
+        self._bus.publish(
+            self._settings.results_topic,
+            result_event(
+                envelope, analysis, summary, message_id=f"res-{work.key[:40]}", traceparent=work.traceparent
+            ),
+        )
         self._ledger.complete(claim, summary, now=self._clock())
         log.info("completed %s v%d", envelope.work_item_id, envelope.payload_version)
         return summary
@@ -303,18 +307,9 @@ class Consumer:
             raise
 
     def _write_result(self, envelope: Envelope, analysis: AnalysisResult, summary: Mapping[str, Any]) -> None:
-        row = {
-            "PartitionKey": envelope.work_item_id,
-            "RowKey": f"v{envelope.payload_version:010d}",
-            "tenant_id": envelope.tenant_id,
-            "purpose": envelope.purpose,
-            "completed_at": self._clock(),
-            "summary": json.dumps(summary, sort_keys=True),
-            "result": json.dumps(analysis.to_dict(), sort_keys=True),
-        }
         # Taken means an attempt that crashed before completing the ledger wrote it: same key, same effect.
         with contextlib.suppress(RecordExists):
-            self._results.insert(row)
+            self._results.insert(result_row(envelope, analysis, summary, completed_at=self._clock()))
 
     def _settle(self, work: _Work, summary: Mapping[str, Any]) -> None:
         """After the effect is durable: work item completed, object processed, cleanup per policy."""
@@ -359,48 +354,3 @@ class Consumer:
         if message.delivery_count >= self._settings.max_delivery_count:
             return DeadLetter(last, f"gave up after {message.delivery_count} deliveries: {reason}")
         return Retry(reason, compute_backoff(message.delivery_count))
-
-
-def _summary(envelope: Envelope, analysis: AnalysisResult, *, completed_at: datetime) -> dict[str, Any]:
-    return {
-        "work_item_id": envelope.work_item_id,
-        "version": envelope.payload_version,
-        "document_type": analysis.document_type,
-        "priority": analysis.priority,
-        "review_required": analysis.review_required,
-        "parties": len(analysis.parties),
-        "obligations": len(analysis.obligations),
-        "page_count": analysis.page_count,
-        "completed_at": format_timestamp(completed_at),
-    }
-
-
-def _result_event(work: _Work, analysis: AnalysisResult, summary: Mapping[str, Any]) -> OutboundMessage:
-    envelope = work.envelope
-    properties: dict[str, ApplicationValue] = {
-        "tenant": envelope.tenant_id,
-        "purpose": envelope.purpose,
-        "priority": analysis.priority,
-        "document_type": analysis.document_type,
-        "review_required": analysis.review_required,
-        "schema": RESULT_SCHEMA,
-    }
-    if work.traceparent is not None:
-        properties["traceparent"] = work.traceparent
-    body = {
-        "schema": RESULT_SCHEMA,
-        "tenant_id": envelope.tenant_id,
-        "purpose": envelope.purpose,
-        "summary": dict(summary),
-        "result": analysis.to_dict(),
-    }
-    return OutboundMessage(
-        body=json.dumps(body, sort_keys=True).encode(),
-        message_id=f"res-{work.key[:40]}",
-        content_type="application/json",
-        session_id=None,
-        correlation_id=envelope.correlation_id,
-        subject="analysis-result",
-        application_properties=properties,
-        time_to_live=None,
-    )

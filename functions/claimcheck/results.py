@@ -1,0 +1,85 @@
+"""The result of one analysis: its summary, its row in the results table and its event on the topic.
+
+The event carries routing values as application properties (tenant, purpose, priority,
+document_type, review_required) so that subscriptions filter without parsing JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from claimcheck.analysis import AnalysisResult
+from claimcheck.envelope import Envelope, format_timestamp
+from claimcheck.messages import ApplicationValue, OutboundMessage
+
+RESULT_SCHEMA = "claimcheck.result/1"
+
+
+def result_summary(envelope: Envelope, analysis: AnalysisResult, *, completed_at: datetime) -> dict[str, Any]:
+    """What the status API and the idempotency ledger keep: counts and routing values, no text."""
+    return {
+        "work_item_id": envelope.work_item_id,
+        "version": envelope.payload_version,
+        "document_type": analysis.document_type,
+        "priority": analysis.priority,
+        "review_required": analysis.review_required,
+        "parties": len(analysis.parties),
+        "obligations": len(analysis.obligations),
+        "page_count": analysis.page_count,
+        "completed_at": format_timestamp(completed_at),
+    }
+
+
+def result_row(
+    envelope: Envelope, analysis: AnalysisResult, summary: Mapping[str, Any], *, completed_at: datetime
+) -> dict[str, Any]:
+    """One row per (work item, version): the key makes a second insert fail instead of duplicating."""
+    return {
+        "PartitionKey": envelope.work_item_id,
+        "RowKey": f"v{envelope.payload_version:010d}",
+        "tenant_id": envelope.tenant_id,
+        "purpose": envelope.purpose,
+        "completed_at": completed_at,
+        "summary": json.dumps(summary, sort_keys=True),
+        "result": json.dumps(analysis.to_dict(), sort_keys=True),
+    }
+
+
+def result_event(
+    envelope: Envelope,
+    analysis: AnalysisResult,
+    summary: Mapping[str, Any],
+    *,
+    message_id: str,
+    traceparent: str | None,
+) -> OutboundMessage:
+    properties: dict[str, ApplicationValue] = {
+        "tenant": envelope.tenant_id,
+        "purpose": envelope.purpose,
+        "priority": analysis.priority,
+        "document_type": analysis.document_type,
+        "review_required": analysis.review_required,
+        "schema": RESULT_SCHEMA,
+    }
+    if traceparent is not None:
+        properties["traceparent"] = traceparent
+    body = {
+        "schema": RESULT_SCHEMA,
+        "tenant_id": envelope.tenant_id,
+        "purpose": envelope.purpose,
+        "summary": dict(summary),
+        "result": analysis.to_dict(),
+    }
+    return OutboundMessage(
+        body=json.dumps(body, sort_keys=True).encode(),
+        message_id=message_id,
+        content_type="application/json",
+        session_id=None,
+        correlation_id=envelope.correlation_id,
+        subject="analysis-result",
+        application_properties=properties,
+        time_to_live=None,
+    )
