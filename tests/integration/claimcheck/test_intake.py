@@ -14,6 +14,7 @@ import pytest
 from claimcheck.envelope import MAX_REFERENCE_ENVELOPE_BYTES, parse_envelope
 from claimcheck.errors import (
     ForbiddenContentType,
+    IntakeRejected,
     PayloadTooLarge,
     PublishNotConfirmed,
     UnknownPurpose,
@@ -65,6 +66,7 @@ def test_large_payload_goes_by_reference_with_a_small_envelope(make_harness: Bui
     assert b"http" not in message.body
     assert message.application_properties["traceparent"] == "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
     assert message.session_id == receipt.work_item_id
+    assert receipt.payload_ref is not None
     assert harness.blob_names() == [receipt.payload_ref]
     tags = harness.container.get_blob_client(receipt.payload_ref).get_blob_tags()
     assert tags[PROVISIONAL_TAG_NAME] == "active"
@@ -97,7 +99,7 @@ def test_payload_over_the_limit_is_refused_and_nothing_is_kept(make_harness: Bui
     ],
 )
 def test_forbidden_or_false_type_is_refused(
-    make_harness: Build, content_type: str, payload: bytes, error: type[Exception]
+    make_harness: Build, content_type: str, payload: bytes, error: type[IntakeRejected]
 ) -> None:
     """A type the purpose does not allow, or bytes that are not of the declared type, give 415."""
     harness = make_harness()
