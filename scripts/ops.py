@@ -30,7 +30,6 @@ from scripts.ops_servicebus import (
     BusTarget,
     Entity,
     ReplayStatus,
-    dead_letter_sequence_numbers,
     first_line,
     peek,
     replay,
@@ -269,10 +268,8 @@ def dlq_replay(
         _fail("give either a SEQUENCE_NUMBER or --all")
     where = Entity(entity, subscription)
     with _reported_errors(), _target(connection_string, namespace).client() as client:
-        wanted = (
-            dead_letter_sequence_numbers(client, where, max_count) if replay_all else [sequence_number or 0]
-        )
-        results = replay(client, where, wanted)
+        wanted = None if replay_all else [sequence_number or 0]
+        results = replay(client, where, wanted, limit=max_count)
     if as_json:
         print_json([dataclasses.asdict(result) for result in results])
     else:

@@ -304,7 +304,7 @@ def _replay_one(
     except (OpsError, ServiceBusError) as exc:
         with suppress(ServiceBusError):  # else the lock expires; the message stays in the DLQ either way
             receiver.abandon_message(message)
-        return replace(not_sent, detail=f"not sent, left in the DLQ: {exc}")
+        return replace(not_sent, detail=f"not sent, left in the DLQ: {first_line(exc)}")
     sent = replace(not_sent, replay_message_id=copy.message_id, destination=destination)
     try:
         receiver.complete_message(message)
@@ -312,24 +312,22 @@ def _replay_one(
         return replace(
             sent,
             status=ReplayStatus.SENT_NOT_COMPLETED,
-            detail=f"sent, but the DLQ message could not be completed ({exc}); run the replay again: "
-            "the copy has the same message id, so duplicate detection drops it",
+            detail=f"sent, but the DLQ message could not be completed ({first_line(exc)}); "
+            "run the replay again: the copy has the same message id, so duplicate detection drops it",
         )
     return replace(sent, status=ReplayStatus.REPLAYED, detail=f"sent to {destination}")
 
 
-def dead_letter_sequence_numbers(client: ServiceBusClient, entity: Entity, limit: int) -> list[int]:
-    with receiver_for(client, entity, dead_letter=True) as receiver:
-        return [int(message.sequence_number or 0) for message in peek_pages(receiver, limit)]
+def replay(
+    client: ServiceBusClient, entity: Entity, sequence_numbers: Sequence[int] | None, *, limit: int
+) -> list[ReplayResult]:
+    """Move dead-lettered messages back to their entity (a subscription's go to its topic).
 
-
-def replay(client: ServiceBusClient, entity: Entity, sequence_numbers: Sequence[int]) -> list[ReplayResult]:
-    """Move the given dead-lettered messages back to their entity (a subscription's go to its topic).
-
-    Only sequence numbers that a peek finds in the DLQ are received. Each is received in peek-lock,
-    its copy sent, then completed. Service Bus cannot receive by sequence number, so messages met on
-    the way that are not wanted stay locked until the end and are then abandoned: they remain in the
-    DLQ, their delivery count one higher.
+    `sequence_numbers=None` means every message in the DLQ now (at most `limit`). Only sequence
+    numbers that a peek finds in the DLQ are received. Each is received in peek-lock, its copy sent,
+    then completed. Service Bus cannot receive by sequence number, so messages met on the way that
+    are not wanted stay locked until the end and are then abandoned: they remain in the DLQ, their
+    delivery count one higher.
     """
     from azure.servicebus.exceptions import ServiceBusError
 
@@ -339,12 +337,12 @@ def replay(client: ServiceBusClient, entity: Entity, sequence_numbers: Sequence[
             status=ReplayStatus.NOT_FOUND,
             detail="not in the dead-letter queue (replayed or removed, or locked by another receiver)",
         )
-        for number in sequence_numbers
+        for number in sequence_numbers or ()
     }
     held: list[ServiceBusReceivedMessage] = []
     sender_factory = client.get_topic_sender if entity.subscription else client.get_queue_sender
     with receiver_for(client, entity, dead_letter=True) as receiver, sender_factory(entity.name) as sender:
-        wanted = _dead_lettered(receiver, set(sequence_numbers))
+        wanted = _dead_lettered(receiver, sequence_numbers, limit)
         try:
             while wanted:
                 batch = receiver.receive_messages(
@@ -367,8 +365,12 @@ def replay(client: ServiceBusClient, entity: Entity, sequence_numbers: Sequence[
     return [results[number] for number in sorted(results)]
 
 
-def _dead_lettered(receiver: ServiceBusReceiver, sequence_numbers: set[int]) -> set[int]:
-    """The subset of `sequence_numbers` a peek finds in the DLQ (browsed from the lowest to the highest)."""
+def _dead_lettered(
+    receiver: ServiceBusReceiver, sequence_numbers: Sequence[int] | None, limit: int
+) -> set[int]:
+    """Which of `sequence_numbers` (None: any, at most `limit`) a peek finds in the DLQ right now."""
+    if sequence_numbers is None:
+        return {int(message.sequence_number or 0) for message in peek_pages(receiver, limit)}
     if not sequence_numbers:
         return set()
     found: set[int] = set()
