@@ -16,6 +16,7 @@ from claimcheck.envelope import Envelope, format_timestamp
 from claimcheck.messages import ApplicationValue, OutboundMessage
 
 RESULT_SCHEMA = "claimcheck.result/1"
+_PART_CHARS = 30_000  # under the 32 K-character limit of one table string property
 
 
 def result_summary(envelope: Envelope, analysis: AnalysisResult, *, completed_at: datetime) -> dict[str, Any]:
@@ -36,7 +37,14 @@ def result_summary(envelope: Envelope, analysis: AnalysisResult, *, completed_at
 def result_row(
     envelope: Envelope, analysis: AnalysisResult, summary: Mapping[str, Any], *, completed_at: datetime
 ) -> dict[str, Any]:
-    """One row per (work item, version): the key makes a second insert fail instead of duplicating."""
+    """One row per (work item, version): the key makes a second insert fail instead of duplicating.
+
+    A table string property holds at most 64 KiB (32 K UTF-16 characters) while a full result (200
+    obligations of 300 characters) exceeds that, so the result JSON is split over ``result_NN``
+    properties; ``result_parts`` says how many. ``read_result`` joins them.
+    """
+    text = json.dumps(analysis.to_dict(), sort_keys=True)
+    parts = [text[start : start + _PART_CHARS] for start in range(0, len(text), _PART_CHARS)] or [""]
     return {
         "PartitionKey": envelope.work_item_id,
         "RowKey": f"v{envelope.payload_version:010d}",
@@ -44,8 +52,16 @@ def result_row(
         "purpose": envelope.purpose,
         "completed_at": completed_at,
         "summary": json.dumps(summary, sort_keys=True),
-        "result": json.dumps(analysis.to_dict(), sort_keys=True),
+        "result_parts": len(parts),
+        **{f"result_{index:02d}": part for index, part in enumerate(parts)},
     }
+
+
+def read_result(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The full analysis result stored by ``result_row``."""
+    text = "".join(row[f"result_{index:02d}"] for index in range(int(row["result_parts"])))
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
 
 
 def result_event(

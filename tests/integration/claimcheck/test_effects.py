@@ -5,8 +5,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import BinaryIO
 
 from claimcheck import Complete, DeadLetter, DeadLetterReason, Outcome, Retry
+from claimcheck.analysis import AnalysisResult, Obligation
+from claimcheck.results import read_result
 
 from tests.integration.claimcheck.conftest import Harness, RecordingAnalyzer, document
 
@@ -114,3 +117,32 @@ def test_unprocessed_old_version_is_dead_lettered_as_superseded(make_harness: Bu
     assert isinstance(outcome, DeadLetter)
     assert outcome.reason is DeadLetterReason.VERSION_MISMATCH
     assert harness.analyzer.seen == []
+
+
+def test_a_large_result_is_stored_whole(make_harness: Build) -> None:
+    """A result larger than one table property (200 long obligations) is stored split and reads back whole."""
+    harness = make_harness()
+    obligations = tuple(
+        Obligation(party="Supplier", text=f"{index:03d} " + "shall deliver " * 21, due_date=None, page=1)
+        for index in range(200)
+    )
+    big = AnalysisResult(
+        document_type="contract",
+        parties=("Supplier",),
+        dates=(),
+        obligations=obligations,
+        page_count=1,
+        review_required=True,
+        priority="high",
+    )
+
+    class BigAnalyzer:
+        def analyze(self, document: BinaryIO, content_type: str) -> AnalysisResult:
+            return big
+
+    harness.claimcheck.consumer._analyzer = BigAnalyzer()
+    submit(harness, document(20_000))
+    assert harness.claimcheck.consumer.handle(harness.delivery()) == Complete()
+    (row,) = harness.rows(harness.settings.results_table)
+    assert row["result_parts"] > 1
+    assert read_result(row) == big.to_dict()
