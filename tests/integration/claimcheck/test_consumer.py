@@ -253,7 +253,7 @@ def test_message_ahead_of_activation_is_processed_after_in_process_polling(make_
 def test_unreadable_document_is_dead_lettered_at_once(make_harness: Build) -> None:
     """A verified document the analyzer cannot read dead-letters processing_failed on the first delivery."""
     harness = make_harness()
-    harness.claimcheck.consumer._analyzer = ContractObligationExtractor()  # noqa: SLF001 - the real analyzer
+    harness.claimcheck.consumer._analyzer = ContractObligationExtractor()
     receipt = submit(harness, b"%PDF-1.7\n" + document(30_000), content_type="application/pdf")
     outcome = harness.claimcheck.consumer.handle(harness.delivery(count=1))
     assert isinstance(outcome, DeadLetter)
