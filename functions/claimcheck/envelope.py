@@ -38,9 +38,22 @@ T = TypeVar("T")
 
 _FIELDS = frozenset(
     {
-        "schema", "schema_version", "work_item_id", "payload_ref", "payload_inline", "payload_version",
-        "content_type", "content_length", "checksum", "classification", "tenant_id", "purpose",
-        "environment", "created_at", "expires_at", "correlation_id",
+        "schema",
+        "schema_version",
+        "work_item_id",
+        "payload_ref",
+        "payload_inline",
+        "payload_version",
+        "content_type",
+        "content_length",
+        "checksum",
+        "classification",
+        "tenant_id",
+        "purpose",
+        "environment",
+        "created_at",
+        "expires_at",
+        "correlation_id",
     }
 )
 

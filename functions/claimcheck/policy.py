@@ -78,6 +78,7 @@ DEFAULT_PURPOSES: Mapping[str, PurposePolicy] = {
     )
 }
 
+
 def base_content_type(declared: str) -> str:
     """``text/plain; charset=utf-8`` → ``text/plain`` (parameters do not change the policy)."""
     return declared.split(";", 1)[0].strip().lower()

@@ -59,8 +59,13 @@ WORK_ITEM_MOVES: Mapping[WorkItemState, frozenset[WorkItemState]] = {
         {WorkItemState.ACCEPTED, WorkItemState.RUNNING, WorkItemState.FAILED, WorkItemState.EXPIRED}
     ),
     WorkItemState.RUNNING: frozenset(
-        {WorkItemState.ACCEPTED, WorkItemState.RUNNING, WorkItemState.COMPLETED, WorkItemState.FAILED,
-         WorkItemState.EXPIRED}
+        {
+            WorkItemState.ACCEPTED,
+            WorkItemState.RUNNING,
+            WorkItemState.COMPLETED,
+            WorkItemState.FAILED,
+            WorkItemState.EXPIRED,
+        }
     ),
     WorkItemState.COMPLETED: frozenset({WorkItemState.ACCEPTED}),
     # A dead-lettered message replayed by an operator runs again.
