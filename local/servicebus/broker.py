@@ -331,14 +331,14 @@ class Broker:
         ]
 
 
-def delivery_annotations(entry: Entry) -> dict[Any, Any]:
-    """The broker's message annotations on a delivered or peeked message."""
+def delivery_annotations(entry: Entry, queue: MessageQueue) -> dict[Any, Any]:
+    """The broker's message annotations on a delivered or peeked message of ``queue``."""
     annotations: dict[Any, Any] = {
         Symbol("x-opt-sequence-number"): entry.seq,
         Symbol("x-opt-enqueued-time"): Timestamp(entry.enqueued_ms),
     }
-    if entry.locked_until_ms:
-        annotations[Symbol("x-opt-locked-until")] = Timestamp(entry.locked_until_ms)
+    if entry.lock_token is not None:
+        annotations[Symbol("x-opt-locked-until")] = Timestamp(queue.lock_deadline(entry))
     if entry.state != ACTIVE:
         annotations[Symbol("x-opt-message-state")] = entry.state
     if entry.state == SCHEDULED and entry.scheduled_ms:
@@ -348,8 +348,9 @@ def delivery_annotations(entry: Entry) -> dict[Any, Any]:
     return annotations
 
 
-def encode_delivery(entry: Entry) -> bytes:
-    """The message as a receiver sees it: header delivery-count = earlier attempts, broker annotations."""
+def encode_delivery(entry: Entry, queue: MessageQueue) -> bytes:
+    """The message as a receiver sees it: header delivery-count = earlier attempts (the service
+    puts DeliveryCount - 1 on the wire), broker annotations."""
     return entry.message.encode(
-        delivery_count=max(entry.delivery_count - 1, 0), annotations=delivery_annotations(entry)
+        delivery_count=max(entry.delivery_count - 1, 0), annotations=delivery_annotations(entry, queue)
     )

@@ -175,7 +175,8 @@ class OutgoingLink(Link):
     # --- Consumer (see queue.Consumer) -------------------------------------------------------------
 
     def deliver(self, entry: Entry, lock_token: uuid.UUID | None) -> None:
-        payload = encode_delivery(entry)
+        assert self.queue is not None  # only a receiving link is a consumer
+        payload = encode_delivery(entry, self.queue)
         if lock_token is None:
             self._transfer(payload, uuid.uuid4().bytes_le, settled=True)
         else:

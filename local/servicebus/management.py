@@ -148,7 +148,7 @@ class Management:
         )
         if not entries:
             return 204, None
-        return 200, {"messages": [{"message": encode_delivery(entry)} for entry in entries]}
+        return 200, {"messages": [{"message": encode_delivery(entry, queue)} for entry in entries]}
 
     def _receive_by_sequence_number(
         self, entity: str, queue: MessageQueue | None, body: dict[str, Any]
@@ -160,7 +160,7 @@ class Management:
         )
         messages = []
         for entry in entries:
-            item: dict[str, Any] = {"message": encode_delivery(entry)}
+            item: dict[str, Any] = {"message": encode_delivery(entry, queue)}
             if body.get("receiver-settle-mode") == 0 and entry.lock_token is not None:
                 queue.complete(entry.lock_token)
             else:

@@ -208,9 +208,16 @@ class MessageQueue:
 
     # --- settling --------------------------------------------------------------------------------
 
+    def lock_deadline(self, entry: Entry) -> int:
+        """When an entry's lock ends: in a locked session, with the session lock (as in Azure,
+        where a session receiver renews the session, never single messages)."""
+        if self.settings.requires_session and entry.session_id in self.session_locks:
+            return self.session_locks[entry.session_id].until_ms
+        return entry.locked_until_ms
+
     def locked(self, token: uuid.UUID) -> Entry:
         entry = self.locks.get(token)
-        if entry is None or entry.locked_until_ms <= now_ms():
+        if entry is None or self.lock_deadline(entry) <= now_ms():
             if entry is not None:
                 self._unlock(entry, counted=True)
             raise lock_lost()
@@ -287,7 +294,7 @@ class MessageQueue:
 
     def tick(self, now: int) -> None:
         """Expire locks, session locks and TTLs; activate scheduled messages."""
-        for expired in [e for e in self.locks.values() if e.locked_until_ms <= now]:
+        for expired in [e for e in self.locks.values() if self.lock_deadline(e) <= now]:
             self._unlock(expired, counted=True)
         for session_id, lock in list(self.session_locks.items()):
             if lock.until_ms <= now:

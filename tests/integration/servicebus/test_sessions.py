@@ -8,7 +8,12 @@ from datetime import UTC, datetime
 
 import pytest
 from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusClient, ServiceBusMessage
-from azure.servicebus.exceptions import OperationTimeoutError, ServiceBusError, SessionCannotBeLockedError
+from azure.servicebus.exceptions import (
+    OperationTimeoutError,
+    ServiceBusError,
+    SessionCannotBeLockedError,
+    SessionLockLostError,
+)
 
 from local.servicebus import RunningEmulator
 
@@ -165,3 +170,25 @@ def test_list_queue_sessions(client: ServiceBusClient) -> None:
     with client.get_queue_receiver("sessions", session_id="beta", max_wait_time=5) as receiver:
         receiver.session.set_state(b"touched")
     assert list(client.list_queue_sessions("sessions", state_updated_after=since)) == ["beta"]
+
+
+def test_message_locks_in_a_session_follow_the_session_lock(client: ServiceBusClient) -> None:
+    """While the session lock is renewed, its messages stay locked past the lock duration (as in Azure)."""
+    _send(client, [("long", "slow step")])
+    with client.get_queue_receiver("sessions", session_id="long", max_wait_time=5) as receiver:
+        (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+        for _ in range(4):
+            time.sleep(1)
+            receiver.session.renew_lock()
+        receiver.complete_message(message)
+        assert receiver.receive_messages(max_message_count=1, max_wait_time=1) == []
+
+
+def test_session_lock_expiry_ends_the_receiver(client: ServiceBusClient) -> None:
+    """A session lock that is not renewed expires: the receiver fails with SessionLockLostError."""
+    _send(client, [("abandoned", "x")])
+    with client.get_queue_receiver("sessions", session_id="abandoned", max_wait_time=5) as receiver:
+        (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+        time.sleep(3)
+        with pytest.raises(SessionLockLostError):
+            receiver.complete_message(message)
