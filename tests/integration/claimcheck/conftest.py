@@ -1,6 +1,6 @@
 """Fixtures for the claim-check integration tests: real Azurite, real SDKs, an in-memory bus.
 
-A session-wide logging handler records every log line emitted while these tests run, so that the
+A package-wide logging handler records every log line emitted while these tests run, so that the
 last test of the directory (``test_zz_log_hygiene``) can prove no payload bytes or secrets leaked.
 """
 
@@ -39,7 +39,7 @@ class RecordingHandler(logging.Handler):
 SESSION_LOGS = RecordingHandler()
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="package", autouse=True)
 def _record_all_logs() -> Iterator[RecordingHandler]:
     root = logging.getLogger()
     previous = root.level
