@@ -64,12 +64,14 @@ class Azurite:
         """Stop Azurite and everything it started; remove the data folder if we created it."""
         if self.process.poll() is None:
             # Azurite runs in its own process group (start_new_session), so one signal reaches all.
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=10)
+            # It exits at once on SIGINT but ignores SIGTERM, so SIGINT first, SIGKILL as a backstop.
+            for stop_signal in (signal.SIGINT, signal.SIGKILL):
+                os.killpg(self.process.pid, stop_signal)
+                try:
+                    self.process.wait(timeout=10)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
         if self.owns_data_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
