@@ -283,10 +283,6 @@ class Broker:
             sub.queue.add(sub.queue.new_entry(copy, ttl))
             sub.queue.pump()
 
-    def schedule(self, entity: str, messages: list[AmqpMessage]) -> list[int]:
-        """Management schedule-message: the annotation is already set on each message."""
-        return self.send(entity, messages)
-
     def cancel_scheduled(self, entity: str, numbers: list[int]) -> None:
         path = self.check_send_target(entity)
         queue = self.topics[path].scheduled if path in self.topics else self.queues[path]
@@ -324,11 +320,6 @@ class Broker:
             "oldest_message_age_seconds": None if oldest is None else (now_ms() - oldest) / 1000,
             "locked_message_count": len(queue.locks),
         }
-
-    def entity_names(self) -> list[str]:
-        return [
-            q.name for q in self.queues.values() if not q.path.endswith(("/$scheduled", DEAD_LETTER_SUFFIX))
-        ]
 
 
 def delivery_annotations(entry: Entry, queue: MessageQueue) -> dict[Any, Any]:

@@ -170,7 +170,7 @@ class Management:
 
     def _schedule(self, entity: str, queue: MessageQueue | None, body: dict[str, Any]) -> Response:
         messages = [AmqpMessage.parse(item["message"]) for item in body.get("messages", [])]
-        numbers = self.broker.schedule(entity, messages)
+        numbers = self.broker.send(entity, messages)  # each carries x-opt-scheduled-enqueue-time
         return 200, {"sequence-numbers": Array([Long(n) for n in numbers], 0x81)}
 
     def _cancel_scheduled(self, entity: str, queue: MessageQueue | None, body: dict[str, Any]) -> Response:

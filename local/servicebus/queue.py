@@ -178,7 +178,9 @@ class MessageQueue:
     def pump(self) -> None:
         """Hand available messages to consumers with credit, round-robin."""
         if self.session_waiters:
-            self.session_waiters = [waiter for waiter in self.session_waiters if not waiter()]
+            # Detach the list first: serving a waiter pumps again, and must not re-run that waiter.
+            waiting, self.session_waiters = self.session_waiters, []
+            self.session_waiters = [waiter for waiter in waiting if not waiter()] + self.session_waiters
         progress = True
         while progress:
             progress = False

@@ -192,3 +192,35 @@ def test_session_lock_expiry_ends_the_receiver(client: ServiceBusClient) -> None
         time.sleep(3)
         with pytest.raises(SessionLockLostError):
             receiver.complete_message(message)
+
+
+def test_waiting_receivers_get_different_sessions(emulator: RunningEmulator) -> None:
+    """Two next-available receivers that wait together each get their own session once messages arrive."""
+    accepted: list[str] = []
+    errors: list[BaseException] = []
+
+    def accept() -> None:
+        try:
+            with (
+                ServiceBusClient.from_connection_string(emulator.connection_string) as client,
+                client.get_queue_receiver(
+                    "sessions", session_id=NEXT_AVAILABLE_SESSION, max_wait_time=15
+                ) as receiver,
+            ):
+                assert receiver.session.session_id is not None
+                accepted.append(receiver.session.session_id)
+                (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+                receiver.complete_message(message)
+        except BaseException as exc:
+            errors.append(exc)
+
+    waiting = [threading.Thread(target=accept) for _ in range(2)]
+    for thread in waiting:
+        thread.start()
+    time.sleep(2)
+    with ServiceBusClient.from_connection_string(emulator.connection_string) as client:
+        _send(client, [("first", "1"), ("second", "2")])
+    for thread in waiting:
+        thread.join(timeout=60)
+    assert errors == []
+    assert sorted(accepted) == ["first", "second"]
