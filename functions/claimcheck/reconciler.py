@@ -86,6 +86,19 @@ class Reconciler:
         self._sweep_unregistered(now, report)
         for alert in report.alerts:
             log.warning("ALERT %s", alert)
+        # One structured line per run: Application Insights stores custom_dimensions as queryable
+        # columns, and the orphan-count alert of the stack (infra/components/observability.py) reads them.
+        log.info(
+            "reconciliation finished",
+            extra={
+                "custom_dimensions": {
+                    "orphans_found": len(report.orphans_removed) + len(report.orphans_waiting),
+                    "orphans_removed": len(report.orphans_removed),
+                    "missing_flagged": len(report.flagged_missing),
+                    "cleaned_up": len(report.cleaned_up) + len(report.retention_removed),
+                }
+            },
+        )
         return report
 
     def revoke(self, ref: str, *, why: str) -> bool:

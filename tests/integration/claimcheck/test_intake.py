@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -126,7 +127,9 @@ def test_unknown_purpose_is_a_400(make_harness: Build) -> None:
     assert (caught.value.code, caught.value.http_status) == ("unknown_purpose", 400)
 
 
-def test_lost_publish_leaves_a_state_the_reconciler_cleans(make_harness: Build) -> None:
+def test_lost_publish_leaves_a_state_the_reconciler_cleans(
+    make_harness: Build, caplog: pytest.LogCaptureFixture
+) -> None:
     """Upload done, publish lost: 503 and a provisional object that reconciliation removes after grace."""
     harness = make_harness()
     harness.bus.fail_next = 1
@@ -143,8 +146,12 @@ def test_lost_publish_leaves_a_state_the_reconciler_cleans(make_harness: Build) 
     assert harness.container.get_blob_client(ref).get_blob_tags()[PROVISIONAL_TAG_NAME] == "provisional"
     assert [row["state"] for row in harness.rows(harness.settings.registry_table)] == ["preparing"]
 
-    waiting = harness.claimcheck.reconciler.run()
+    with caplog.at_level(logging.INFO, logger="claimcheck.reconciler"):
+        waiting = harness.claimcheck.reconciler.run()
     assert waiting.orphans_waiting == [ref]
+    (summary,) = [r for r in caplog.records if r.getMessage() == "reconciliation finished"]
+    # The orphan-count alert of the stack queries these dimensions.
+    assert summary.custom_dimensions["orphans_found"] == 1  # type: ignore[attr-defined]
     assert any("publish not confirmed" in alert and "removed in" in alert for alert in waiting.alerts)
     assert harness.blob_names() == [ref]
 
