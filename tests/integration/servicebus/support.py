@@ -49,6 +49,10 @@ def emulator_config() -> dict[str, Any]:
                             "Subscriptions": [
                                 {"Name": "audit", "Properties": {"LockDuration": lock}},
                                 {
+                                    "Name": "per-item",
+                                    "Properties": {"RequiresSession": True, "LockDuration": lock},
+                                },
+                                {
                                     "Name": "notifications",
                                     "Rules": [
                                         {

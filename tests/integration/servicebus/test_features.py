@@ -192,3 +192,20 @@ def test_entity_quota_refuses_with_quota_exceeded(start: Callable[..., RunningEm
         with pytest.raises(ServiceBusQuotaExceededError):
             sender.send_messages(ServiceBusMessage("3"))
     assert emulator.runtime_properties("work")["active_message_count"] == 2
+
+
+def test_session_subscription(client: ServiceBusClient) -> None:
+    """A session-enabled subscription delivers per session; a copy without session id is dead-lettered."""
+    with client.get_topic_sender("results") as sender:
+        sender.send_messages([ServiceBusMessage("s1", session_id="item-1"), ServiceBusMessage("no session")])
+    with client.get_subscription_receiver(
+        "results", "per-item", session_id="item-1", max_wait_time=5
+    ) as receiver:
+        (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+        assert (str(message), message.session_id) == ("s1", "item-1")
+        receiver.complete_message(message)
+    with client.get_subscription_receiver(
+        "results", "per-item", sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=5
+    ) as dlq:
+        (dead,) = dlq.receive_messages(max_message_count=1, max_wait_time=5)
+        assert (str(dead), dead.dead_letter_reason) == ("no session", "Session id is null.")
