@@ -13,7 +13,7 @@ from infra.components.function_app import FunctionApp
 from infra.components.messaging import Messaging
 from infra.components.observability import Alerts, Monitoring
 from infra.components.storage import PayloadStorage
-from infra.roles import BuiltInRole
+from infra.roles import PAYLOAD_OPERATOR, PAYLOAD_WRITER, BuiltInRole
 from infra.stack_config import StackSettings
 
 
@@ -58,20 +58,27 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
         # The HTTP intake function publishes the envelope to the same queue.
         Grant("app-send-documents", BuiltInRole.SERVICE_BUS_DATA_SENDER, documents_queue, app),
         Grant("app-send-results", BuiltInRole.SERVICE_BUS_DATA_SENDER, results_topic, app),
-        Grant("app-payload-blobs", BuiltInRole.STORAGE_BLOB_DATA_CONTRIBUTOR, payload_container, app),
+        # Blob Data Contributor lacks the blob index tag actions the provisional/active state needs.
+        Grant("app-payload-blobs", PAYLOAD_OPERATOR, payload_container, app),
         *[Grant(f"app-table-{table}", BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR, resource.id, app)
           for table, resource in payloads.tables.items()],
         Grant("app-host-storage", BuiltInRole.STORAGE_BLOB_DATA_OWNER, functions.host_account.id, app),
         Grant("app-telemetry", BuiltInRole.MONITORING_METRICS_PUBLISHER, monitoring.app_insights.id, app),
     ]
+    # A producer on the Python API writes the object, its registry record and its work-item version,
+    # then publishes: nothing more.
+    producer_tables = {table: payloads.tables[table].id
+                       for table in (topology.tables.registry, topology.tables.work_items)}
     for producer in settings.producer_principals:
         grants += [
             Grant(f"producer-{producer.name}-send-documents", BuiltInRole.SERVICE_BUS_DATA_SENDER,
                   documents_queue, producer.object_id),
-            Grant(f"producer-{producer.name}-payload-blobs", BuiltInRole.STORAGE_BLOB_DATA_CONTRIBUTOR,
-                  payload_container, producer.object_id),
+            Grant(f"producer-{producer.name}-payload-blobs", PAYLOAD_WRITER, payload_container,
+                  producer.object_id),
+            *[Grant(f"producer-{producer.name}-table-{table}", BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR,
+                    table_id, producer.object_id) for table, table_id in producer_tables.items()],
         ]
-    Access(f"{prefix}-access", grants=grants)
+    Access(f"{prefix}-access", grants=grants, custom_role_scope=group.id, custom_role_suffix=group.name)
     Alerts(f"{prefix}-alerts", resource_group_name=group.name, monitoring=monitoring,
            namespace_id=messaging.namespace.id, payload_account_id=payloads.account.id,
            function_app_id=functions.app.id, backlog_threshold=settings.backlog_alert_threshold)

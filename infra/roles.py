@@ -1,13 +1,15 @@
-"""Built-in Azure role definitions and deterministic role-assignment names.
+"""Role definitions (built-in and the stack's custom ones) and deterministic GUID names.
 
-GUIDs are Azure's built-in role ids (learn.microsoft.com, "Azure built-in roles"); they are the same
-in every tenant. An assignment's name is a uuid5 over scope, role and principal, so re-running the
-program never creates a duplicate and a changed scope or principal is a replacement, not a leak.
+Built-in GUIDs are Azure's role ids (learn.microsoft.com, "Azure built-in roles"); they are the same
+in every tenant. A custom role's GUID is a uuid5 over its assignable scope and key, and an
+assignment's name a uuid5 over scope, role and principal, so re-running the program never creates a
+duplicate and a changed scope or principal is a replacement, not a leak.
 """
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from enum import Enum
 
 # A fixed namespace for uuid5 so names are stable across machines and runs.
@@ -44,13 +46,69 @@ STORAGE_DATA_ROLES = frozenset({
 DATA_ROLES = SERVICE_BUS_DATA_ROLES | STORAGE_DATA_ROLES
 
 
-def role_definition_id(subscription_id: str, role: BuiltInRole) -> str:
-    return f"/subscriptions/{subscription_id}/providers/Microsoft.Authorization/roleDefinitions/{role.value}"
+_BLOBS = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
 
 
-def assignment_name(scope: str, role: BuiltInRole, principal_id: str) -> str:
+class BlobDataAction(Enum):
+    """Blob data actions ("Permissions for Blob service operations"; "Actions and attributes for Azure
+    role assignment conditions for Azure Blob Storage"). Storage Blob Data Contributor has read,
+    write, delete, add/action and move/action but none of the tag actions, which are separate
+    permissions; only Storage Blob Data Owner has them among the built-in roles."""
+
+    READ = f"{_BLOBS}/read"                    # Get Blob, Get Blob Properties
+    WRITE = f"{_BLOBS}/write"                  # Put Block, Put Block List
+    DELETE = f"{_BLOBS}/delete"                # Delete Blob (and its snapshots)
+    TAGS_READ = f"{_BLOBS}/tags/read"          # Get Blob Tags
+    TAGS_WRITE = f"{_BLOBS}/tags/write"        # Set Blob Tags, and x-ms-tags on Put Block List
+    FIND_BY_TAGS = f"{_BLOBS}/filter/action"   # Find Blobs by Tags (container-scoped here)
+
+
+@dataclass(frozen=True)
+class CustomRole:
+    """A data-plane role the stack defines because no built-in role fits; `key` is part of its GUID."""
+
+    key: str
+    display_name: str
+    description: str
+    data_actions: tuple[BlobDataAction, ...]
+
+
+# The Function App: uploads provisional objects (staged blocks, commit with the provisional tag,
+# write-once), activates them (Set Blob Tags), reads them conditionally, deletes them (cleanup,
+# reconciliation), reads tags and finds provisional objects by tag (reconciliation). Not granted:
+# add/action (Put Block needs write anyway), move/action (hierarchical namespace only),
+# deleteBlobVersion/permanentDelete (old versions go by the lifecycle policy), ownership/ACL actions.
+PAYLOAD_OPERATOR = CustomRole(
+    "payload-operator", "Claim Check payload operator",
+    "Claim Check Function App on the payloads container: read, write-once upload, delete, and blob "
+    "index tags (set, read, find) for provisional/active state.",
+    (BlobDataAction.READ, BlobDataAction.WRITE, BlobDataAction.DELETE, BlobDataAction.TAGS_READ,
+     BlobDataAction.TAGS_WRITE, BlobDataAction.FIND_BY_TAGS),
+)
+# A producer using the claimcheck Python API: uploads a provisional object and activates it after
+# the publish is confirmed. It never reads, deletes or searches payloads.
+PAYLOAD_WRITER = CustomRole(
+    "payload-writer", "Claim Check payload writer",
+    "Claim Check producer on the payloads container: write-once upload with the provisional blob "
+    "index tag, and the tag change that activates the object.",
+    (BlobDataAction.WRITE, BlobDataAction.TAGS_WRITE),
+)
+CUSTOM_ROLES = (PAYLOAD_OPERATOR, PAYLOAD_WRITER)
+
+
+def role_definition_id(subscription_id: str, role_guid: str) -> str:
+    return f"/subscriptions/{subscription_id}/providers/Microsoft.Authorization/roleDefinitions/{role_guid}"
+
+
+def custom_role_guid(assignable_scope: str, role: CustomRole) -> str:
+    """Deterministic GUID name of a custom role definition at one assignable scope."""
+    return str(uuid.uuid5(_ASSIGNMENT_NAMESPACE, f"custom-role|{assignable_scope.lower()}|{role.key}"))
+
+
+def assignment_name(scope: str, role_guid: str, principal_id: str) -> str:
     """Deterministic GUID name for one (scope, role, principal) assignment."""
-    return str(uuid.uuid5(_ASSIGNMENT_NAMESPACE, f"{scope.lower()}|{role.value}|{principal_id.lower()}"))
+    key = f"{scope.lower()}|{role_guid.lower()}|{principal_id.lower()}"
+    return str(uuid.uuid5(_ASSIGNMENT_NAMESPACE, key))
 
 
 def role_guid(role_definition: str) -> str:

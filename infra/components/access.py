@@ -1,20 +1,27 @@
-"""Role assignments: each identity gets the narrowest built-in role at the narrowest scope.
+"""Role definitions and assignments: each identity gets the narrowest role at the narrowest scope.
 
 Data roles sit on the entity (queue, topic, container, table), never on the namespace, account,
 resource group or subscription when an entity scope exists. The one account-scope data role is the
 Function App's on its own host account, which holds nothing but the host's state and code package.
+
+Blob index tags need permissions no built-in role below Storage Blob Data Owner has, so the payload
+container gets custom roles (infra/roles.py) with exactly the data actions the code calls. Their
+assignable scope is the stack's resource group: Microsoft documents custom roles as assignable at
+management group, subscription or resource group scope and advises against resource instances
+there (each tenant holds a limited number of custom roles); the assignment, on the container, is
+what bounds the access.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 from pulumi_azure_native import authorization
 
-from infra.roles import BuiltInRole, assignment_name, role_definition_id
+from infra.roles import BuiltInRole, CustomRole, assignment_name, custom_role_guid, role_definition_id
 
 
 @dataclass(frozen=True)
@@ -22,35 +29,79 @@ class Grant:
     """One role for one principal at one scope; `key` names the logical resource."""
 
     key: str
-    role: BuiltInRole
+    role: BuiltInRole | CustomRole
     scope: pulumi.Input[str]
     principal_id: pulumi.Input[str]
 
 
 class Access(pulumi.ComponentResource):
-    def __init__(self, name: str, *, grants: list[Grant], opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, *, grants: Sequence[Grant], custom_role_scope: pulumi.Input[str],
+                 custom_role_suffix: pulumi.Input[str], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("claimcheck:access:Access", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         subscription_id = authorization.get_client_config_output().subscription_id
+        self.role_definitions: dict[str, authorization.RoleDefinition] = {}
+        role_guids: dict[str, pulumi.Output[str]] = {}
+        for role in _custom_roles(grants):
+            guid = pulumi.Output.from_input(custom_role_scope).apply(_guid_for(role))
+            role_guids[role.key] = guid
+            self.role_definitions[role.key] = authorization.RoleDefinition(
+                f"{name}-role-{role.key}",
+                role_definition_id=guid,
+                # Display names are unique per tenant: the suffix tells stacks in one tenant apart.
+                role_name=pulumi.Output.concat(role.display_name, " (", custom_role_suffix, ")"),
+                role_type="CustomRole",
+                description=role.description,
+                scope=custom_role_scope,
+                assignable_scopes=[custom_role_scope],
+                permissions=[authorization.PermissionArgs(
+                    actions=[], not_actions=[], not_data_actions=[],
+                    data_actions=[action.value for action in role.data_actions])],
+                opts=child,
+            )
         self.assignments: dict[str, authorization.RoleAssignment] = {}
         for grant in grants:
+            if isinstance(grant.role, BuiltInRole):
+                guid, label, options = pulumi.Output.from_input(grant.role.value), _label(grant.role), child
+            else:
+                guid, label = role_guids[grant.role.key], grant.role.display_name
+                options = child.merge(pulumi.ResourceOptions(
+                    depends_on=[self.role_definitions[grant.role.key]]))
             self.assignments[grant.key] = authorization.RoleAssignment(
                 f"{name}-{grant.key}",
-                role_assignment_name=pulumi.Output.all(grant.scope, grant.principal_id).apply(
-                    _name_for(grant.role)),
+                role_assignment_name=pulumi.Output.all(grant.scope, guid, grant.principal_id).apply(
+                    _assignment_name),
                 scope=grant.scope,
                 principal_id=grant.principal_id,
                 principal_type=authorization.PrincipalType.SERVICE_PRINCIPAL,
-                role_definition_id=subscription_id.apply(_definition_for(grant.role)),
-                description=f"claimcheck: {grant.role.name.replace('_', ' ').lower()}",
-                opts=child,
+                role_definition_id=pulumi.Output.all(subscription_id, guid).apply(_definition_id),
+                description=f"claimcheck: {label.lower()}",
+                opts=options,
             )
-        self.register_outputs({"assignments": list(self.assignments)})
+        self.register_outputs({"assignments": list(self.assignments),
+                               "roleDefinitions": list(self.role_definitions)})
 
 
-def _name_for(role: BuiltInRole) -> Callable[[list[Any]], str]:
-    return lambda values: assignment_name(str(values[0]), role, str(values[1]))
+def _custom_roles(grants: Sequence[Grant]) -> list[CustomRole]:
+    """The distinct custom roles the grants use, in first-use order."""
+    roles: dict[str, CustomRole] = {}
+    for grant in grants:
+        if isinstance(grant.role, CustomRole):
+            roles.setdefault(grant.role.key, grant.role)
+    return list(roles.values())
 
 
-def _definition_for(role: BuiltInRole) -> Callable[[str], str]:
-    return lambda subscription_id: role_definition_id(subscription_id, role)
+def _label(role: BuiltInRole) -> str:
+    return role.name.replace("_", " ")
+
+
+def _guid_for(role: CustomRole) -> Callable[[str], str]:
+    return lambda scope: custom_role_guid(scope, role)
+
+
+def _assignment_name(values: list[Any]) -> str:
+    return assignment_name(str(values[0]), str(values[1]), str(values[2]))
+
+
+def _definition_id(values: list[Any]) -> str:
+    return role_definition_id(str(values[0]), str(values[1]))

@@ -61,6 +61,10 @@ def build_policy_pack() -> PolicyPack:
             ResourceValidationPolicy("functions-no-secrets-in-app-settings",
                                      "App settings hold no connection strings, account keys or SAS.",
                                      _for_type("azure-native:web:WebApp")),
+            ResourceValidationPolicy("rbac-custom-roles-narrow",
+                                     "Custom roles name their data actions (no wildcard, no management "
+                                     "actions) and are assignable no wider than a resource group.",
+                                     _for_type("azure-native:authorization:RoleDefinition")),
             StackValidationPolicy("rbac-data-roles-at-entity-scope",
                                   "Data roles sit on the queue, topic, container or table, never on a "
                                   "namespace, account, resource group or subscription.",

@@ -107,14 +107,15 @@ _ACCOUNT_SCOPE = re.compile(
     re.IGNORECASE)
 
 
-def role_assignment_violations(props: Mapping[str, Any], host_accounts: set[str]) -> list[str]:
+def role_assignment_violations(props: Mapping[str, Any], host_accounts: set[str],
+                               data_roles: frozenset[str] = DATA_ROLES) -> list[str]:
     """A data role (Service Bus or Storage data) must sit on an entity, not on a broad scope."""
     scope, definition = props.get("scope"), props.get("roleDefinitionId")
     if not isinstance(scope, str) or not isinstance(definition, str) or is_unknown(scope) \
             or is_unknown(definition):
         return []
     role = role_guid(definition)
-    if role not in DATA_ROLES:
+    if role not in data_roles:
         return []
     if _BROAD_SCOPE.match(scope):
         return [f"data role {role} assigned at subscription/resource-group scope {scope!r}; assign it on "
@@ -127,6 +128,46 @@ def role_assignment_violations(props: Mapping[str, Any], host_accounts: set[str]
         return [f"storage data role {role} assigned on the whole account {scope!r}; assign it on the "
                 "container or table"]
     return []
+
+
+_ABOVE_RESOURCE_GROUP = re.compile(
+    r"^(/|/subscriptions/[^/]+/?|/providers/microsoft\.management/managementgroups/[^/]+/?)$", re.IGNORECASE)
+
+
+def _permission_lists(props: Mapping[str, Any], key: str) -> list[str]:
+    """Every entry of `key` (actions, dataActions, ...) over a role definition's permission blocks."""
+    permissions = props.get("permissions")
+    if not isinstance(permissions, list):
+        return []  # absent, or unknown during preview
+    return [str(action) for permission in permissions if isinstance(permission, Mapping)
+            for action in permission.get(key) or []]
+
+
+def role_definition_violations(props: Mapping[str, Any]) -> list[str]:
+    """A custom role here grants named data actions only, assignable no wider than a resource group."""
+    problems = []
+    wildcards = [action for action in _permission_lists(props, "dataActions") if "*" in action]
+    if wildcards:
+        problems.append(f"custom role grants wildcard data actions {wildcards}; name each data action")
+    control_plane = _permission_lists(props, "actions")
+    if control_plane:
+        problems.append(f"custom role grants management actions {control_plane}; data roles only")
+    scopes = props.get("assignableScopes")
+    broad = [scope for scope in scopes if isinstance(scope, str) and _ABOVE_RESOURCE_GROUP.match(scope)] \
+        if isinstance(scopes, list) else []  # not a list: unknown during preview
+    if broad:
+        problems.append(f"custom role assignable at {broad}; make it assignable in the stack's resource "
+                        "group")
+    return problems
+
+
+def custom_data_roles(resources: Iterable[tuple[str, Mapping[str, Any]]]) -> frozenset[str]:
+    """GUIDs of the stack's custom role definitions that grant data actions."""
+    return frozenset(
+        str(props["roleDefinitionId"]).lower() for kind, props in resources
+        if kind == "azure-native:authorization:RoleDefinition"
+        and isinstance(props.get("roleDefinitionId"), str) and not is_unknown(props["roleDefinitionId"])
+        and _permission_lists(props, "dataActions"))
 
 
 SAS_RULE_TYPES = (
@@ -148,14 +189,17 @@ RESOURCE_CHECKS = {
     "azure-native:storage:StorageAccount": storage_account_violations,
     "azure-native:storage:BlobContainer": blob_container_violations,
     "azure-native:web:WebApp": web_app_violations,
+    "azure-native:authorization:RoleDefinition": role_definition_violations,
 }
 
 
 def stack_role_violations(resources: Iterable[tuple[str, Mapping[str, Any]]]) -> list[tuple[int, str]]:
-    """(index of the role assignment, problem) for every data role at a broad scope in the stack."""
+    """(index of the role assignment, problem) for every data role (built-in, or a custom role the stack
+    defines with data actions) at a broad scope in the stack."""
     listed = list(resources)
     host_accounts = host_storage_accounts(
         props for kind, props in listed if kind == "azure-native:web:WebApp")
+    data_roles = DATA_ROLES | custom_data_roles(listed)
     return [(index, problem) for index, (kind, props) in enumerate(listed)
             if kind == "azure-native:authorization:RoleAssignment"
-            for problem in role_assignment_violations(props, host_accounts)]
+            for problem in role_assignment_violations(props, host_accounts, data_roles)]

@@ -33,6 +33,7 @@ _NAME_INPUTS = {
     "Subscription": "subscriptionName", "Rule": "ruleName", "BlobContainer": "containerName",
     "Table": "tableName", "ManagementPolicy": "managementPolicyName",
     "BlobServiceProperties": "blobServicesName", "RoleAssignment": "roleAssignmentName",
+    "RoleDefinition": "roleDefinitionId",
 }
 
 
@@ -82,6 +83,9 @@ def _resource_id(args: pulumi.runtime.MockResourceArgs, name: str) -> str:
             f"{group}/providers/Microsoft.Insights/components/{name}"),
         "azure-native:monitor:DiagnosticSetting": lambda: (
             f"{inputs.get('resourceUri')}/providers/Microsoft.Insights/diagnosticSettings/{inputs.get('name')}"),
+        # ARM answers a custom role's id at subscription level, whatever scope it was created at.
+        "azure-native:authorization:RoleDefinition": lambda: (
+            f"/subscriptions/{SUBSCRIPTION_ID}/providers/Microsoft.Authorization/roleDefinitions/{name}"),
         "azure-native:authorization:RoleAssignment": lambda: (
             f"{inputs.get('scope')}/providers/Microsoft.Authorization/roleAssignments/{name}"),
     }

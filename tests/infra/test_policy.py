@@ -9,13 +9,14 @@ import pytest
 from pulumi_policy import ResourceValidationArgs, StackValidationArgs
 
 from infra.policy import pack, rules
-from infra.roles import BuiltInRole, role_definition_id
+from infra.roles import PAYLOAD_OPERATOR, BuiltInRole, custom_role_guid, role_definition_id
 
 GROUP = "/subscriptions/sub/resourceGroups/rg"
 NAMESPACE = f"{GROUP}/providers/Microsoft.ServiceBus/namespaces/sb1"
 ACCOUNT = f"{GROUP}/providers/Microsoft.Storage/storageAccounts/ccpay1"
 CONTAINER = f"{ACCOUNT}/blobServices/default/containers/payloads"
 HOST_ACCOUNT = f"{GROUP}/providers/Microsoft.Storage/storageAccounts/cchost1"
+BLOBS = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
 
 GOOD_ACCOUNT = {"allowSharedKeyAccess": False, "allowBlobPublicAccess": False, "enableHttpsTrafficOnly": True,
                 "minimumTlsVersion": "TLS1_2", "allowCrossTenantReplication": False,
@@ -98,7 +99,7 @@ def test_identity_based_app_settings_pass() -> None:
 
 def _assignment(role: BuiltInRole, scope: str) -> tuple[str, dict[str, Any]]:
     return ("azure-native:authorization:RoleAssignment",
-            {"scope": scope, "roleDefinitionId": role_definition_id("sub", role), "principalId": "p"})
+            {"scope": scope, "roleDefinitionId": role_definition_id("sub", role.value), "principalId": "p"})
 
 
 _HOST_APP = ("azure-native:web:WebApp", _web_app({"AzureWebJobsStorage__accountName": "cchost1"}))
@@ -158,3 +159,49 @@ def test_pack_wiring_reports_each_rules_violations() -> None:
     pack._data_roles_at_entity_scope(cast(StackValidationArgs, stack), report)
     assert [urn for _, urn in reported] == [None, "urn:ra"]
     assert "allowSharedKeyAccess" in reported[0][0]
+
+
+_CUSTOM_GUID = custom_role_guid(GROUP, PAYLOAD_OPERATOR)
+_GOOD_ROLE = {
+    "roleDefinitionId": _CUSTOM_GUID, "roleName": "Claim Check payload operator (rg)", "scope": GROUP,
+    "assignableScopes": [GROUP],
+    "permissions": [{"actions": [],
+                     "dataActions": [action.value for action in PAYLOAD_OPERATOR.data_actions]}],
+}
+
+
+def _custom_assignment(scope: str) -> tuple[str, dict[str, Any]]:
+    return ("azure-native:authorization:RoleAssignment",
+            {"scope": scope, "roleDefinitionId": role_definition_id("sub", _CUSTOM_GUID), "principalId": "p"})
+
+
+def test_custom_role_definition_rule() -> None:
+    """Named data actions assignable in a resource group pass; unknown values are not judged."""
+    assert rules.role_definition_violations(_GOOD_ROLE) == []
+    assert rules.role_definition_violations({"roleDefinitionId": rules.UNKNOWN, "permissions": rules.UNKNOWN,
+                                             "assignableScopes": rules.UNKNOWN}) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"permissions": [{"dataActions": [f"{BLOBS}/*"]}]}, "wildcard"),
+        ({"permissions": [{"actions": ["Microsoft.Storage/storageAccounts/listKeys/action"]}]}, "listKeys"),
+        ({"assignableScopes": ["/subscriptions/sub"]}, "/subscriptions/sub"),
+        ({"assignableScopes": ["/"]}, "resource group"),
+    ],
+)
+def test_custom_role_definition_rule_flags_broad_roles(change: dict[str, Any], named: str) -> None:
+    """Wildcard data actions, management actions, or subscription/root assignability are violations."""
+    (problem,) = rules.role_definition_violations({**_GOOD_ROLE, **change})
+    assert named in problem
+
+
+def test_custom_data_role_is_held_to_entity_scope() -> None:
+    """A custom role with data actions counts as a data role: on a container it passes, on the account not."""
+    definition = ("azure-native:authorization:RoleDefinition", _GOOD_ROLE)
+    assert rules.stack_role_violations([_HOST_APP, definition, _custom_assignment(CONTAINER)]) == []
+    ((index, problem),) = rules.stack_role_violations([_HOST_APP, definition, _custom_assignment(ACCOUNT)])
+    assert index == 2
+    assert ACCOUNT in problem
+    assert rules.stack_role_violations([_HOST_APP, _custom_assignment(ACCOUNT)]) == []
