@@ -175,7 +175,7 @@ class AmqpConnection(asyncio.Protocol):
         if name == "open":
             self._on_open(fields)
         elif name == "begin":
-            session = Session(self, channel, channel, int(fields.get("next_outgoing_id") or 0))
+            session = Session(self, channel, fields)
             self.sessions[channel] = session
             self.send_frame(
                 channel,

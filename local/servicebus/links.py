@@ -139,7 +139,7 @@ class OutgoingLink(Link):
     def __init__(self, session: Session, fields: dict[str, Any], handle: int, address: str) -> None:
         super().__init__(session, fields, handle, address)
         self.delivery_count = 0
-        self.credit = 0
+        self.link_credit = 0
         self.session_id: str | None = None
         self.receive_and_delete = fields.get("snd_settle_mode") == 1
         self.queue: MessageQueue | None = None
@@ -149,20 +149,29 @@ class OutgoingLink(Link):
     def on_flow(self, fields: dict[str, Any]) -> None:
         remote_count = fields.get("delivery_count")
         remote_count = self.delivery_count if remote_count is None else int(remote_count)
-        self.credit = remote_count + int(fields.get("link_credit") or 0) - self.delivery_count
+        self.link_credit = remote_count + int(fields.get("link_credit") or 0) - self.delivery_count
+        self.resume()
+        if fields.get("drain") and self.link_credit > 0:
+            self.delivery_count += self.link_credit
+            self.link_credit = 0
+            self.session.send_flow(self, delivery_count=self.delivery_count, link_credit=0, drain=True)
+        elif fields.get("echo"):
+            self.session.send_flow(self, delivery_count=self.delivery_count, link_credit=self.link_credit)
+
+    @property
+    def credit(self) -> int:
+        """Deliveries the client accepts now: link credit, bounded by the session's incoming window."""
+        return min(self.link_credit, self.session.remote_incoming_window)
+
+    def resume(self) -> None:
+        """Credit or session window opened: send what waits."""
         while self._replies and self.credit > 0:
             self._transfer(self._replies.pop(0).encode(), uuid.uuid4().bytes, settled=True)
         if self.queue is not None:
             self.queue.pump()
-        if fields.get("drain") and self.credit > 0:
-            self.delivery_count += self.credit
-            self.credit = 0
-            self.session.send_flow(self, delivery_count=self.delivery_count, link_credit=0, drain=True)
-        elif fields.get("echo"):
-            self.session.send_flow(self, delivery_count=self.delivery_count, link_credit=self.credit)
 
     def _transfer(self, payload: bytes, tag: bytes, *, settled: bool) -> int:
-        self.credit -= 1
+        self.link_credit -= 1
         self.delivery_count += 1
         return self.session.transfer(self, tag, payload, settled=settled)
 

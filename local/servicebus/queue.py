@@ -60,9 +60,11 @@ class Entry:
 class Consumer(Protocol):
     """A receiver link as the queue sees it."""
 
-    credit: int
     session_id: str | None
     receive_and_delete: bool
+
+    @property
+    def credit(self) -> int: ...
 
     def deliver(self, entry: Entry, lock_token: uuid.UUID | None) -> None: ...
 

@@ -18,14 +18,14 @@ SESSION_WINDOW = 1 << 20
 class Session:
     """One AMQP session (channel): links by handle, delivery ids, dispositions to coalesce."""
 
-    def __init__(
-        self, connection: AmqpConnection, channel: int, remote_channel: int, next_incoming_id: int
-    ) -> None:
+    def __init__(self, connection: AmqpConnection, channel: int, begin: dict[str, Any]) -> None:
         self.connection = connection
         self.channel = channel
-        self.remote_channel = remote_channel
-        self.next_incoming_id = next_incoming_id
+        self.remote_channel = channel
+        self.next_incoming_id = int(begin.get("next_outgoing_id") or 0)
         self.next_outgoing_id = 0
+        # How many more transfers the client accepts on this session (its incoming window).
+        self.remote_incoming_window = int(begin.get("incoming_window") or 0)
         self.by_remote_handle: dict[int, Link] = {}
         self.outgoing_by_handle: dict[int, OutgoingLink] = {}
         self._accepted: list[int] = []
@@ -62,6 +62,7 @@ class Session:
         """Send one delivery, split into frames that fit the client's max frame size."""
         delivery_id = self.next_outgoing_id
         self.next_outgoing_id += 1
+        self.remote_incoming_window -= 1
         room = self.connection.remote_max_frame_size - 128 - len(tag)
         offset = 0
         while True:
@@ -133,6 +134,7 @@ class Session:
             if isinstance(link, IncomingLink):
                 link.on_transfer(fields, payload)
         elif name == "flow":
+            self._on_session_flow(fields)
             link = self.by_remote_handle.get(fields["handle"]) if fields.get("handle") is not None else None
             if isinstance(link, OutgoingLink):
                 link.on_flow(fields)
@@ -150,6 +152,16 @@ class Session:
             self.close_links()
             self.send(composite("end"))
             self.connection.sessions.pop(self.remote_channel, None)
+
+    def _on_session_flow(self, fields: dict[str, Any]) -> None:
+        was_closed = self.remote_incoming_window <= 0
+        next_incoming = int(fields.get("next_incoming_id") or 0)
+        self.remote_incoming_window = (
+            next_incoming + int(fields.get("incoming_window") or 0) - self.next_outgoing_id
+        )
+        if was_closed and self.remote_incoming_window > 0:
+            for link in list(self.outgoing_by_handle.values()):
+                link.resume()
 
     def _on_disposition(self, fields: dict[str, Any]) -> None:
         if not fields.get("role"):  # only a receiver settles what the broker sent

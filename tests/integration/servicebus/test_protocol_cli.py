@@ -8,14 +8,16 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from local.ports import free_port, wait_for_port
 from local.servicebus import RunningEmulator, start_emulator_process
-from local.servicebus.amqp_types import UInt
-from local.servicebus.frames import AMQP_HEADER, FRAME_HEADER, composite, encode_frame
+from local.servicebus.amqp_types import UByte, UInt
+from local.servicebus.frames import AMQP_HEADER, FRAME_HEADER, composite, encode_frame, parse_frame_body
 from local.servicebus.stats import read_counts
 from tests.integration.servicebus.support import emulator_config
 
@@ -115,3 +117,77 @@ def test_stats_reads_counts_from_a_running_store(tmp_path: Path) -> None:
     assert counts["active_message_count"] == 2
     assert counts["dead_letter_message_count"] == 1
     assert counts["oldest_message_age_seconds"] is not None
+
+
+def _frames(sock: socket.socket, seconds: float) -> list[tuple[str, dict[str, Any]]]:
+    data = _read_for(sock, seconds)
+    found, offset = [], 0
+    while offset + 8 <= len(data):
+        size = FRAME_HEADER.unpack_from(data, offset)[0]
+        if size > 8:
+            name, fields, _ = parse_frame_body(memoryview(data[offset + 8 : offset + size]))
+            found.append((name, fields))
+        offset += size
+    return found
+
+
+def test_transfers_respect_the_session_incoming_window(start: Callable[..., RunningEmulator]) -> None:
+    """With link credit 10 but a session incoming window of 2, the broker sends 2 transfers, then the
+    rest once the client's flow opens the window."""
+    emulator = start(key=None)
+    with (
+        ServiceBusClient.from_connection_string(emulator.connection_string) as client,
+        client.get_queue_sender("work") as sender,
+    ):
+        sender.send_messages([ServiceBusMessage(f"w{index}") for index in range(5)])
+    with socket.create_connection(("127.0.0.1", emulator.port), timeout=5) as sock:
+        sock.sendall(AMQP_HEADER)
+        _read_for(sock, 0.2)
+        session_fields = {
+            "next_outgoing_id": UInt(0),
+            "incoming_window": UInt(2),
+            "outgoing_window": UInt(100),
+        }
+        sock.sendall(
+            encode_frame(0, composite("open", container_id="raw"))
+            + encode_frame(0, composite("begin", **session_fields))
+            + encode_frame(
+                0,
+                composite(
+                    "attach",
+                    name="raw-receiver",
+                    handle=UInt(0),
+                    role=True,
+                    snd_settle_mode=UByte(1),
+                    source=composite("source", address="work"),
+                    target=composite("target", address="raw"),
+                ),
+            )
+            + encode_frame(
+                0,
+                composite(
+                    "flow",
+                    next_incoming_id=UInt(0),
+                    **{k: v for k, v in session_fields.items() if k != "next_outgoing_id"},
+                    next_outgoing_id=UInt(0),
+                    handle=UInt(0),
+                    delivery_count=UInt(0),
+                    link_credit=UInt(10),
+                ),
+            )
+        )
+        first = [name for name, _ in _frames(sock, 1.0) if name == "transfer"]
+        sock.sendall(
+            encode_frame(
+                0,
+                composite(
+                    "flow",
+                    next_incoming_id=UInt(2),
+                    incoming_window=UInt(100),
+                    next_outgoing_id=UInt(0),
+                    outgoing_window=UInt(100),
+                ),
+            )
+        )
+        rest = [name for name, _ in _frames(sock, 1.0) if name == "transfer"]
+    assert (len(first), len(rest)) == (2, 3)
