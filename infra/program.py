@@ -81,7 +81,8 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
     Access(f"{prefix}-access", grants=grants, custom_role_scope=group.id, custom_role_suffix=group.name)
     Alerts(f"{prefix}-alerts", resource_group_name=group.name, monitoring=monitoring,
            namespace_id=messaging.namespace.id, payload_account_id=payloads.account.id,
-           function_app_id=functions.app.id, backlog_threshold=settings.backlog_alert_threshold)
+           function_app_id=functions.app.id, backlog_threshold=settings.backlog_alert_threshold,
+           location=location, provisional_grace_days=topology.lifecycle.provisional_grace_days)
 
     outputs: dict[str, Any] = {
         "resourceGroupName": group.name,

@@ -1,10 +1,11 @@
 """Observability: Log Analytics, Application Insights (Entra-only ingestion), an action group, and
-(after the watched resources exist) diagnostic settings and metric alerts.
+(after the watched resources exist) diagnostic settings, metric alerts and the orphan-count log alert.
 
 Service Bus exposes no "oldest message age" platform metric (its metrics are counts: ActiveMessages,
 DeadletteredMessages, ScheduledMessages, ServerErrors, ThrottledRequests, ...). Backlog age is
 therefore alerted through a sustained ActiveMessages backlog, and the reconciliation timer reports
-dead-letter age and orphan counts in its own telemetry (DESIGN §4).
+dead-letter age and orphan counts in its own telemetry (DESIGN §4); a scheduled query rule on that
+telemetry raises the orphan-count alert.
 """
 
 from __future__ import annotations
@@ -17,6 +18,30 @@ from pulumi_azure_native import applicationinsights, monitor, operationalinsight
 
 SERVICE_BUS_METRICS = "Microsoft.ServiceBus/namespaces"
 WEB_SITE_METRICS = "Microsoft.Web/sites"
+
+# The reconciler's one line per run (logger `claimcheck.reconciler`, message "reconciliation
+# finished", orphans_found in custom dimensions). The count is read from customDimensions (OpenCensus
+# or OpenTelemetry exporters) or, failing that, from `orphans_found=N` in the message: the Functions
+# host forwards a Python log record's message but not its `extra`. Lines without a count (e.g. the
+# timer's own "reconciliation finished (past_due=...)" summary) drop out.
+RECONCILER_SUMMARY_MESSAGE = "reconciliation finished"
+ORPHAN_COUNT_PATTERN = r"orphans_found=(\d+)"
+ORPHAN_COUNT_QUERY = f"""traces
+| where message startswith "{RECONCILER_SUMMARY_MESSAGE}"
+| extend orphans_found = toint(coalesce(tostring(customDimensions["orphans_found"]),
+                                        extract(@"{ORPHAN_COUNT_PATTERN}", 1, message)))
+| where isnotnull(orphans_found)
+| project timestamp, orphans_found"""
+
+
+def orphan_alert_description(provisional_grace_days: int) -> str:
+    """What an orphan means for the people paged (DESIGN §4: alerts say the consequence)."""
+    return ("Reconciliation found orphaned payloads in the last hour: a producer stored a document but "
+            "its message was never published, so no worker received it and the work item will not be "
+            "processed unless the producer resubmits. The provisional object is removed after the "
+            "reconciliation grace period (the lifecycle rule deletes any left after "
+            f"{provisional_grace_days} day(s)). The reconciler's ALERT lines in traces name the work "
+            "items.")
 
 
 class Monitoring(pulumi.ComponentResource):
@@ -79,8 +104,8 @@ class Alerts(pulumi.ComponentResource):
 
     def __init__(self, name: str, *, resource_group_name: pulumi.Input[str], monitoring: Monitoring,
                  namespace_id: pulumi.Input[str], payload_account_id: pulumi.Input[str],
-                 function_app_id: pulumi.Input[str], backlog_threshold: int,
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+                 function_app_id: pulumi.Input[str], backlog_threshold: int, location: str,
+                 provisional_grace_days: int, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("claimcheck:observability:Alerts", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         workspace_id = monitoring.workspace.id
@@ -102,6 +127,21 @@ class Alerts(pulumi.ComponentResource):
         self._alert(name, MetricAlertSpec("function-errors", "The Function App answered HTTP 5xx: intake "
                                           "or status requests are failing.", "Http5xx", "Total", 0, 2),
                     WEB_SITE_METRICS, function_app_id, resource_group_name, monitoring.action_group.id, child)
+        self.orphan_alert = monitor.ScheduledQueryRule(
+            f"{name}-orphans", resource_group_name=resource_group_name, location=location,
+            kind=monitor.Kind.LOG_ALERT, display_name="claimcheck: orphaned payloads",
+            description=orphan_alert_description(provisional_grace_days),
+            severity=2, enabled=True, auto_mitigate=True,
+            scopes=[monitoring.app_insights.id], evaluation_frequency="PT15M", window_size="PT1H",
+            criteria=monitor.ScheduledQueryRuleCriteriaArgs(all_of=[monitor.ConditionArgs(
+                query=ORPHAN_COUNT_QUERY, time_aggregation=monitor.TimeAggregation.MAXIMUM,
+                metric_measure_column="orphans_found",
+                # Not monitor.ConditionOperator: in azure-native 3.x that enum is another API's ("gt").
+                operator="GreaterThan", threshold=0,
+                failing_periods=monitor.ConditionFailingPeriodsArgs(
+                    number_of_evaluation_periods=1, min_failing_periods_to_alert=1))]),
+            actions=monitor.ActionsArgs(action_groups=[monitoring.action_group.id]),
+            opts=child)
         self.register_outputs({})
 
     def _alert(self, name: str, spec: MetricAlertSpec, metric_namespace: str, scope: pulumi.Input[str],

@@ -11,41 +11,9 @@ from claimcheck.settings import PROVISIONAL_TAG_NAME, PROVISIONAL_TAG_VALUE, Set
 
 from infra import entrypoint
 from infra.policy import rules
-from infra.program import deploy
-from infra.roles import (
-    PAYLOAD_OPERATOR,
-    PAYLOAD_WRITER,
-    BuiltInRole,
-    CustomRole,
-    assignment_name,
-    custom_role_guid,
-    role_guid,
-)
-from infra.stack_config import REPO_ROOT, StackSettings, load_settings, read_stack_config
-from tests.infra.pulumi_harness import (
-    APP_PRINCIPAL_ID,
-    SUBSCRIPTION_ID,
-    ProgramRun,
-    Registered,
-    run_program,
-)
-
-STACKS = ("dev", "prod")
-Stack = tuple[StackSettings, ProgramRun]
-_RUNS: dict[str, Stack] = {}
-
-
-def _stack(name: str) -> Stack:
-    """One offline run per stack, shared by the tests (the program is deterministic)."""
-    if name not in _RUNS:
-        settings = load_settings(read_stack_config(name), name)
-        _RUNS[name] = settings, run_program(lambda: deploy(settings), stack=name)
-    return _RUNS[name]
-
-
-@pytest.fixture(params=STACKS)
-def stack(request: pytest.FixtureRequest) -> Stack:
-    return _stack(request.param)
+from infra.stack_config import REPO_ROOT, read_stack_config
+from tests.infra.pulumi_harness import APP_PRINCIPAL_ID, ProgramRun, run_program
+from tests.infra.stacks import Stack, host_account, stack_run
 
 
 def test_namespace_is_entra_only_with_tls12(stack: Stack) -> None:
@@ -115,7 +83,7 @@ def test_storage_accounts_are_locked_down(stack: Stack) -> None:
     assert tables == sorted(settings.topology.tables.all())
 
 
-def test_lifecycle_rules_follow_the_stack(stack: Stack) -> None:
+def test_lifecycle_rules_follow_thestack_run(stack: Stack) -> None:
     """Provisional orphans, payload tiering/expiry and old versions are governed per the stack's days."""
     settings, run = stack
     lifecycle = settings.topology.lifecycle
@@ -133,10 +101,6 @@ def test_lifecycle_rules_follow_the_stack(stack: Stack) -> None:
     assert aging["delete"] == {"daysAfterModificationGreaterThan": lifecycle.delete_after_days}
     versions = policy_rules["deleteOldVersions"]["actions"]["version"]["delete"]
     assert versions == {"daysAfterCreationGreaterThan": lifecycle.old_versions_delete_after_days}
-
-
-def _host_account(run: ProgramRun) -> Registered:
-    return next(account for account in run.of_type("StorageAccount") if account.name.startswith("cchost"))
 
 
 def _app_settings(run: ProgramRun) -> dict[str, str]:
@@ -170,8 +134,8 @@ def test_app_settings_are_identity_based_and_secret_free(stack: Stack) -> None:
     """App settings are identity-based connections plus CLAIMCHECK_* names that Settings.from_env reads."""
     settings, run = stack
     app_settings = _app_settings(run)
-    host_account = _host_account(run)
-    assert app_settings["AzureWebJobsStorage__accountName"] == host_account.id.rsplit("/", 1)[-1]
+    host = host_account(run)
+    assert app_settings["AzureWebJobsStorage__accountName"] == host.id.rsplit("/", 1)[-1]
     assert app_settings["ServiceBusConnection__fullyQualifiedNamespace"].endswith(".servicebus.windows.net")
     assert app_settings["PayloadStorage__blobServiceUri"].startswith("https://ccpay")
     assert app_settings["PayloadStorage__tableServiceUri"].endswith(".table.core.windows.net")
@@ -185,113 +149,6 @@ def test_app_settings_are_identity_based_and_secret_free(stack: Stack) -> None:
     assert (app.registry_table, app.idempotency_table, app.work_items_table, app.audit_table,
             app.results_table) == settings.topology.tables.all()
     assert app.max_delivery_count == settings.topology.queue("documents").max_delivery_count
-
-
-def _custom_guid(run: ProgramRun, role: CustomRole) -> str:
-    return custom_role_guid(run.one("ResourceGroup").id, role)
-
-
-def _expected_grants(settings: StackSettings, run: ProgramRun) -> set[tuple[str, str, str]]:
-    queue = run.one("Queue", queueName="documents").id
-    topic = run.one("Topic", topicName="results").id
-    container = run.one("BlobContainer", containerName="payloads").id
-    host_account = _host_account(run).id
-    app_insights = run.one("Component").id
-    tables = settings.topology.tables
-    producer_tables = {run.one("Table", tableName=name).id for name in (tables.registry, tables.work_items)}
-    app = APP_PRINCIPAL_ID
-    grants = {
-        (BuiltInRole.SERVICE_BUS_DATA_RECEIVER.value, queue, app),
-        (BuiltInRole.SERVICE_BUS_DATA_SENDER.value, queue, app),
-        (BuiltInRole.SERVICE_BUS_DATA_SENDER.value, topic, app),
-        (_custom_guid(run, PAYLOAD_OPERATOR), container, app),
-        (BuiltInRole.STORAGE_BLOB_DATA_OWNER.value, host_account, app),
-        (BuiltInRole.MONITORING_METRICS_PUBLISHER.value, app_insights, app),
-        *{(BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR.value, table.id, app)
-          for table in run.of_type("Table")},
-    }
-    for producer in settings.producer_principals:
-        grants |= {(BuiltInRole.SERVICE_BUS_DATA_SENDER.value, queue, producer.object_id),
-                   (_custom_guid(run, PAYLOAD_WRITER), container, producer.object_id),
-                   *{(BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR.value, table, producer.object_id)
-                     for table in producer_tables}}
-    return grants
-
-
-def test_role_assignments_are_narrow_and_deterministic(stack: Stack) -> None:
-    """Every assignment is the expected role at the entity scope, named uuid5(scope, role, principal)."""
-    settings, run = stack
-    assignments = [r.inputs for r in run.of_type("RoleAssignment")]
-    actual = {(role_guid(a["roleDefinitionId"]), a["scope"], a["principalId"]) for a in assignments}
-    assert actual == _expected_grants(settings, run)
-    assert len(actual) == len(assignments)
-    for assignment in assignments:
-        assert assignment["principalType"] == "ServicePrincipal"
-        assert assignment["roleDefinitionId"].startswith(f"/subscriptions/{SUBSCRIPTION_ID}/providers/")
-        assert assignment["roleAssignmentName"] == assignment_name(
-            assignment["scope"], role_guid(assignment["roleDefinitionId"]), assignment["principalId"])
-    table_scopes = [a["scope"] for a in assignments
-                    if role_guid(a["roleDefinitionId"]) == BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR.value]
-    assert all("/tableServices/default/tables/" in scope for scope in table_scopes)
-    broad_blob_roles = {BuiltInRole.STORAGE_BLOB_DATA_CONTRIBUTOR.value,
-                        BuiltInRole.STORAGE_BLOB_DATA_OWNER.value}
-    assert not [a for a in assignments if "/containers/" in a["scope"]
-                and role_guid(a["roleDefinitionId"]) in broad_blob_roles]
-
-
-def test_payload_custom_roles_grant_exactly_the_blob_actions_the_code_calls(stack: Stack) -> None:
-    """Operator (and, with producers, writer) roles: named blob data actions, resource-group assignable."""
-    settings, run = stack
-    group = run.one("ResourceGroup")
-    definitions = {r.inputs["roleDefinitionId"]: r.inputs for r in run.of_type("RoleDefinition")}
-    blobs = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
-    expected = {
-        PAYLOAD_OPERATOR: {f"{blobs}/read", f"{blobs}/write", f"{blobs}/delete", f"{blobs}/tags/read",
-                           f"{blobs}/tags/write", f"{blobs}/filter/action"},
-        PAYLOAD_WRITER: {f"{blobs}/write", f"{blobs}/tags/write"},
-    }
-    if not settings.producer_principals:  # the writer role exists only when someone holds it
-        del expected[PAYLOAD_WRITER]
-    assert set(definitions) == {custom_role_guid(group.id, role) for role in expected}
-    for role, data_actions in expected.items():
-        definition = definitions[custom_role_guid(group.id, role)]
-        assert definition["roleType"] == "CustomRole"
-        assert definition["roleName"] == f"{role.display_name} ({settings.resource_group_name})"
-        assert definition["scope"] == group.id
-        assert definition["assignableScopes"] == [group.id]
-        (permission,) = definition["permissions"]
-        assert set(permission["dataActions"]) == data_actions
-        assert len(permission["dataActions"]) == len(data_actions)
-        assert permission["actions"] == []
-        assert permission["notDataActions"] == []
-        assert rules.role_definition_violations(definition) == []
-
-
-def test_custom_role_guid_is_stable_per_scope_and_role() -> None:
-    """The same scope and role always give the same GUID; another scope or role gives another."""
-    scope = f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/rg-claimcheck-dev"
-    guid = custom_role_guid(scope, PAYLOAD_OPERATOR)
-    assert guid == custom_role_guid(scope.upper(), PAYLOAD_OPERATOR)
-    assert guid != custom_role_guid(f"{scope}2", PAYLOAD_OPERATOR)
-    assert guid != custom_role_guid(scope, PAYLOAD_WRITER)
-
-
-def test_observability_covers_dead_letters_backlog_and_errors(stack: Stack) -> None:
-    """Diagnostics go to the workspace; alerts on dead letters, backlog and errors reach the receivers."""
-    settings, run = stack
-    workspace = run.one("Workspace")
-    assert workspace.inputs["retentionInDays"] == settings.log_retention_days
-    diagnostics = run.of_type("DiagnosticSetting")
-    assert len(diagnostics) == 3
-    assert {d.inputs["workspaceId"] for d in diagnostics} == {workspace.id}
-    assert any(d.inputs["resourceUri"].endswith("/blobServices/default") for d in diagnostics)
-    metrics = {a.inputs["criteria"]["allOf"][0]["metricName"]: a.inputs for a in run.of_type("MetricAlert")}
-    assert set(metrics) == {"DeadletteredMessages", "ActiveMessages", "ServerErrors", "Http5xx"}
-    assert metrics["ActiveMessages"]["criteria"]["allOf"][0]["threshold"] == settings.backlog_alert_threshold
-    action_group = run.one("ActionGroup")
-    assert all(a["actions"] == [{"actionGroupId": action_group.id}] for a in metrics.values())
-    emails = [r["emailAddress"] for r in action_group.inputs.get("emailReceivers", [])]
-    assert emails == list(settings.alert_emails)
 
 
 def test_every_resource_passes_the_policy_pack(stack: Stack) -> None:
@@ -327,12 +184,12 @@ def test_pulumi_entry_point_reads_stack_config() -> None:
                       stack="prod", config=config)
     assert run.one("Namespace").inputs["sku"]["name"] == "Premium"
     assert run.one("Workspace").inputs["retentionInDays"] == 90
-    assert len(run.resources) == len(_stack("prod")[1].resources)
+    assert len(run.resources) == len(stack_run("prod")[1].resources)
 
 
 def test_components_use_claimcheck_type_tokens() -> None:
     """Each concern is a ComponentResource registered under a `claimcheck:<area>:<Name>` token."""
-    _, run = _stack("dev")
+    _, run = stack_run("dev")
     components = {resource.type for resource in run.resources if resource.type.startswith("claimcheck:")}
     assert components == {"claimcheck:messaging:Messaging", "claimcheck:storage:PayloadStorage",
                           "claimcheck:functions:FunctionApp", "claimcheck:access:Access",

@@ -1,0 +1,106 @@
+"""Role definitions and assignments the program declares, for the dev and prod stacks."""
+
+from __future__ import annotations
+
+from infra.policy import rules
+from infra.roles import (
+    PAYLOAD_OPERATOR,
+    PAYLOAD_WRITER,
+    BuiltInRole,
+    CustomRole,
+    assignment_name,
+    custom_role_guid,
+    role_guid,
+)
+from infra.stack_config import StackSettings
+from tests.infra.pulumi_harness import APP_PRINCIPAL_ID, SUBSCRIPTION_ID, ProgramRun
+from tests.infra.stacks import Stack, host_account
+
+
+def _custom_guid(run: ProgramRun, role: CustomRole) -> str:
+    return custom_role_guid(run.one("ResourceGroup").id, role)
+
+
+def _expected_grants(settings: StackSettings, run: ProgramRun) -> set[tuple[str, str, str]]:
+    queue = run.one("Queue", queueName="documents").id
+    topic = run.one("Topic", topicName="results").id
+    container = run.one("BlobContainer", containerName="payloads").id
+    host_account_id = host_account(run).id
+    app_insights = run.one("Component").id
+    tables = settings.topology.tables
+    producer_tables = {run.one("Table", tableName=name).id for name in (tables.registry, tables.work_items)}
+    app = APP_PRINCIPAL_ID
+    grants = {
+        (BuiltInRole.SERVICE_BUS_DATA_RECEIVER.value, queue, app),
+        (BuiltInRole.SERVICE_BUS_DATA_SENDER.value, queue, app),
+        (BuiltInRole.SERVICE_BUS_DATA_SENDER.value, topic, app),
+        (_custom_guid(run, PAYLOAD_OPERATOR), container, app),
+        (BuiltInRole.STORAGE_BLOB_DATA_OWNER.value, host_account_id, app),
+        (BuiltInRole.MONITORING_METRICS_PUBLISHER.value, app_insights, app),
+        *{(BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR.value, table.id, app)
+          for table in run.of_type("Table")},
+    }
+    for producer in settings.producer_principals:
+        grants |= {(BuiltInRole.SERVICE_BUS_DATA_SENDER.value, queue, producer.object_id),
+                   (_custom_guid(run, PAYLOAD_WRITER), container, producer.object_id),
+                   *{(BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR.value, table, producer.object_id)
+                     for table in producer_tables}}
+    return grants
+
+
+def test_role_assignments_are_narrow_and_deterministic(stack: Stack) -> None:
+    """Every assignment is the expected role at the entity scope, named uuid5(scope, role, principal)."""
+    settings, run = stack
+    assignments = [r.inputs for r in run.of_type("RoleAssignment")]
+    actual = {(role_guid(a["roleDefinitionId"]), a["scope"], a["principalId"]) for a in assignments}
+    assert actual == _expected_grants(settings, run)
+    assert len(actual) == len(assignments)
+    for assignment in assignments:
+        assert assignment["principalType"] == "ServicePrincipal"
+        assert assignment["roleDefinitionId"].startswith(f"/subscriptions/{SUBSCRIPTION_ID}/providers/")
+        assert assignment["roleAssignmentName"] == assignment_name(
+            assignment["scope"], role_guid(assignment["roleDefinitionId"]), assignment["principalId"])
+    table_scopes = [a["scope"] for a in assignments
+                    if role_guid(a["roleDefinitionId"]) == BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR.value]
+    assert all("/tableServices/default/tables/" in scope for scope in table_scopes)
+    broad_blob_roles = {BuiltInRole.STORAGE_BLOB_DATA_CONTRIBUTOR.value,
+                        BuiltInRole.STORAGE_BLOB_DATA_OWNER.value}
+    assert not [a for a in assignments if "/containers/" in a["scope"]
+                and role_guid(a["roleDefinitionId"]) in broad_blob_roles]
+
+
+def test_payload_custom_roles_grant_exactly_the_blob_actions_the_code_calls(stack: Stack) -> None:
+    """Operator (and, with producers, writer) roles: named blob data actions, resource-group assignable."""
+    settings, run = stack
+    group = run.one("ResourceGroup")
+    definitions = {r.inputs["roleDefinitionId"]: r.inputs for r in run.of_type("RoleDefinition")}
+    blobs = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
+    expected = {
+        PAYLOAD_OPERATOR: {f"{blobs}/read", f"{blobs}/write", f"{blobs}/delete", f"{blobs}/tags/read",
+                           f"{blobs}/tags/write", f"{blobs}/filter/action"},
+        PAYLOAD_WRITER: {f"{blobs}/write", f"{blobs}/tags/write"},
+    }
+    if not settings.producer_principals:  # the writer role exists only when someone holds it
+        del expected[PAYLOAD_WRITER]
+    assert set(definitions) == {custom_role_guid(group.id, role) for role in expected}
+    for role, data_actions in expected.items():
+        definition = definitions[custom_role_guid(group.id, role)]
+        assert definition["roleType"] == "CustomRole"
+        assert definition["roleName"] == f"{role.display_name} ({settings.resource_group_name})"
+        assert definition["scope"] == group.id
+        assert definition["assignableScopes"] == [group.id]
+        (permission,) = definition["permissions"]
+        assert set(permission["dataActions"]) == data_actions
+        assert len(permission["dataActions"]) == len(data_actions)
+        assert permission["actions"] == []
+        assert permission["notDataActions"] == []
+        assert rules.role_definition_violations(definition) == []
+
+
+def test_custom_role_guid_is_stable_per_scope_and_role() -> None:
+    """The same scope and role always give the same GUID; another scope or role gives another."""
+    scope = f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/rg-claimcheck-dev"
+    guid = custom_role_guid(scope, PAYLOAD_OPERATOR)
+    assert guid == custom_role_guid(scope.upper(), PAYLOAD_OPERATOR)
+    assert guid != custom_role_guid(f"{scope}2", PAYLOAD_OPERATOR)
+    assert guid != custom_role_guid(scope, PAYLOAD_WRITER)
