@@ -252,6 +252,10 @@ class MessageQueue:
 
     def dead_letter(self, token: uuid.UUID, reason: str, description: str) -> None:
         entry = self.locked(token)
+        if self.path.endswith("/$deadletterqueue"):
+            raise BrokerError(
+                "amqp:not-allowed", "A message in a dead-letter queue cannot be dead-lettered again."
+            )
         self._drop_lock(entry)
         self._to_dead_letter(entry, reason, description)
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
-from azure.servicebus.exceptions import MessageLockLostError
+from azure.servicebus.exceptions import MessageLockLostError, ServiceBusError
 
 from local.servicebus import RunningEmulator
 from tests.integration.servicebus.support import LOCK_SECONDS
@@ -124,3 +124,18 @@ def test_dead_letter_forwarding(client: ServiceBusClient) -> None:
         assert str(forwarded) == "breaks once"
         assert forwarded.application_properties is not None
         assert forwarded.application_properties[b"DeadLetterReason"] == b"MaxDeliveryCountExceeded"
+
+
+def test_dead_letter_queue_message_cannot_be_dead_lettered_again(client: ServiceBusClient) -> None:
+    """Dead-lettering a message read from a DLQ is refused; the message stays there unchanged."""
+    _send(client, "work", "twice")
+    with client.get_queue_receiver("work", max_wait_time=5) as receiver:
+        (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+        receiver.dead_letter_message(message, reason="First")
+    with client.get_queue_receiver("work", sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=5) as dlq:
+        (dead,) = dlq.receive_messages(max_message_count=1, max_wait_time=5)
+        with pytest.raises(ServiceBusError):
+            dlq.dead_letter_message(dead, reason="Second")
+    with client.get_queue_receiver("work", sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=5) as dlq:
+        (again,) = dlq.peek_messages(max_message_count=5)
+        assert (str(again), again.dead_letter_reason) == ("twice", "First")
