@@ -122,7 +122,7 @@ def test_ttl_expiry_drops_without_dead_lettering(client: ServiceBusClient, emula
 def test_schedule_and_cancel(client: ServiceBusClient, emulator: RunningEmulator) -> None:
     """A scheduled message stays invisible until its time; a cancelled one never arrives."""
     with client.get_queue_sender("work") as sender:
-        at = datetime.now(UTC) + timedelta(seconds=2)
+        at = datetime.now(UTC) + timedelta(seconds=4)
         keep, cancel = sender.schedule_messages(
             [ServiceBusMessage("due"), ServiceBusMessage("cancelled")], at
         )

@@ -177,8 +177,8 @@ def test_message_locks_in_a_session_follow_the_session_lock(client: ServiceBusCl
     _send(client, [("long", "slow step")])
     with client.get_queue_receiver("sessions", session_id="long", max_wait_time=5) as receiver:
         (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
-        for _ in range(4):
-            time.sleep(1)
+        for _ in range(6):  # 3 s in all, renewed every quarter of the 2 s lock
+            time.sleep(0.5)
             receiver.session.renew_lock()
         receiver.complete_message(message)
         assert receiver.receive_messages(max_message_count=1, max_wait_time=1) == []
