@@ -52,4 +52,11 @@ def build_app_settings(endpoints: AppEndpoints, topology: Topology, environment:
         "CLAIMCHECK_RESULTS_TABLE": tables.results,
         # The consumer dead-letters on the last delivery itself, so it must know the queue's limit.
         "CLAIMCHECK_MAX_DELIVERY_COUNT": str(topology.queue(bindings.documents_queue).max_delivery_count),
+        # The Python worker (3.8-3.12) imports its own protobuf 4.x first; the Service Bus SDK-type
+        # extension's settlement stubs (ServiceBusMessageActions) are protobuf 6 gencode and fail to
+        # load against it. This setting makes the worker load the app's packages (protobuf 6, grpcio)
+        # first, as the extension's settlement sample does; Python 3.13+ isolates by itself.
+        # PYTHON_ENABLE_INIT_INDEXING is not needed: it only moves function indexing to worker start
+        # for HTTP streaming (the FastAPI extension); SDK-type bindings are indexed either way.
+        "PYTHON_ISOLATE_WORKER_DEPENDENCIES": "1",
     }

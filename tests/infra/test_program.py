@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+import re
 import runpy
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -149,6 +152,33 @@ def test_app_settings_are_identity_based_and_secret_free(stack: Stack) -> None:
     assert (app.registry_table, app.idempotency_table, app.work_items_table, app.audit_table,
             app.results_table) == settings.topology.tables.all()
     assert app.max_delivery_count == settings.topology.queue("documents").max_delivery_count
+
+
+# protobuf that the Python worker bundles for Python 3.8-3.12 ("protobuf~=4.25.3" in
+# azure-functions-python-worker's pyproject.toml); 3.13+ runs a worker that isolates by itself.
+WORKER_PROTOBUF_MAJOR = 4
+
+
+def _settlement_stub_gencode_major() -> int:
+    """Major protobuf version the Service Bus extension's settlement stub was generated with."""
+    spec = importlib.util.find_spec("azurefunctions.extensions.bindings.protos.settlement_pb2")
+    assert spec is not None
+    assert spec.origin is not None
+    found = re.search(r"^# Protobuf Python Version: (\d+)\.", Path(spec.origin).read_text(), re.MULTILINE)
+    assert found is not None, "settlement_pb2.py no longer states its protobuf gencode version"
+    return int(found.group(1))
+
+
+def test_python_worker_loads_the_apps_protobuf_for_settlement(stack: Stack) -> None:
+    """On Python < 3.13 the worker must load the app's protobuf: the settlement stub needs a newer one."""
+    _, run = stack
+    app_settings = _app_settings(run)
+    version = run.one("WebApp").inputs["functionAppConfig"]["runtime"]["version"]
+    assert tuple(int(part) for part in version.split(".")) < (3, 13), (
+        "Python 3.13+ isolates worker dependencies itself: drop PYTHON_ISOLATE_WORKER_DEPENDENCIES")
+    assert _settlement_stub_gencode_major() > WORKER_PROTOBUF_MAJOR
+    assert app_settings["PYTHON_ISOLATE_WORKER_DEPENDENCIES"] == "1"
+    assert "PYTHON_ENABLE_INIT_INDEXING" not in app_settings  # HTTP streaming only; not used here
 
 
 def test_every_resource_passes_the_policy_pack(stack: Stack) -> None:
