@@ -86,18 +86,19 @@ class Reconciler:
         self._sweep_unregistered(now, report)
         for alert in report.alerts:
             log.warning("ALERT %s", alert)
-        # One structured line per run: Application Insights stores custom_dimensions as queryable
-        # columns, and the orphan-count alert of the stack (infra/components/observability.py) reads them.
+        # One summary line per run; the orphan-count alert of the stack (infra/components/observability.py)
+        # reads it. The counts are in the text too because the Functions Python worker forwards a log
+        # record's message but not its `extra` (azure-functions-python-worker #1327, #1681).
+        counts = {
+            "orphans_found": len(report.orphans_removed) + len(report.orphans_waiting),
+            "orphans_removed": len(report.orphans_removed),
+            "missing_flagged": len(report.flagged_missing),
+            "cleaned_up": len(report.cleaned_up) + len(report.retention_removed),
+        }
         log.info(
-            "reconciliation finished",
-            extra={
-                "custom_dimensions": {
-                    "orphans_found": len(report.orphans_removed) + len(report.orphans_waiting),
-                    "orphans_removed": len(report.orphans_removed),
-                    "missing_flagged": len(report.flagged_missing),
-                    "cleaned_up": len(report.cleaned_up) + len(report.retention_removed),
-                }
-            },
+            "reconciliation finished %s",
+            " ".join(f"{name}={count}" for name, count in counts.items()),
+            extra={"custom_dimensions": counts},
         )
         return report
 
