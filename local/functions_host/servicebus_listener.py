@@ -63,9 +63,7 @@ class ServiceBusListener:
         auto_complete = function.auto_complete_messages
         self.auto_complete = options.auto_complete_messages if auto_complete is None else auto_complete
         self._client = ServiceBusClient.from_connection_string(connection_string)
-        self._renewer = AutoLockRenewer(
-            max_lock_renewal_duration=options.max_auto_lock_renewal_duration.total_seconds()
-        )
+        self._renewer = self._lock_renewer()
         self._stopping = threading.Event()
         worker_count = (
             options.max_concurrent_sessions if function.is_sessions_enabled else options.max_concurrent_calls
@@ -90,6 +88,11 @@ class ServiceBusListener:
             thread.join(max(0.0, deadline - time.monotonic()))
         self._renewer.close(wait=False)
         self._client.close()
+
+    def _lock_renewer(self) -> AutoLockRenewer:
+        return AutoLockRenewer(
+            max_lock_renewal_duration=self.options.max_auto_lock_renewal_duration.total_seconds()
+        )
 
     def _receiver(self, *, session: bool) -> ServiceBusReceiver:
         function = self.function
@@ -123,14 +126,16 @@ class ServiceBusListener:
     def _session_worker(self) -> None:
         while not self._stopping.is_set():
             try:
-                with self._receiver(session=True) as receiver:
-                    self._drain_session(receiver)
+                # One renewer per session, closed (and its renewals finished) before the receiver
+                # closes: a renewal racing the close would hit a closed link.
+                with self._receiver(session=True) as receiver, self._lock_renewer() as renewer:
+                    self._drain_session(receiver, renewer)
             except OperationTimeoutError:
                 continue  # no session was available within the poll time
             except Exception as error:  # a worker must outlive broker restarts
                 self._pause_after(error)
 
-    def _drain_session(self, receiver: ServiceBusReceiver) -> None:
+    def _drain_session(self, receiver: ServiceBusReceiver, renewer: AutoLockRenewer) -> None:
         """Handle one session's messages in order until it stays idle for sessionIdleTimeout."""
         idle_limit = self.options.session_idle_timeout.total_seconds()
         idle_since = time.monotonic()
@@ -139,7 +144,7 @@ class ServiceBusListener:
             # The first receive opens the link, which is what accepts the next available session.
             messages = receiver.receive_messages(max_message_count=1, max_wait_time=_POLL_SECONDS)
             if not registered:
-                self._renewer.register(receiver, receiver.session)
+                renewer.register(receiver, receiver.session)
                 registered = True
             for message in messages:
                 self._handle(receiver, message)
