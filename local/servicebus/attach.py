@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 from local.servicebus.amqp_types import Long, Symbol, UInt, ULong
 from local.servicebus.frames import composite, fields_of
 from local.servicebus.links import SESSION_FILTER, IncomingLink, Link, OutgoingLink
-from local.servicebus.queue import BrokerError, MessageQueue
+from local.servicebus.model import BrokerError
+from local.servicebus.queue import MessageQueue
 from local.servicebus.session import Session
 
 if TYPE_CHECKING:

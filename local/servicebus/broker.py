@@ -15,7 +15,8 @@ from local.servicebus.amqp_types import Symbol, Timestamp
 from local.servicebus.config import NamespaceConfig, QueueSettings, TopicSettings
 from local.servicebus.filters import Rule
 from local.servicebus.message import AmqpMessage
-from local.servicebus.queue import ACTIVE, SCHEDULED, BrokerError, Entry, MessageQueue, now_ms
+from local.servicebus.model import ACTIVE, SCHEDULED, BrokerError, Entry, now_ms
+from local.servicebus.queue import MessageQueue
 from local.servicebus.routing import apply_rules, filter_view
 from local.servicebus.store import Store
 

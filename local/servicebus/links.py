@@ -16,7 +16,8 @@ from local.servicebus.cbs import check_put_token
 from local.servicebus.frames import composite, composite_name, error, fields_of
 from local.servicebus.management import body_value, value_message
 from local.servicebus.message import BATCH_MESSAGE_FORMAT, AmqpMessage, MessageFormatError, split_batch
-from local.servicebus.queue import BrokerError, Entry, MessageQueue
+from local.servicebus.model import BrokerError, Entry
+from local.servicebus.queue import MessageQueue
 
 if TYPE_CHECKING:
     from local.servicebus.session import Session

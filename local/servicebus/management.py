@@ -15,7 +15,8 @@ from local.servicebus.amqp_types import Array, Described, Int, Long, Symbol, Tim
 from local.servicebus.broker import Broker, canonical, encode_delivery
 from local.servicebus.codec import encode
 from local.servicebus.message import AMQP_VALUE, AmqpMessage
-from local.servicebus.queue import BrokerError, MessageQueue
+from local.servicebus.model import BrokerError
+from local.servicebus.queue import MessageQueue
 
 Response = tuple[int, dict[str, Any] | None]
 _DATETIME_MAX_MS = 253402300800000

@@ -8,29 +8,22 @@ dead-lettering and forwarding go through the ``Router`` the broker provides.
 from __future__ import annotations
 
 import heapq
-import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Protocol
 
 from local.servicebus.config import QueueSettings
 from local.servicebus.message import AmqpMessage
-
-ACTIVE, DEFERRED, SCHEDULED = 0, 1, 2
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class BrokerError(Exception):
-    """An operation the service would refuse; ``condition`` is the AMQP error condition."""
-
-    def __init__(self, condition: str, description: str) -> None:
-        super().__init__(description)
-        self.condition = condition
-        self.description = description
+from local.servicebus.model import (
+    ACTIVE,
+    DEFERRED,
+    SCHEDULED,
+    BrokerError,
+    Consumer,
+    Entry,
+    Router,
+    SessionLock,
+    now_ms,
+)
 
 
 def lock_lost() -> BrokerError:
@@ -39,52 +32,6 @@ def lock_lost() -> BrokerError:
         "The lock supplied is invalid. Either the lock expired, or the message has already been "
         "removed from the queue.",
     )
-
-
-@dataclass
-class Entry:
-    seq: int
-    message: AmqpMessage
-    enqueued_ms: int
-    expires_ms: int | None = None
-    state: int = ACTIVE
-    scheduled_ms: int | None = None
-    delivery_count: int = 0
-    session_id: str | None = None
-    dead_letter_source: str | None = None
-    lock_token: uuid.UUID | None = None
-    locked_until_ms: int = 0
-    owner: Consumer | None = field(default=None, repr=False)
-
-
-class Consumer(Protocol):
-    """A receiver link as the queue sees it."""
-
-    session_id: str | None
-    receive_and_delete: bool
-
-    @property
-    def credit(self) -> int: ...
-
-    def deliver(self, entry: Entry, lock_token: uuid.UUID | None) -> None: ...
-
-    def session_lost(self) -> None: ...
-
-
-class Router(Protocol):
-    def dead_letter(self, queue: MessageQueue, entry: Entry, reason: str, description: str) -> None: ...
-
-    def persist(self, queue: MessageQueue, entry: Entry) -> None: ...
-
-    def forget(self, queue: MessageQueue, seq: int) -> None: ...
-
-    def save_session_state(self, queue: MessageQueue, session_id: str, state: bytes | None) -> None: ...
-
-
-@dataclass
-class SessionLock:
-    owner: Consumer
-    until_ms: int
 
 
 class MessageQueue:
@@ -163,6 +110,17 @@ class MessageQueue:
                     self._unlock(entry, counted=False)
         self.pump()
 
+    def _prune(self, key: str | None) -> int | None:
+        """Drop unavailable entries from the head of a heap (they are pushed again if they come
+        back); forget an emptied heap. Return the first available sequence number, if any."""
+        heap = self.available.get(key)
+        while heap and self._is_available(heap[0]) is None:
+            heapq.heappop(heap)
+        if not heap:
+            self.available.pop(key, None)
+            return None
+        return heap[0]
+
     def _next_for(self, consumer: Consumer) -> Entry | None:
         if self.settings.requires_session and consumer.session_id is None:
             return None
@@ -175,6 +133,7 @@ class MessageQueue:
                 self._expire(entry)
                 continue
             return entry
+        self.available.pop(consumer.session_id, None)
         return None
 
     def pump(self) -> None:
@@ -328,16 +287,14 @@ class MessageQueue:
         """Lock the named session, or (``None``) the next session with available messages."""
         if session_id is None:
             candidates = [
-                (heap[0], sid)
-                for sid, heap in self.available.items()
-                if sid is not None
-                and heap
-                and sid not in self.session_locks
-                and any(self._is_available(seq) for seq in heap)
+                (self._prune(sid), sid)
+                for sid in list(self.available)
+                if sid is not None and sid not in self.session_locks
             ]
-            if not candidates:
+            ready = [(head, sid) for head, sid in candidates if head is not None]
+            if not ready:
                 return None
-            session_id = min(candidates)[1]
+            session_id = min(ready)[1]
         elif session_id in self.session_locks:
             raise BrokerError(
                 "com.microsoft:session-cannot-be-locked",

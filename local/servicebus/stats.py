@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from local.servicebus.queue import ACTIVE, DEFERRED, SCHEDULED
+from local.servicebus.model import ACTIVE, DEFERRED, SCHEDULED
 
 _DEAD_LETTER = "/$deadletterqueue"
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from local.servicebus.message import AmqpMessage
-from local.servicebus.queue import Entry
+from local.servicebus.model import Entry
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
