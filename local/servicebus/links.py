@@ -68,6 +68,7 @@ class IncomingLink(Link):
         self.delivery_count = int(fields.get("initial_delivery_count") or 0)
         self.credit = 0
         self._partial = bytearray()
+        self._partial_size = 0  # counted even once an oversized delivery stops being buffered
         self._first: dict[str, Any] | None = None
 
     def grant_credit(self) -> None:
@@ -79,23 +80,28 @@ class IncomingLink(Link):
             self._first = fields
         if fields.get("aborted"):
             self._partial.clear()
+            self._partial_size = 0
             self._first = None
             return
+        self._partial_size += len(payload)
+        limit = self.session.connection.broker.max_message_size
         if fields.get("more"):
-            self._partial += payload
+            if self._partial_size <= limit:  # past the limit, memory stays bounded
+                self._partial += payload
             return
         first, self._first = self._first, None
+        size, self._partial_size = self._partial_size, 0
         data = bytes(self._partial) + bytes(payload) if self._partial else bytes(payload)
         self._partial.clear()
         self.delivery_count += 1
         self.credit -= 1
         if self.credit < CREDIT_WINDOW // 2:
             self.grant_credit()
-        outcome = self._receive(data, int(first.get("message_format") or 0))
+        outcome = self._receive(data, size, int(first.get("message_format") or 0))
         if not first.get("settled"):
             self.session.settle_incoming(int(first["delivery_id"]), outcome)
 
-    def _receive(self, data: bytes, message_format: int) -> Any:
+    def _receive(self, data: bytes, size: int, message_format: int) -> Any:
         """Handle one complete delivery; return the outcome to report."""
         connection = self.session.connection
         try:
@@ -111,10 +117,10 @@ class IncomingLink(Link):
                 connection.reply(self.node, response)
                 return _ACCEPTED
             broker = connection.broker
-            if len(data) > broker.max_message_size:
+            if size > broker.max_message_size:
                 raise BrokerError(
                     "amqp:link:message-size-exceeded",
-                    f"The received message (size {len(data)} bytes) exceeds the limit "
+                    f"The received message (size {size} bytes) exceeds the limit "
                     f"({broker.max_message_size} bytes) currently allowed on the link.",
                 )
             message = AmqpMessage.parse(data)

@@ -119,10 +119,22 @@ def test_message_above_frame_size_in_both_directions(start: Callable[..., Runnin
 
 
 def test_oversized_message_raises_size_exceeded(client: ServiceBusClient, emulator: RunningEmulator) -> None:
-    """A message over 256 KB is refused with the service's message-size-exceeded error; nothing is stored."""
-    with client.get_queue_sender("work") as sender, pytest.raises(MessageSizeExceededError):
-        sender.send_messages(ServiceBusMessage(b"x" * (300 * 1024)))
-    assert emulator.runtime_properties("work")["active_message_count"] == 0
+    """Messages over 256 KB (even 3 MB in many frames) get message-size-exceeded; none is stored."""
+    with client.get_queue_sender("work") as sender:
+        for size in (300 * 1024, 3 * 1024 * 1024):
+            with pytest.raises(MessageSizeExceededError):
+                sender.send_messages(ServiceBusMessage(b"x" * size))
+        sender.send_messages(ServiceBusMessage("still usable"))
+    assert emulator.runtime_properties("work")["active_message_count"] == 1
+
+
+def test_batch_respects_the_advertised_size_limit(client: ServiceBusClient) -> None:
+    """The link advertises 256 KB, so the SDK's batch refuses a message that would not fit."""
+    with client.get_queue_sender("work") as sender:
+        batch = sender.create_message_batch()
+        assert batch.max_size_in_bytes == 256 * 1024
+        with pytest.raises(MessageSizeExceededError):
+            batch.add_message(ServiceBusMessage(b"x" * (300 * 1024)))
 
 
 def test_unknown_entity_is_not_found(client: ServiceBusClient) -> None:
