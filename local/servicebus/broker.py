@@ -80,7 +80,6 @@ class Broker:
         max_message_size: int = 256 * 1024,
         max_messages_per_entity: int | None = None,
     ) -> None:
-        self.namespace = config.name
         self.store = store
         self.max_message_size = max_message_size
         self.max_messages_per_entity = max_messages_per_entity
@@ -88,6 +87,7 @@ class Broker:
         self.topics: dict[str, Topic] = {}
         self.duplicates: dict[str, dict[str, int]] = {}
         self._seq_dirty: set[MessageQueue] = set()
+        self._next_duplicate_purge_ms = 0
         for name, settings in config.queues.items():
             self._add_queue(name, settings)
         for topic_config in config.topics:
@@ -98,9 +98,9 @@ class Broker:
                 queue = self._add_queue(f"{topic.name}/Subscriptions/{sub.name}", sub.settings)
                 topic.subscriptions.append(Subscription(queue, sub.rules))
             scheduled.attach(_TopicRelease(self, topic))
-        now = now_ms()
+        store.forget_message_ids(now_ms())
         for entity in [*config.queues, *(topic.name for topic in config.topics)]:
-            self.duplicates[entity.lower()] = store.message_ids(entity.lower(), now)
+            self.duplicates[entity.lower()] = store.message_ids(entity.lower())
         store.commit()
 
     def _add_queue(self, name: str, settings: QueueSettings, *, dead_letter: bool = True) -> MessageQueue:
@@ -298,6 +298,12 @@ class Broker:
         for queue in list(self.queues.values()):
             if queue.locks or queue.session_locks or queue.schedule or queue.expiries:
                 queue.tick(now)
+        if now >= self._next_duplicate_purge_ms:  # once a second is plenty for windows of 20 s and more
+            self._next_duplicate_purge_ms = now + 1000
+            for seen in self.duplicates.values():
+                for message_id in [key for key, expires in seen.items() if expires <= now]:
+                    del seen[message_id]
+            self.store.forget_message_ids(now)
 
     def commit(self) -> None:
         """Durably store everything done so far; call before acknowledging it to a client."""

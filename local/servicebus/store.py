@@ -126,7 +126,10 @@ class Store:
     def remember_message_id(self, entity: str, message_id: str, expires_ms: int) -> None:
         self._write("INSERT OR REPLACE INTO duplicates VALUES (?,?,?)", (entity, message_id, expires_ms))
 
-    def message_ids(self, entity: str, now_ms: int) -> dict[str, int]:
+    def forget_message_ids(self, now_ms: int) -> None:
+        """Drop duplicate-detection history whose window has passed."""
         self._write("DELETE FROM duplicates WHERE expires_ms <= ?", (now_ms,))
+
+    def message_ids(self, entity: str) -> dict[str, int]:
         rows = self._db.execute("SELECT message_id, expires_ms FROM duplicates WHERE entity=?", (entity,))
         return dict(rows.fetchall())
