@@ -48,6 +48,7 @@ _HEADER_FIELDS = {
     "traceparent": "traceparent",
 }
 _FORM_FIELDS = frozenset(_HEADER_FIELDS.values())
+_REQUIRED_FIELDS = ("tenant_id", "purpose", "classification")
 _DOCUMENT_PART = "document"
 
 _claimcheck: "ClaimCheck | None" = None
@@ -195,9 +196,11 @@ class _BadRequest(ValueError):
 
 def _read_submission(req: func.HttpRequest) -> tuple[bytes, str, dict[str, Any]]:
     """The document bytes, its content type and the submit() keywords, from headers or multipart fields."""
-    fields: dict[str, Any] = {
-        keyword: req.headers[header] for header, keyword in _HEADER_FIELDS.items() if req.headers.get(header)
-    }
+    # Required values default to "" so that the producer's own validation names what is missing.
+    fields: dict[str, Any] = dict.fromkeys(_REQUIRED_FIELDS, "")
+    for header, keyword in _HEADER_FIELDS.items():
+        if req.headers.get(header):
+            fields[keyword] = req.headers[header]
     content_type = req.headers.get("content-type", "")
     if content_type.lower().startswith("multipart/form-data"):
         document, content_type, form = _read_multipart(content_type, req.get_body())

@@ -18,12 +18,17 @@ TEST_TOPOLOGY = {
     "topics": [{"name": "results", "requiresDuplicateDetection": False}],
 }
 
+# Small enough that the 413 test sends little, large enough for every sample.
+MAX_PAYLOAD_BYTES = 1024 * 1024
+
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     """One running local stack for the e2e session (tests isolate by tenant and work item id)."""
     with start_stack(
-        work_dir=tmp_path_factory.mktemp("stack"), topology=load_topology(TEST_TOPOLOGY)
+        work_dir=tmp_path_factory.mktemp("stack"),
+        topology=load_topology(TEST_TOPOLOGY),
+        app_settings={"CLAIMCHECK_MAX_PAYLOAD_BYTES": str(MAX_PAYLOAD_BYTES)},
     ) as running:
         yield running
 
