@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 SESSION_FILTER = "com.microsoft:session-filter"
 CREDIT_WINDOW = 1000
 _ACCEPTED = composite("accepted")
+_TERMINAL_OUTCOMES = {"accepted", "released", "modified", "rejected"}
 
 
 class Link:
@@ -208,13 +209,14 @@ class OutgoingLink(Link):
     def on_disposition(self, first: int, last: int, settled: bool, state: Any) -> None:
         """The client settled deliveries: apply the outcome, echo it (or the failure) settled."""
         outcome = composite_name(state)
-        for delivery_id in range(first, last + 1):
-            token = self.unsettled.pop(delivery_id, None)
-            if token is None or self.queue is None:
-                continue
+        if outcome not in _TERMINAL_OUTCOMES or self.queue is None:
+            return  # e.g. "received": progress only, the delivery stays unsettled
+        # Walk what is unsettled, not the peer-controlled range (which may span 2**32 ids).
+        for delivery_id in sorted(d for d in self.unsettled if first <= d <= last):
+            token = self.unsettled.pop(delivery_id)
             echo = state
             try:
-                self._settle(self.queue, token, outcome, fields_of(state) if outcome else {})
+                self._settle(self.queue, token, outcome, fields_of(state))
                 if outcome == "rejected":
                     echo = composite("rejected")
             except BrokerError as exc:
