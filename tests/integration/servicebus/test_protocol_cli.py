@@ -37,6 +37,21 @@ def _read_for(sock: socket.socket, seconds: float) -> bytes:
     return data
 
 
+def _parse_frames(data: bytes) -> list[tuple[str, dict[str, Any]]]:
+    """Frames in ``data`` as (performative, fields); an empty (heartbeat) frame is ("empty", {})."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    offset = 0
+    while offset + 8 <= len(data):
+        size = FRAME_HEADER.unpack_from(data, offset)[0]
+        if size == 8:
+            found.append(("empty", {}))
+        else:
+            name, fields, _ = parse_frame_body(memoryview(data[offset + 8 : offset + size]))
+            found.append((name, fields))
+        offset += size
+    return found
+
+
 def test_idle_timeout_is_kept_alive_with_empty_frames(emulator: RunningEmulator) -> None:
     """A client that asks for a 300 ms idle timeout receives empty frames while nothing else happens."""
     with socket.create_connection(("127.0.0.1", emulator.port), timeout=5) as sock:
@@ -44,13 +59,9 @@ def test_idle_timeout_is_kept_alive_with_empty_frames(emulator: RunningEmulator)
         sock.sendall(encode_frame(0, composite("open", container_id="raw", idle_time_out=UInt(300))))
         data = _read_for(sock, 1.0)
     assert data.startswith(AMQP_HEADER)
-    frames, offset = [], len(AMQP_HEADER)
-    while offset < len(data):
-        size = FRAME_HEADER.unpack_from(data, offset)[0]
-        frames.append(data[offset : offset + size])
-        offset += size
-    assert frames[0][8:].startswith(b"\x00\x53\x10")  # the open performative comes first
-    assert sum(1 for frame in frames[1:] if len(frame) == 8) >= 2
+    names = [name for name, _ in _parse_frames(data[len(AMQP_HEADER) :])]
+    assert names[0] == "open"
+    assert names.count("empty") >= 2
 
 
 def test_unknown_protocol_header_gets_ours_and_a_close(emulator: RunningEmulator) -> None:
@@ -119,18 +130,6 @@ def test_stats_reads_counts_from_a_running_store(tmp_path: Path) -> None:
     assert counts["oldest_message_age_seconds"] is not None
 
 
-def _frames(sock: socket.socket, seconds: float) -> list[tuple[str, dict[str, Any]]]:
-    data = _read_for(sock, seconds)
-    found, offset = [], 0
-    while offset + 8 <= len(data):
-        size = FRAME_HEADER.unpack_from(data, offset)[0]
-        if size > 8:
-            name, fields, _ = parse_frame_body(memoryview(data[offset + 8 : offset + size]))
-            found.append((name, fields))
-        offset += size
-    return found
-
-
 def test_transfers_respect_the_session_incoming_window(start: Callable[..., RunningEmulator]) -> None:
     """With link credit 10 but a session incoming window of 2, the broker sends 2 transfers, then the
     rest once the client's flow opens the window."""
@@ -176,7 +175,7 @@ def test_transfers_respect_the_session_incoming_window(start: Callable[..., Runn
                 ),
             )
         )
-        first = [name for name, _ in _frames(sock, 1.0) if name == "transfer"]
+        first = [name for name, _ in _parse_frames(_read_for(sock, 1.0)) if name == "transfer"]
         sock.sendall(
             encode_frame(
                 0,
@@ -189,5 +188,28 @@ def test_transfers_respect_the_session_incoming_window(start: Callable[..., Runn
                 ),
             )
         )
-        rest = [name for name, _ in _frames(sock, 1.0) if name == "transfer"]
+        rest = [name for name, _ in _parse_frames(_read_for(sock, 1.0)) if name == "transfer"]
     assert (len(first), len(rest)) == (2, 3)
+
+
+def test_garbage_frames_cost_only_their_connection(emulator: RunningEmulator) -> None:
+    """Malformed frames close that connection with an error; the emulator keeps serving others."""
+    garbage = [
+        b"\x00\x00\x00\x10\x02\x00\x00\x00" + b"\xff" * 8,  # unknown type constructor
+        b"\x00\x00\x00\x0c\x02\x00\x00\x00\x00\x53\x99\x45",  # unknown performative
+        b"\xff\xff\xff\xff\x02\x00\x00\x00",  # frame larger than the advertised maximum
+        encode_frame(0, composite("open", container_id="x"))[:-3] + b"\x00\x00\x00",  # truncated list
+    ]
+    for frame in garbage:
+        with socket.create_connection(("127.0.0.1", emulator.port), timeout=5) as sock:
+            sock.sendall(AMQP_HEADER + frame)
+            data = _read_for(sock, 0.5)
+            assert data.startswith(AMQP_HEADER)
+            names = [name for name, _ in _parse_frames(data[len(AMQP_HEADER) :])]
+            assert names[-1:] == ["close"]
+    with (
+        ServiceBusClient.from_connection_string(emulator.connection_string) as client,
+        client.get_queue_sender("work") as sender,
+    ):
+        sender.send_messages(ServiceBusMessage("still serving"))
+    assert emulator.runtime_properties("work")["active_message_count"] == 1
