@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
+from azure.servicebus import AutoLockRenewer, ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from azure.servicebus.exceptions import MessageLockLostError, ServiceBusError
 
 from local.servicebus import RunningEmulator
@@ -139,3 +139,25 @@ def test_dead_letter_queue_message_cannot_be_dead_lettered_again(client: Service
     with client.get_queue_receiver("work", sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=5) as dlq:
         (again,) = dlq.peek_messages(max_message_count=5)
         assert (str(again), again.dead_letter_reason) == ("twice", "First")
+
+
+def test_auto_lock_renewer_keeps_message_and_session_locks(client: ServiceBusClient) -> None:
+    """The SDK's AutoLockRenewer (as the local Functions host uses it) keeps both kinds of lock alive."""
+    _send(client, "work", "long handler")
+    with client.get_queue_sender("sessions") as sender:
+        sender.send_messages(ServiceBusMessage("long session step", session_id="renewed"))
+    renewer = AutoLockRenewer(max_lock_renewal_duration=30)
+    try:
+        with (
+            client.get_queue_receiver("work", max_wait_time=5) as receiver,
+            client.get_queue_receiver("sessions", session_id="renewed", max_wait_time=5) as session_receiver,
+        ):
+            renewer.register(session_receiver, session_receiver.session)
+            (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+            (step,) = session_receiver.receive_messages(max_message_count=1, max_wait_time=5)
+            renewer.register(receiver, message)
+            time.sleep(LOCK_SECONDS * 2)
+            receiver.complete_message(message)
+            session_receiver.complete_message(step)
+    finally:
+        renewer.close()
