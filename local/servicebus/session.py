@@ -6,7 +6,7 @@ import itertools
 from typing import TYPE_CHECKING, Any
 
 from local.servicebus.amqp_types import UInt
-from local.servicebus.frames import composite
+from local.servicebus.frames import composite, composite_name
 from local.servicebus.links import IncomingLink, Link, OutgoingLink
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ class Session:
                 return delivery_id
 
     def settle_incoming(self, delivery_id: int, outcome: Any) -> None:
-        if composite_is_accepted(outcome):
+        if composite_name(outcome) == "accepted":
             self._accepted.append(delivery_id)
             self.connection.schedule_flush()
         else:
@@ -171,7 +171,3 @@ class Session:
         for link in list(self.outgoing_by_handle.values()):
             if any(first <= delivery_id <= last for delivery_id in link.unsettled):
                 link.on_disposition(first, last, bool(fields.get("settled")), fields.get("state"))
-
-
-def composite_is_accepted(outcome: Any) -> bool:
-    return getattr(outcome, "descriptor", None) == 0x24
