@@ -1,0 +1,47 @@
+"""Cold start of functions/function_app.py: indexing the app must not load the heavy SDKs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from local.functions_host import DEFAULT_APP
+from local.functions_host.app_loader import HttpFunction, ServiceBusFunction, TimerFunction, load_function_app
+
+_LOADED_AFTER_IMPORT = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import function_app
+heavy = ("azure.storage", "azure.data.tables", "azure.identity", "pypdf", "claimcheck.adapters")
+print(json.dumps(sorted(name for name in sys.modules if name.startswith(heavy))))
+"""
+
+
+def test_importing_the_app_loads_no_storage_identity_or_pdf_sdk() -> None:
+    """Only azure.functions and the Service Bus binding extension load at import; the rest on first use."""
+    output = subprocess.run(
+        [sys.executable, "-c", _LOADED_AFTER_IMPORT, str(DEFAULT_APP.parent)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+    assert json.loads(output) == []
+
+
+def test_the_app_declares_the_four_triggers_the_design_names() -> None:
+    """Intake and status over HTTP, the session consumer with explicit settlement, the reconciler timer."""
+    app = load_function_app(DEFAULT_APP)
+    routes = {
+        (function.route, tuple(sorted(function.methods or ()))) for function in app.of_type(HttpFunction)
+    }
+    assert routes == {("documents", ("POST",)), ("work-items/{id}", ("GET",))}
+    [consumer] = app.of_type(ServiceBusFunction)
+    assert (consumer.queue_name, consumer.connection, consumer.is_sessions_enabled) == (
+        "documents",
+        "ServiceBusConnection",
+        True,
+    )
+    assert (consumer.auto_complete_messages, consumer.message_actions_arg) == (False, "message_actions")
+    assert len(app.of_type(TimerFunction)) == 1
