@@ -15,7 +15,9 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Mapping
+from datetime import timedelta
 from email.message import Message
 from email.parser import BytesParser
 from email.policy import HTTP
@@ -34,6 +36,9 @@ app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
 
 # Every five minutes; reconciliation is idempotent, so an overlap with the ops command is harmless.
 RECONCILE_SCHEDULE = "0 */5 * * * *"
+
+# Longest backoff waited out before abandoning a message to retry it (well under the lock renewal limit).
+RETRY_PAUSE_CAP = timedelta(seconds=30)
 
 # Header → submit() keyword. Multipart requests may carry the same values as form fields instead.
 _HEADER_FIELDS = {
@@ -143,8 +148,10 @@ def get_work_item(req: func.HttpRequest) -> func.HttpResponse:
 def consume_document(message: ServiceBusReceivedMessage, message_actions: ServiceBusMessageActions) -> None:
     """Claim-check consumer: settle exactly as the consumer decided.
 
-    Retry abandons the message: the Functions host has no delayed abandon, so the redelivery comes
-    at once (within the session) and the consumer's backoff is bounded by max delivery count instead.
+    Retry: the Functions host has no delayed abandon, and an immediate abandon would spend the
+    delivery count in a tight loop. So the consumer's backoff is waited out here, holding the
+    session (its later messages must wait anyway to keep their order; the host renews the lock),
+    capped at RETRY_PAUSE_CAP, and then the message is abandoned.
     """
     from claimcheck import Complete, DeadLetter, Retry
 
@@ -152,7 +159,11 @@ def consume_document(message: ServiceBusReceivedMessage, message_actions: Servic
     if isinstance(outcome, Complete):
         message_actions.complete(message)
     elif isinstance(outcome, Retry):
-        logger.info("retrying message %s: %s", message.message_id, outcome.reason)
+        pause = min(outcome.delay, RETRY_PAUSE_CAP)
+        logger.info(
+            "retrying message %s in %.1f s: %s", message.message_id, pause.total_seconds(), outcome.reason
+        )
+        time.sleep(pause.total_seconds())
         message_actions.abandon(message)
     elif isinstance(outcome, DeadLetter):
         message_actions.deadletter(
