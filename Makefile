@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PY_STAMP := $(VENV)/.deps-installed
 NODE_STAMP := node_modules/.deps-installed
 
-.PHONY: demo test deps lint typecheck bench clean
+.PHONY: demo test deps lint bench bench-claimcheck bench-servicebus clean
 
 demo: deps
 	$(PY) -m scripts.demo
@@ -34,8 +34,14 @@ lint: deps
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-bench: deps
+# Benchmarks print figures against a baseline measured in the same run; they assert nothing.
+bench: bench-servicebus bench-claimcheck
+
+bench-claimcheck: deps
 	$(PY) -m bench.claimcheck
+
+bench-servicebus: deps
+	$(PY) -m bench.servicebus
 
 clean:
 	rm -rf $(VENV) node_modules .mypy_cache .ruff_cache .pytest_cache .hypothesis
