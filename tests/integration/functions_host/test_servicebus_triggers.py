@@ -9,9 +9,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
+from azure.servicebus import (
+    ServiceBusClient,
+    ServiceBusMessage,
+    ServiceBusReceivedMessage,
+    ServiceBusSubQueue,
+)
 
-from local.functions_host import RunningHost, start_host
+from local.functions_host import LocalMessageActions, MessageActionsError, RunningHost, start_host
 from local.functions_host.servicebus_listener import ConnectionSettingMissing
 
 from .conftest import SAMPLE_APP
@@ -110,3 +115,24 @@ def test_missing_connection_setting_is_named(
     monkeypatch.delenv("SampleServiceBus", raising=False)
     with pytest.raises(ConnectionSettingMissing, match="SampleServiceBus"):
         start_host(SAMPLE_APP, port=0, only=["events"])
+
+
+def test_message_actions_settle_once_and_only_their_own_message(client: ServiceBusClient) -> None:
+    """A second settlement, or settling another invocation's message, is refused; the first one stands."""
+    with client.get_queue_sender("orders") as sender:
+        sender.send_messages([ServiceBusMessage(body, session_id="actions") for body in ("one", "two")])
+    with client.get_queue_receiver("orders", session_id="actions", max_wait_time=5) as receiver:
+        received: list[ServiceBusReceivedMessage] = []
+        while len(received) < 2:
+            batch = receiver.receive_messages(max_message_count=2 - len(received), max_wait_time=5)
+            assert batch, "the two messages did not arrive"
+            received.extend(batch)
+        first, second = received
+        actions = LocalMessageActions(receiver, first)
+        with pytest.raises(MessageActionsError):
+            actions.complete(second)
+        actions.complete(first)
+        with pytest.raises(MessageActionsError, match="already settled with complete"):
+            actions.abandon(first)
+        assert actions.settled_with == "complete"
+        receiver.complete_message(second)
