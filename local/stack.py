@@ -24,7 +24,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -76,7 +76,6 @@ class ChildProcess:
     command: list[str]
     port: int
     log_path: Path
-    env: dict[str, str] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     def start(self, timeout: float = _READY_TIMEOUT_SECONDS) -> None:
@@ -86,7 +85,6 @@ class ChildProcess:
                 self.command,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, **self.env},
                 cwd=REPO_ROOT,
                 start_new_session=True,
                 preexec_fn=_die_with_parent if sys.platform == "linux" else None,
@@ -131,7 +129,6 @@ class LocalStack:
     azurite: Azurite
     emulator: ChildProcess
     host: ChildProcess
-    config_path: Path
     owns_work_dir: bool = False
 
     @property
@@ -150,14 +147,6 @@ class LocalStack:
         """Stop the emulator and start it again on the same port with the same data folder."""
         self.emulator.stop()
         self.emulator.start()
-
-    def restart_host(self, *, kill: bool = False) -> None:
-        """Stop (or kill, as in a crash) the Functions host and start a fresh one on the same port."""
-        if kill:
-            self.host.kill()
-        else:
-            self.host.stop()
-        self.host.start()
 
     def stop(self) -> None:
         """Stop the host first (it settles in-flight work), then the emulator, then Azurite."""
@@ -186,7 +175,6 @@ def start_stack(
     emulator_port: int | None = None,
     app_path: Path = FUNCTION_APP,
     app_settings: Mapping[str, str] | None = None,
-    host_arguments: Sequence[str] = (),
 ) -> LocalStack:
     """Start Azurite, the emulator and the Functions host; wait until each is ready.
 
@@ -219,7 +207,6 @@ def start_stack(
                 str(port),
                 "--settings",
                 str(settings_path),
-                *host_arguments,
             ],
             port=port,
             log_path=folder / "functions-host.log",
@@ -230,8 +217,10 @@ def start_stack(
             if started is not None:
                 started.stop()
         azurite.stop()
+        if owns:
+            shutil.rmtree(folder, ignore_errors=True)
         raise
-    return LocalStack(folder, azurite, emulator, host, config_path, owns)
+    return LocalStack(folder, azurite, emulator, host, owns)
 
 
 def _emulator_process(folder: Path, config_path: Path, port: int) -> ChildProcess:
