@@ -16,6 +16,7 @@ from pathlib import Path
 from types import TracebackType
 
 from local.ports import free_port, wait_for_port
+from local.processes import die_with_parent
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -113,7 +114,12 @@ def start_azurite(data_dir: Path | None = None, *, timeout: float = 60.0) -> Azu
     ]
     log = open(location / "azurite.log", "ab")  # noqa: SIM115 - handed to the child process
     process = subprocess.Popen(  # noqa: S603 - fixed executable from node_modules
-        command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        command,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        # Azurite ignores SIGTERM: a dying launcher must send SIGINT.
+        preexec_fn=die_with_parent(signal.SIGINT),
     )
     log.close()
     azurite = Azurite(blob_port, queue_port, table_port, location, process, owns)

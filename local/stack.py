@@ -14,7 +14,6 @@ the Function App binds to.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import shutil
@@ -35,21 +34,12 @@ from infra.emulator_config import write_emulator_config
 from infra.topology import Topology, load_topology
 from local.azurite import Azurite, start_azurite
 from local.ports import free_port, wait_for_port
+from local.processes import die_with_parent
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FUNCTION_APP = REPO_ROOT / "functions" / "function_app.py"
 _STOP_GRACE_SECONDS = 15.0
-_PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
-# Loaded here, not in the forked child, where only async-signal-safe work belongs.
-_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
 _READY_TIMEOUT_SECONDS = 60.0
-
-
-def _die_with_parent() -> None:
-    """Linux: the child gets SIGTERM when the launching thread dies, even by SIGKILL, so that a killed
-    launcher (or test session) leaves no emulator or host behind. Runs in the child before exec."""
-    assert _LIBC is not None
-    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _accepts_connections(port: int) -> bool:
@@ -87,7 +77,7 @@ class ChildProcess:
                 stderr=subprocess.STDOUT,
                 cwd=REPO_ROOT,
                 start_new_session=True,
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+                preexec_fn=die_with_parent(signal.SIGTERM),
             )
         deadline = time.monotonic() + timeout
         while not _accepts_connections(self.port):
