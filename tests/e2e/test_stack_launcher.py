@@ -65,7 +65,8 @@ def test_killed_launcher_leaves_no_azurite_emulator_or_host(tmp_path: Path) -> N
     _wait_for(lines, r"Press Ctrl-C")
     children = psutil.Process(launcher.pid).children(recursive=True)
     names = sorted(child.name() for child in children)
-    assert sum("python" in name for name in names) == 2 and "node" in names, names
+    assert sum("python" in name for name in names) == 2, names
+    assert "node" in names, names
     launcher.kill()
     launcher.wait(timeout=30)
     try:
