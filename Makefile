@@ -12,7 +12,8 @@ NODE_STAMP := node_modules/.deps-installed
 demo: deps
 	$(PY) -m scripts.demo
 
-test: deps
+# Lint and type-check first, so the test run's summary is the last thing printed.
+test: deps lint
 	$(PY) -m pytest
 
 deps: $(PY_STAMP) $(NODE_STAMP)
