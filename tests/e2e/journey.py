@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,14 @@ def wait_for_states(
                 time.sleep(0.5)
     assert not pending, f"{len(pending)} work item(s) not in {sorted(states)} after {timeout} s"
     return views
+
+
+def wait_until(condition: Callable[[], bool], failure: str, timeout: float = 60.0) -> None:
+    """Poll ``condition`` every half second; fail with ``failure`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{failure} within {timeout:.0f} s"
+        time.sleep(0.5)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,79 @@
+"""End to end: no payload bytes, keys or SAS tokens in any log the stack writes.
+
+This module runs after the other modules on the shared stack (pytest orders modules by name), so the
+scan also covers everything they logged: kills, restarts, retries, dead letters and replays.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import requests
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
+
+from local.azurite import ACCOUNT_KEY
+from local.servicebus.server import DEFAULT_KEY, connection_string
+from local.stack import LocalStack
+
+from .journey import SAMPLES, dead_letters, submit, wait_for_states, wait_until
+
+SECRET_SHAPES = ("AccountKey=", ACCOUNT_KEY, "SharedAccessKey=", DEFAULT_KEY.key, "sig=")
+
+
+def _stack_logs(stack: LocalStack) -> dict[Path, str]:
+    """Every log file under the stack's folder: host, emulator and Azurite (run with --silent, so its
+    log holds start-up lines, never requests; data files are not logs and are not read).
+
+    Known exception, left out here and reported: the emulator prints its own connection string, with
+    its public development key, as its start-up line (local/servicebus/__main__.py). Only that exact
+    line is dropped; the key anywhere else still fails the test.
+    """
+    banner = connection_string(stack.emulator.port, DEFAULT_KEY)
+    return {
+        path: "\n".join(
+            line for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line != banner
+        )
+        for path in stack.work_dir.rglob("*.log")
+    }
+
+
+def test_no_payload_bytes_keys_or_sas_tokens_in_any_log(stack: LocalStack, bus: ServiceBusClient) -> None:
+    """Documents and broken messages carrying a unique marker are processed; no log holds the marker,
+    an account key, a SAS key or a SAS signature."""
+    marker = f"MARKER-{uuid.uuid4().hex}"
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    document = (SAMPLES / "service-agreement.txt").read_bytes() + f"\n{marker}\n".encode()
+    inline = submit(stack.api_url, document, tenant=tenant)
+    by_reference = submit(stack.api_url, document, tenant=tenant, classification="confidential")
+    assert (inline["receipt"]["transport"], by_reference["receipt"]["transport"]) == ("inline", "reference")
+    refused = requests.post(
+        f"{stack.api_url}/documents",
+        data=b"%PDF-not-really " + marker.encode(),
+        headers={"X-Tenant-Id": tenant, "X-Purpose": "bulk-ingest", "X-Classification": "secret"},
+        timeout=60,
+    )
+    assert refused.status_code == 400
+    not_json = f"{{not json {marker}".encode()
+    not_an_envelope = json.dumps({"schema_version": "1.0", "payload_inline": marker}).encode()
+    broken = {f"bad-{uuid.uuid4().hex}": body for body in (not_json, not_an_envelope)}
+    with bus.get_queue_sender("documents") as sender:
+        for message_id, body in broken.items():
+            sender.send_messages(ServiceBusMessage(body, message_id=message_id, session_id=message_id))
+    wait_for_states(stack.api_url, [inline["work_item_id"], by_reference["work_item_id"]])
+    wait_until(
+        lambda: set(broken) <= {message.message_id for message in dead_letters(bus)},
+        "the broken messages were not dead-lettered",
+    )
+
+    logs = _stack_logs(stack)
+    assert {path.name for path in logs} >= {"functions-host.log", "servicebus.log", "azurite.log"}
+    assert any("completed " + by_reference["work_item_id"] in text for text in logs.values())
+    leaks = [
+        f"{path.relative_to(stack.work_dir)}: {needle!r}"
+        for path, text in logs.items()
+        for needle in (marker, *SECRET_SHAPES)
+        if needle in text
+    ]
+    assert leaks == []
