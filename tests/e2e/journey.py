@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,17 +47,32 @@ def wait_for_states(
     """Poll the status API until every work item is in one of ``states``; fail after ``timeout``."""
     deadline = time.monotonic() + timeout
     views: dict[str, dict[str, Any]] = {}
+    last_seen: dict[str, str] = {}
     pending = set(work_item_ids)
     with requests.Session() as session:
         while pending and time.monotonic() < deadline:
             for work_item_id in sorted(pending):
-                response = session.get(f"{api}/work-items/{work_item_id}", timeout=30)
-                if response.status_code == 200 and response.json()["state"] in states:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    response = session.get(f"{api}/work-items/{work_item_id}", timeout=min(30.0, remaining))
+                except requests.RequestException as exc:  # a host too busy to answer: keep polling
+                    last_seen[work_item_id] = f"no answer ({type(exc).__name__})"
+                    continue
+                ok = response.status_code == 200
+                state = response.json()["state"] if ok else f"http {response.status_code}"
+                last_seen[work_item_id] = state
+                if state in states:
                     views[work_item_id] = response.json()
                     pending.discard(work_item_id)
             if pending:
                 time.sleep(0.5)
-    assert not pending, f"{len(pending)} work item(s) not in {sorted(states)} after {timeout} s"
+    seen = Counter(last_seen.get(work_item_id, "not polled") for work_item_id in pending)
+    assert not pending, (
+        f"{len(pending)} of {len(work_item_ids)} work item(s) not in {sorted(states)} after {timeout:.0f} s; "
+        f"their last states: {dict(seen)}"
+    )
     return views
 
 
