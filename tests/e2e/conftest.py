@@ -4,6 +4,7 @@ functions/function_app.py, all as child processes, with a test topology of short
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from azure.servicebus import ServiceBusClient
@@ -18,8 +19,15 @@ TEST_TOPOLOGY = {
     "topics": [{"name": "results", "requiresDuplicateDetection": False}],
 }
 
+LOG_SCAN_MODULE = Path(__file__).with_name("test_logs.py")
+
 # Small enough that the 413 test sends little, large enough for every sample.
 MAX_PAYLOAD_BYTES = 1024 * 1024
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The log scan runs last, so that it covers what every other test made the shared stack log."""
+    items.sort(key=lambda item: item.path == LOG_SCAN_MODULE)
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """End to end: no payload bytes, keys or SAS tokens in any log the stack writes.
 
-This module runs after the other modules on the shared stack (pytest orders modules by name), so the
-scan also covers everything they logged: kills, restarts, retries, dead letters and replays.
+It runs after every other test of the session (tests/e2e/conftest.py orders it last), so the scan
+also covers everything they made the shared stack log: kills, restarts, retries, dead letters, replays.
 """
 
 from __future__ import annotations
