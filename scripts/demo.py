@@ -3,9 +3,10 @@
 Starts Azurite, the Service Bus emulator and the Functions host; sends the samples from
 samples/contracts/ over HTTP (text and PDF, one over the inline threshold, one tampered after upload,
 one forged for another tenant) plus an invalid envelope straight to the queue; follows each one from
-the intake receipt through the queue and the consumer to its result event and the subscriptions that
-received it, or to the dead-letter queue with its reason. Ends with a summary table, stops the stack,
-and exits 0 only if every document ended as expected.
+the intake receipt through the queue and the consumer's steps to its result and the subscriptions
+that received the result event, or to the dead-letter queue with its reason. Prints one progress
+line per observed event (and a live table on a terminal), then the journey and summary tables; stops
+the stack and exits 0 only if every document ended as expected.
 
 Two cases need the consumer to wait: the demo holds the work item's session (a session receiver of
 its own, exactly what a second consumer would do) while it tampers with the stored object or copies
@@ -14,11 +15,12 @@ the envelope, then releases the session to the consumer.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
 import uuid
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,95 +31,26 @@ from claimcheck.envelope import parse_envelope
 from claimcheck.settings import DOCUMENTS_QUEUE, PAYLOAD_CONTAINER, RESULTS_TOPIC
 from rich.console import Console
 from rich.live import Live
-from rich.table import Table
 
 from local.stack import LocalStack, start_stack
+from scripts.demo_cases import COMPLETED, Case, demo_cases
+from scripts.demo_report import (
+    HostLogEvent,
+    dead_letter_text,
+    intake_text,
+    journey_table,
+    parse_host_log_line,
+    progress_line,
+    status_text,
+    summary_table,
+)
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "contracts"
 SUBSCRIPTIONS = ("audit", "notifications", "review", "contracts")
-COMPLETED = "completed"
-PROCESSING_TIMEOUT_SECONDS = 120.0
-
-
-@dataclass
-class Case:
-    """One document of the demo, what should happen to it, and what did."""
-
-    title: str
-    sample: str
-    tenant: str
-    expected: str  # "completed" or the expected dead-letter reason
-    expected_subscriptions: frozenset[str] = frozenset()
-    classification: str = "internal"
-    how: str = "http"  # http | tampered | forged | invalid
-    work_item_id: str = field(default_factory=lambda: f"wi-demo-{uuid.uuid4().hex[:12]}")
-    intake: str = "-"
-    state: str = "not sent"
-    outcome: str | None = None
-    subscriptions: tuple[str, ...] = ()
-
-    @property
-    def content_type(self) -> str:
-        return "application/pdf" if self.sample.endswith(".pdf") else "text/plain"
-
-    @property
-    def as_expected(self) -> bool:
-        if self.outcome != self.expected:
-            return False
-        return self.outcome != COMPLETED or set(self.subscriptions) == self.expected_subscriptions
-
-
-def demo_cases() -> list[Case]:
-    contract_subscriptions = frozenset({"audit", "contracts", "review"})
-    return [
-        Case("Service agreement (text)", "service-agreement.txt", "acme", COMPLETED, contract_subscriptions),
-        Case(
-            "Contrato (texto, pt-BR)",
-            "contrato-prestacao-servicos.txt",
-            "acme",
-            COMPLETED,
-            contract_subscriptions,
-        ),
-        Case(
-            "Supply agreement (PDF, confidential)",
-            "supply-agreement.pdf",
-            "globex",
-            COMPLETED,
-            contract_subscriptions,
-            classification="confidential",
-        ),
-        Case(
-            "Master agreement (46 KB, over the inline threshold)",
-            "master-agreement-large.txt",
-            "acme",
-            COMPLETED,
-            frozenset({"audit", "contracts"}),
-        ),
-        Case(
-            "Urgent notice (high priority)",
-            "urgent-notice.txt",
-            "initech",
-            COMPLETED,
-            frozenset({"audit", "notifications"}),
-        ),
-        Case(
-            "Service agreement, tampered after upload",
-            "service-agreement.txt",
-            "acme",
-            "integrity_failed",
-            classification="confidential",
-            how="tampered",
-        ),
-        Case(
-            "Globex's envelope replayed as tenant acme",
-            "supply-agreement.pdf",
-            "acme",
-            "access_denied",
-            classification="confidential",
-            how="forged",
-        ),
-        Case("Invalid envelope sent straight to the queue", "-", "-", "invalid_envelope", how="invalid"),
-    ]
+PROCESSING_TIMEOUT_SECONDS = 60.0
+POLL_INTERVAL_SECONDS = 0.25
+# Without a terminal rich would wrap at 80 columns; logs and CI pages are wider than that.
+NON_TERMINAL_WIDTH = 160
 
 
 class Demo:
@@ -127,11 +60,55 @@ class Demo:
         self.http = requests.Session()
         self.bus = ServiceBusClient.from_connection_string(stack.servicebus_connection_string)
         self.blobs = BlobServiceClient.from_connection_string(stack.storage_connection_string)
+        self.started = time.monotonic()
+        self._host_log = HostLogTail(stack.work_dir / "functions-host.log")
+        # Receivers stay open for the whole run: opening and closing one costs about half a second,
+        # while a peek on an open one continues after the last message it saw.
+        self._dead_letter_queue = self.bus.get_queue_receiver(
+            DOCUMENTS_QUEUE, sub_queue=ServiceBusSubQueue.DEAD_LETTER
+        )
+        self._subscriptions = {
+            name: self.bus.get_subscription_receiver(RESULTS_TOPIC, name) for name in SUBSCRIPTIONS
+        }
+        self._dead: dict[str, tuple[str, str]] = {}
+        self._received: dict[str, list[str]] = {}
+        self._live: Live | None = None
 
     def close(self) -> None:
+        for receiver in (self._dead_letter_queue, *self._subscriptions.values()):
+            receiver.close()
         self.bus.close()
         self.blobs.close()
         self.http.close()
+
+    def run(self, cases: list[Case]) -> None:
+        """Send every case, following the ones already sent in between, then follow until all ended."""
+        with self._live_table(cases):
+            for case in cases:
+                self.send(case)
+                self.observe(cases)
+            deadline = time.monotonic() + PROCESSING_TIMEOUT_SECONDS
+            while any(case.outcome is None for case in cases) and time.monotonic() < deadline:
+                time.sleep(POLL_INTERVAL_SECONDS)
+                self.observe(cases)
+            self.observe(cases)  # late cleanup lines and payload states of the last ones
+            for case in cases:
+                if case.outcome is None:
+                    case.outcome = f"timed out ({case.state})"
+
+    @contextlib.contextmanager
+    def _live_table(self, cases: list[Case]) -> Iterator[None]:
+        """A live journey table on a terminal; without one, the progress lines say it all."""
+        if not self.console.is_terminal:
+            yield
+            return
+        with Live(journey_table(cases), console=self.console, refresh_per_second=4) as self._live:
+            yield
+        self._live = None
+
+    def say(self, case: Case, stage: str, text: str) -> None:
+        line = progress_line(time.monotonic() - self.started, case.name, stage, text)
+        self.console.print(line, soft_wrap=True, highlight=False, markup=False)
 
     # --- sending --------------------------------------------------------------------------------
 
@@ -145,18 +122,15 @@ class Demo:
                 self.blobs.get_blob_client(PAYLOAD_CONTAINER, str(ref)).upload_blob(
                     b"Tampered: not the document that was registered.\n", overwrite=True
                 )
-                self.console.print(
-                    f"  [yellow]tampered[/] the stored object of {case.work_item_id} "
-                    "while its session was held; releasing it to the consumer"
-                )
+                self.say(case, "tampered", "stored object overwritten while the demo held the session")
+            self.say(case, "queue", "session released to the consumer")
         elif case.how == "forged":
             self._send_forged(case)
         else:
-            self._send_raw(
-                case,
-                b'{"schema": "claimcheck.envelope", "work_item_id": "' + case.work_item_id.encode() + b'"}',
-            )
-            case.intake = "sent to the queue"
+            body = b'{"schema": "claimcheck.envelope", "work_item_id": "' + case.work_item_id.encode() + b'"}'
+            self._send_raw(case, body)
+            case.intake = "sent straight to the queue"
+            self.say(case, "queue", "envelope without its required fields sent straight to the queue")
 
     def _submit(self, case: Case, *, tenant: str | None = None, work_item_id: str | None = None) -> None:
         headers = {
@@ -174,10 +148,17 @@ class Demo:
         )
         if response.status_code != 202:
             case.intake, case.outcome = f"HTTP {response.status_code}", response.json().get("error", "?")
+            self.say(case, "intake", f"{case.intake} {case.outcome}")
             return
         receipt = response.json()["receipt"]
-        case.intake = f"202 {receipt['transport']} v{receipt['version']} sha256 {receipt['sha256'][:8]}"
+        case.intake = intake_text(receipt)
         case.state = "queued"
+        queued = f"{case.intake} → queue, message {str(receipt['message_id'])[:16]}…"
+        if work_item_id is not None:  # the source of a forged copy, not the case's own work item
+            self.say(case, "intake", f"source {work_item_id} ({tenant}): {queued}")
+            return
+        case.message_id, case.transport = receipt["message_id"], receipt["transport"]
+        self.say(case, "intake", queued)
 
     def _send_forged(self, case: Case) -> None:
         """Submit a document for globex, copy its envelope, and send the copy as tenant acme."""
@@ -193,7 +174,7 @@ class Demo:
             properties={key: value for key, value in outbound.application_properties.items()},
         )
         case.intake = f"envelope of {original} (globex), tenant set to acme"
-        self.console.print(f"  [yellow]forged[/] envelope sent for {case.work_item_id}")
+        self.say(case, "queue", f"{case.intake}, sent straight to the queue")
 
     def _send_raw(self, case: Case, body: bytes, properties: dict[str | bytes, Any] | None = None) -> None:
         with self.bus.get_queue_sender(DOCUMENTS_QUEUE) as sender:
@@ -206,7 +187,7 @@ class Demo:
                     application_properties=properties,
                 )
             )
-        case.state = "queued"
+        case.state, case.message_id = "queued", case.work_item_id
 
     def _held_session(self, session_id: str) -> ServiceBusReceiver:
         """A receiver holding the session: the consumer cannot take it until the receiver closes."""
@@ -221,110 +202,112 @@ class Demo:
 
     # --- following ------------------------------------------------------------------------------
 
-    def follow(self, cases: list[Case]) -> None:
-        """Poll work-item status and the dead-letter queue until every case has an outcome."""
-        deadline = time.monotonic() + PROCESSING_TIMEOUT_SECONDS
-        with Live(journey_table(cases), console=self.console, refresh_per_second=4) as live:
-            while any(case.outcome is None for case in cases) and time.monotonic() < deadline:
-                dead = self._dead_letter_reasons()
-                for case in (case for case in cases if case.outcome is None):
-                    self._update(case, dead)
-                live.update(journey_table(cases))
-                time.sleep(0.5)
-            results = self._result_subscriptions()
-            for case in cases:
-                case.subscriptions = results.get(case.work_item_id, ())
-                if case.outcome is None:
-                    case.outcome = f"timed out ({case.state})"
-            live.update(journey_table(cases))
+    def observe(self, cases: list[Case]) -> None:
+        """One look at every source; a progress line for each thing that changed."""
+        sent = [case for case in cases if case.state != "not sent"]
+        for event in self._host_log.new_events():
+            self._apply_host_log(sent, event)
+        dead = self._dead_letters()
+        newly_completed = False
+        for case in sent:
+            self._poll_status(case)
+            if case.outcome is not None:
+                continue
+            if case.work_item_id in dead:
+                case.outcome, case.dead_letter_description = dead[case.work_item_id]
+                self.say(case, "dead-letter", dead_letter_text(case))
+            elif case.state == COMPLETED:
+                case.outcome, newly_completed = COMPLETED, True
+        if newly_completed:
+            self._record_subscriptions(sent)
+        if self._live is not None:
+            self._live.update(journey_table(cases))
 
-    def _update(self, case: Case, dead: dict[str, str]) -> None:
-        if case.work_item_id in dead:
-            case.state, case.outcome = "dead-lettered", dead[case.work_item_id]
-            return
+    def _apply_host_log(self, cases: list[Case], event: HostLogEvent) -> None:
+        for case in cases:
+            if event.kind == "retry" and event.subject == case.message_id:
+                case.retries.append(event.detail)
+                self.say(case, "retry", f"consumer asked for a retry {event.detail} (host log)")
+            elif event.kind == "completed" and event.subject == case.work_item_id:
+                case.consumer_completed = True
+                self.say(
+                    case, "consumer", f"completed {event.detail}: result written, event published (host log)"
+                )
+            elif event.kind == "cleanup" and event.subject == case.work_item_id:
+                case.cleanup = f"payload removed ({event.detail})"
+                self.say(case, "cleanup", f"{case.cleanup} (host log)")
+
+    def _poll_status(self, case: Case) -> None:
         response = self.http.get(f"{self.stack.api_url}/work-items/{case.work_item_id}", timeout=30)
-        if response.status_code == 200:
-            view = response.json()
-            case.state = view["state"]
-            if view["state"] == COMPLETED:
-                case.outcome = COMPLETED
+        if response.status_code != 200:
+            return  # a forged or invalid envelope has no work item of its own
+        view = response.json()
+        before = status_text(case)
+        case.state, case.payload_state, case.result = view["state"], view["payload_state"], view["result"]
+        if status_text(case) != before:
+            self.say(case, "status", f"{status_text(case)} (status API)")
 
-    def _dead_letter_reasons(self) -> dict[str, str]:
-        with self.bus.get_queue_receiver(
-            DOCUMENTS_QUEUE, sub_queue=ServiceBusSubQueue.DEAD_LETTER
-        ) as receiver:
-            return {
-                str(message.session_id): str(message.dead_letter_reason)
-                for message in receiver.peek_messages(max_message_count=250)
-            }
+    def _dead_letters(self) -> dict[str, tuple[str, str]]:
+        """Reason and description of each dead-lettered work item so far (peeked, nothing consumed)."""
+        for message in self._dead_letter_queue.peek_messages(max_message_count=250):
+            self._dead[str(message.session_id)] = (
+                str(message.dead_letter_reason),
+                str(message.dead_letter_error_description),
+            )
+        return self._dead
 
-    def _result_subscriptions(self) -> dict[str, tuple[str, ...]]:
-        """Which subscriptions received each work item's result event (peeked, nothing consumed)."""
-        received: dict[str, list[str]] = {}
-        for subscription in SUBSCRIPTIONS:
-            with self.bus.get_subscription_receiver(RESULTS_TOPIC, subscription) as receiver:
-                for message in receiver.peek_messages(max_message_count=250):
-                    work_item_id = json.loads(b"".join(message.body))["summary"]["work_item_id"]
-                    received.setdefault(work_item_id, []).append(subscription)
-        return {work_item_id: tuple(names) for work_item_id, names in received.items()}
-
-
-def journey_table(cases: list[Case]) -> Table:
-    table = Table(title="Claim-check journey", expand=True)
-    for column in (
-        "Document",
-        "Tenant",
-        "Intake receipt",
-        "Queue → consumer",
-        "Result / dead-letter reason",
-        "Subscriptions",
-    ):
-        table.add_column(column, overflow="fold")
-    for case in cases:
-        outcome = case.outcome or "…"
-        style = "green" if case.outcome == COMPLETED else ("red" if case.outcome else "")
-        table.add_row(
-            case.title,
-            case.tenant,
-            case.intake,
-            case.state,
-            f"[{style}]{outcome}[/]" if style else outcome,
-            ", ".join(case.subscriptions),
-        )
-    return table
+    def _record_subscriptions(self, cases: list[Case]) -> None:
+        """Which subscriptions received each completed case's result event (peeked, nothing consumed)."""
+        for name, receiver in self._subscriptions.items():
+            for message in receiver.peek_messages(max_message_count=250):
+                work_item_id = json.loads(b"".join(message.body))["summary"]["work_item_id"]
+                self._received.setdefault(work_item_id, []).append(name)
+        for case in cases:
+            subscriptions = tuple(self._received.get(case.work_item_id, ()))
+            if case.outcome == COMPLETED and subscriptions != case.subscriptions:
+                case.subscriptions = subscriptions
+                self.say(case, "results", f"result event received by {', '.join(subscriptions) or 'none'}")
 
 
-def summary_table(cases: list[Case]) -> Table:
-    table = Table(title="Summary")
-    for column in ("Document", "Expected", "Got", ""):
-        table.add_column(column)
-    for case in cases:
-        expected = case.expected
-        if case.expected == COMPLETED:
-            expected += f" → {', '.join(sorted(case.expected_subscriptions))}"
-        got = str(case.outcome)
-        if case.outcome == COMPLETED:
-            got += f" → {', '.join(sorted(case.subscriptions))}"
-        table.add_row(case.title, expected, got, "[green]✓[/]" if case.as_expected else "[red]✗[/]")
-    return table
+class HostLogTail:
+    """The consumer events appended to the Functions host log since the last look."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._offset = 0
+        self._partial = b""
+
+    def new_events(self) -> list[HostLogEvent]:
+        with self._path.open("rb") as log:
+            log.seek(self._offset)
+            chunk = log.read()
+        self._offset += len(chunk)
+        *lines, self._partial = (self._partial + chunk).split(b"\n")
+        parsed = (parse_host_log_line(line.decode(errors="replace")) for line in lines)
+        return [event for event in parsed if event is not None]
 
 
 def main() -> int:
     console = Console()
-    with console.status("Starting Azurite, the Service Bus emulator and the Functions host…"):
-        stack = start_stack()
-    console.print(f"Local stack up: API {stack.api_url}, logs in {stack.work_dir}")
+    if not console.is_terminal:
+        console = Console(width=NON_TERMINAL_WIDTH)
+    console.print("Starting Azurite, the Service Bus emulator and the Functions host…")
+    stack = start_stack()
+    console.print(f"Local stack up: API {stack.api_url}, host log {stack.work_dir / 'functions-host.log'}")
     cases = demo_cases()
     demo = Demo(stack, console)
     try:
-        for case in cases:
-            demo.send(case)
-        demo.follow(cases)
+        demo.run(cases)
+        if not console.is_terminal:  # on a terminal the live table is already there
+            console.print()
+            console.print(journey_table(cases))
+        console.print()
         console.print(summary_table(cases))
+        console.print()
     finally:
         demo.close()
-        with console.status("Stopping the local stack…"):
-            stack.stop()
+        console.print("Stopping the local stack…")
+        stack.stop()
     failures = [case for case in cases if not case.as_expected]
     if failures:
         console.print(f"[red]{len(failures)} document(s) did not end as expected.[/]")
