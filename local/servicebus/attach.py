@@ -2,7 +2,10 @@
 
 A receiver asking for "next available session" may wait (bounded by the link's
 ``com.microsoft:timeout``) until a session has messages; a refused link is attached and then
-detached with the AMQP error the SDK maps to its exception.
+detached with the AMQP error the SDK maps to its exception. When no session came within the wait,
+the answer is Azure's: an attach with neither source nor target, then a detach with
+``com.microsoft:timeout`` (see Azure/azure-sdk-for-js#27308); the SDK then raises
+OperationTimeoutError without logging a warning.
 """
 
 from __future__ import annotations
@@ -113,11 +116,10 @@ class Attacher:
             if try_accept in queue.session_waiters:
                 queue.session_waiters.remove(try_accept)
                 link.queue = None
-                self.refuse(
-                    link,
-                    BrokerError(
-                        "com.microsoft:timeout", "No session available to accept within the timeout."
-                    ),
+                self.reply(link, refused=True, without_terminus=True)
+                link.detach(
+                    "com.microsoft:timeout",
+                    f"The operation did not complete within the allotted timeout of {_timespan(wait_ms)}.",
                 )
 
         timer = asyncio.get_running_loop().call_later(wait_ms / 1000, give_up)
@@ -140,13 +142,16 @@ class Attacher:
         session_id: str | None = None,
         properties: dict[Any, Any] | None = None,
         refused: bool = False,
+        without_terminus: bool = False,
     ) -> None:
         fields = link.attach_fields
         client_receives = isinstance(link, OutgoingLink)
         # A refused sender link gets a null target (the SDK then reports the detach error when it
         # sends); a refused receiver keeps its source, so the SDK reports the error while opening.
-        source = fields["source"]
-        target = None if refused and not client_receives else fields["target"]
+        # A session receiver that waited in vain gets neither (``without_terminus``), as from Azure:
+        # the SDK then fails the open without running its attach callback (which would log a warning).
+        source = None if without_terminus else fields["source"]
+        target = None if without_terminus or (refused and not client_receives) else fields["target"]
         if session_id is not None:
             terms = fields_of(source)
             terms["filter"] = {**(terms.get("filter") or {}), Symbol(SESSION_FILTER): session_id}
@@ -176,3 +181,11 @@ class Attacher:
     def refuse(self, link: Link, exc: BrokerError) -> None:
         self.reply(link, refused=True)
         link.detach(exc.condition, exc.description)
+
+
+def _timespan(milliseconds: int) -> str:
+    """A duration the way .NET prints a TimeSpan in the service's errors (``00:00:59.9130000``)."""
+    seconds, millis = divmod(milliseconds, 1000)
+    minutes, seconds = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours:02d}:{minutes:02d}:{seconds:02d}.{millis * 10_000:07d}"

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import threading
 import time
 from datetime import UTC, datetime
 
 import pytest
 from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusClient, ServiceBusMessage
+from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 from azure.servicebus.exceptions import (
     OperationTimeoutError,
     ServiceBusError,
@@ -101,13 +104,47 @@ def test_next_available_waits_for_a_message(client: ServiceBusClient, emulator: 
     sender.join(timeout=30)
 
 
-def test_next_available_times_out_when_no_session(client: ServiceBusClient) -> None:
-    """With no session to lock, next-available gives up after max_wait_time with OperationTimeoutError."""
+def _azure_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        record.getMessage()
+        for record in caplog.records
+        if record.name.startswith("azure") and record.levelno >= logging.WARNING
+    ]
+
+
+def test_next_available_times_out_when_no_session(
+    emulator: RunningEmulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With no session to lock, next-available raises OperationTimeoutError and the SDK logs no warning."""
+    caplog.set_level(logging.INFO, logger="azure")
+    # retry_total=0: the SDK retries a failed open, each retry waiting max_wait_time again.
     with (
-        pytest.raises(OperationTimeoutError),
-        client.get_queue_receiver("sessions", session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2) as receiver,
+        ServiceBusClient.from_connection_string(emulator.connection_string, retry_total=0) as client,
+        pytest.raises(OperationTimeoutError, match=r"com\.microsoft:timeout"),
+        client.get_queue_receiver("sessions", session_id=NEXT_AVAILABLE_SESSION, max_wait_time=1) as receiver,
     ):
         receiver.receive_messages(max_message_count=1, max_wait_time=1)
+    assert _azure_warnings(caplog) == []
+
+
+def test_async_next_available_times_out_when_no_session(
+    emulator: RunningEmulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The asyncio client, too, gets OperationTimeoutError and logs no warning when no session is free."""
+    caplog.set_level(logging.INFO, logger="azure")
+
+    async def accept_next() -> None:
+        async with (
+            AsyncServiceBusClient.from_connection_string(emulator.connection_string, retry_total=0) as client,
+            client.get_queue_receiver(
+                "sessions", session_id=NEXT_AVAILABLE_SESSION, max_wait_time=1
+            ) as receiver,
+        ):
+            await receiver.receive_messages(max_message_count=1, max_wait_time=1)
+
+    with pytest.raises(OperationTimeoutError, match=r"com\.microsoft:timeout"):
+        asyncio.run(asyncio.wait_for(accept_next(), timeout=30))
+    assert _azure_warnings(caplog) == []
 
 
 def test_session_lock_is_exclusive(client: ServiceBusClient) -> None:
