@@ -39,18 +39,17 @@ from scripts.demo_report import (
     dead_letter_text,
     intake_text,
     journey_table,
+    make_console,
     parse_host_log_line,
+    print_tables,
     progress_line,
     status_text,
-    summary_table,
 )
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "contracts"
 SUBSCRIPTIONS = ("audit", "notifications", "review", "contracts")
 PROCESSING_TIMEOUT_SECONDS = 60.0
 POLL_INTERVAL_SECONDS = 0.25
-# Without a terminal rich would wrap at 80 columns; logs and CI pages are wider than that.
-NON_TERMINAL_WIDTH = 160
 
 
 class Demo:
@@ -288,9 +287,7 @@ class HostLogTail:
 
 
 def main() -> int:
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=NON_TERMINAL_WIDTH)
+    console = make_console()
     console.print("Starting Azurite, the Service Bus emulator and the Functions host…")
     stack = start_stack()
     console.print(f"Local stack up: API {stack.api_url}, host log {stack.work_dir / 'functions-host.log'}")
@@ -298,12 +295,7 @@ def main() -> int:
     demo = Demo(stack, console)
     try:
         demo.run(cases)
-        if not console.is_terminal:  # on a terminal the live table is already there
-            console.print()
-            console.print(journey_table(cases))
-        console.print()
-        console.print(summary_table(cases))
-        console.print()
+        print_tables(console, cases)
     finally:
         demo.close()
         console.print("Stopping the local stack…")

@@ -13,9 +13,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 from claimcheck.outcome import DeadLetterReason
+from rich.console import Console
 from rich.table import Table
 
 from scripts.demo_cases import COMPLETED, Case
@@ -34,6 +35,8 @@ STOP_STEPS: Mapping[DeadLetterReason, str] = {
 }
 # Payload states in which the consumer keeps the stored object for investigation.
 KEPT_PAYLOAD_STATES = frozenset({"integrity_failed", "missing", "access_denied"})
+# Without a terminal rich would wrap at 80 columns; logs and CI pages are wider than that.
+NON_TERMINAL_WIDTH = 160
 CLEANUP_BY_PAYLOAD_STATE: Mapping[str, str] = {
     "inline": "nothing stored (inline)",
     "removed": "payload removed",
@@ -127,8 +130,6 @@ def consumer_steps(case: Case) -> str:
         return f"{retried}resolve → authorize → running…" if case.state == "running" else f"{retried}…"
     verify = "verify inline" if case.transport == "inline" else "resolve → authorize → fetch + verify"
     steps = [f"{verify} (sha256, length, type)", "analyze", "result written", "event published"]
-    if case.subscriptions:
-        steps[-1] += f" ({', '.join(case.subscriptions)})"
     cleanup = case.cleanup or CLEANUP_BY_PAYLOAD_STATE.get(case.payload_state or "")
     if cleanup:
         steps.append(f"cleanup: {cleanup}")
@@ -178,3 +179,19 @@ def summary_table(cases: list[Case]) -> Table:
             got += f" → {', '.join(sorted(case.subscriptions))}"
         table.add_row(case.title, expected, got, "[green]✓[/]" if case.as_expected else "[red]✗[/]")
     return table
+
+
+def make_console(file: IO[str] | None = None) -> Console:
+    """A console for the demo: the terminal's width on a terminal, NON_TERMINAL_WIDTH otherwise."""
+    console = Console(file=file)
+    return console if console.is_terminal else Console(file=file, width=NON_TERMINAL_WIDTH)
+
+
+def print_tables(console: Console, cases: list[Case]) -> None:
+    """The final journey table (a terminal already shows the live one) and the summary, spaced apart."""
+    if not console.is_terminal:
+        console.print()
+        console.print(journey_table(cases))
+    console.print()
+    console.print(summary_table(cases))
+    console.print()
