@@ -1,11 +1,10 @@
 """Attach: decide what a new link is (entity, $cbs, $management; sessions) and answer it.
 
 A receiver asking for "next available session" may wait (bounded by the link's
-``com.microsoft:timeout``) until a session has messages; a refused link is attached and then
-detached with the AMQP error the SDK maps to its exception. When no session came within the wait,
-the answer is Azure's: an attach with neither source nor target, then a detach with
-``com.microsoft:timeout`` (see Azure/azure-sdk-for-js#27308); the SDK then raises
-OperationTimeoutError without logging a warning.
+``com.microsoft:timeout``) until a session has messages. A refused link is answered as Azure
+does (Azure/azure-sdk-for-js#27308 shows it for a next-available wait that found no session): an
+attach with neither source nor target, then a detach with the AMQP error the SDK maps to its
+exception.
 """
 
 from __future__ import annotations
@@ -116,10 +115,13 @@ class Attacher:
             if try_accept in queue.session_waiters:
                 queue.session_waiters.remove(try_accept)
                 link.queue = None
-                self.reply(link, refused=True, without_terminus=True)
-                link.detach(
-                    "com.microsoft:timeout",
-                    f"The operation did not complete within the allotted timeout of {_timespan(wait_ms)}.",
+                waited = _timespan(wait_ms)
+                self.refuse(
+                    link,
+                    BrokerError(
+                        "com.microsoft:timeout",
+                        f"The operation did not complete within the allotted timeout of {waited}.",
+                    ),
                 )
 
         timer = asyncio.get_running_loop().call_later(wait_ms / 1000, give_up)
@@ -142,16 +144,14 @@ class Attacher:
         session_id: str | None = None,
         properties: dict[Any, Any] | None = None,
         refused: bool = False,
-        without_terminus: bool = False,
     ) -> None:
         fields = link.attach_fields
         client_receives = isinstance(link, OutgoingLink)
-        # A refused sender link gets a null target (the SDK then reports the detach error when it
-        # sends); a refused receiver keeps its source, so the SDK reports the error while opening.
-        # A session receiver that waited in vain gets neither (``without_terminus``), as from Azure:
-        # the SDK then fails the open without running its attach callback (which would log a warning).
-        source = None if without_terminus else fields["source"]
-        target = None if without_terminus or (refused and not client_receives) else fields["target"]
+        # Like Azure (and AMQP 1.0 section 2.6.3, "refusing a link"), a refused link's attach has
+        # neither source nor target: the SDK then fails its open with the error of the detach that
+        # follows, without running its attach callback (which logs a warning on a refused session).
+        source = None if refused else fields["source"]
+        target = None if refused else fields["target"]
         if session_id is not None:
             terms = fields_of(source)
             terms["filter"] = {**(terms.get("filter") or {}), Symbol(SESSION_FILTER): session_id}

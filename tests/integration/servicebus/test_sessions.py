@@ -147,16 +147,24 @@ def test_async_next_available_times_out_when_no_session(
     assert _azure_warnings(caplog) == []
 
 
-def test_session_lock_is_exclusive(client: ServiceBusClient) -> None:
-    """A second receiver for a locked session gets SessionCannotBeLockedError."""
+def test_session_lock_is_exclusive(
+    client: ServiceBusClient, emulator: RunningEmulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A second receiver for a locked session gets SessionCannotBeLockedError, with no SDK warning."""
+    caplog.set_level(logging.INFO, logger="azure")
     _send(client, [("exclusive", "x")])
-    with client.get_queue_receiver("sessions", session_id="exclusive", max_wait_time=5) as holder:
+    with (
+        client.get_queue_receiver("sessions", session_id="exclusive", max_wait_time=5) as holder,
+        # retry_total=0: the SDK retries a refused open, and the holder's short lock would expire.
+        ServiceBusClient.from_connection_string(emulator.connection_string, retry_total=0) as other,
+    ):
         assert holder.session.session_id == "exclusive"
         with (
             pytest.raises(SessionCannotBeLockedError),
-            client.get_queue_receiver("sessions", session_id="exclusive", max_wait_time=5) as intruder,
+            other.get_queue_receiver("sessions", session_id="exclusive", max_wait_time=5) as intruder,
         ):
             intruder.receive_messages(max_message_count=1, max_wait_time=1)
+    assert _azure_warnings(caplog) == []
 
 
 def test_session_state_and_lock_renewal(client: ServiceBusClient) -> None:
