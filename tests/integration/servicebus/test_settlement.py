@@ -146,18 +146,17 @@ def test_auto_lock_renewer_keeps_message_and_session_locks(client: ServiceBusCli
     _send(client, "work", "long handler")
     with client.get_queue_sender("sessions") as sender:
         sender.send_messages(ServiceBusMessage("long session step", session_id="renewed"))
-    renewer = AutoLockRenewer(max_lock_renewal_duration=30)
-    try:
-        with (
-            client.get_queue_receiver("work", max_wait_time=5) as receiver,
-            client.get_queue_receiver("sessions", session_id="renewed", max_wait_time=5) as session_receiver,
-        ):
-            renewer.register(session_receiver, session_receiver.session)
-            (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
-            (step,) = session_receiver.receive_messages(max_message_count=1, max_wait_time=5)
-            renewer.register(receiver, message)
-            time.sleep(LOCK_SECONDS * 2)
-            receiver.complete_message(message)
-            session_receiver.complete_message(step)
-    finally:
-        renewer.close()
+    with (
+        client.get_queue_receiver("work", max_wait_time=5) as receiver,
+        client.get_queue_receiver("sessions", session_id="renewed", max_wait_time=5) as session_receiver,
+        # Closed (its renewals finished) before the receivers: a renewal racing a receiver's close
+        # fails on the closed management link and the SDK logs it as an error.
+        AutoLockRenewer(max_lock_renewal_duration=30) as renewer,
+    ):
+        renewer.register(session_receiver, session_receiver.session)
+        (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+        (step,) = session_receiver.receive_messages(max_message_count=1, max_wait_time=5)
+        renewer.register(receiver, message)
+        time.sleep(LOCK_SECONDS * 2)
+        receiver.complete_message(message)
+        session_receiver.complete_message(step)
