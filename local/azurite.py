@@ -61,12 +61,19 @@ class Azurite:
             f"TableEndpoint={self.table_endpoint};"
         )
 
-    def stop(self) -> None:
-        """Stop Azurite and everything it started; remove the data folder if we created it."""
+    def stop(self, *, flush: bool | None = None) -> None:
+        """Stop Azurite and everything it started; remove the data folder if we created it.
+
+        ``flush`` (default: only when the data folder is kept) lets Azurite write its metadata out
+        before it exits; without it the process is killed at once."""
+        if flush is None:
+            flush = not self.owns_data_dir
         if self.process.poll() is None:
             # Azurite runs in its own process group (start_new_session), so one signal reaches all.
-            # It exits at once on SIGINT but ignores SIGTERM, so SIGINT first, SIGKILL as a backstop.
-            for stop_signal in (signal.SIGINT, signal.SIGKILL):
+            # It ignores SIGTERM. On SIGINT it flushes its metadata, but only once every client's
+            # keep-alive connection has closed, which can take 10 s or more; SIGKILL is the backstop.
+            signals = (signal.SIGINT, signal.SIGKILL) if flush else (signal.SIGKILL,)
+            for stop_signal in signals:
                 os.killpg(self.process.pid, stop_signal)
                 try:
                     self.process.wait(timeout=10)

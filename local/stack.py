@@ -144,7 +144,8 @@ class LocalStack:
             self.host.stop()
             self.emulator.stop()
         finally:
-            self.azurite.stop()
+            # A throwaway stack's Storage data is about to be deleted: no need to let Azurite flush it.
+            self.azurite.stop(flush=not self.owns_work_dir)
             if self.owns_work_dir:
                 shutil.rmtree(self.work_dir, ignore_errors=True)
 

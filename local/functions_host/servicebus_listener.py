@@ -42,6 +42,8 @@ logger = logging.getLogger(__name__)
 _POLL_SECONDS = 1.0
 # Pause after a broker or connection error before a worker tries again (the emulator may be restarting).
 _RETRY_PAUSE_SECONDS = 1.0
+# How long stop() waits for idle workers to notice the closed client.
+_WORKER_EXIT_SECONDS = 3.0
 
 
 class ConnectionSettingMissing(RuntimeError):
@@ -62,9 +64,18 @@ class ServiceBusListener:
         self.options = options
         auto_complete = function.auto_complete_messages
         self.auto_complete = options.auto_complete_messages if auto_complete is None else auto_complete
-        self._client = ServiceBusClient.from_connection_string(connection_string)
+        # For a session trigger, "no session available within max_wait_time" is the normal idle answer.
+        # The SDK would retry it with exponential backoff, sleeping seconds at a time and deaf to
+        # stop(); with retries off our worker loop asks again at once (the broker's wait sets the
+        # pace) and also owns recovery from any other failure (it reopens the receiver).
+        retries = 0 if function.is_sessions_enabled else 3
+        self._client = ServiceBusClient.from_connection_string(connection_string, retry_total=retries)
         self._renewer = self._lock_renewer()
         self._stopping = threading.Event()
+        # Invocations under way; stop() waits for these only, not for workers blocked in a receive or
+        # in the SDK's backoff while opening a session receiver (daemon threads, gone with the process).
+        self._in_flight = 0
+        self._in_flight_changed = threading.Condition()
         worker_count = (
             options.max_concurrent_sessions if function.is_sessions_enabled else options.max_concurrent_calls
         )
@@ -81,13 +92,19 @@ class ServiceBusListener:
             thread.start()
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop receiving, let in-flight invocations finish (bounded), then close the connections."""
+        """Stop receiving, let in-flight invocations finish and settle (bounded), then close the
+        connections. A message received but not yet invoked is left unsettled: its lock expires and the
+        broker redelivers it, as after any host shutdown."""
         self._stopping.set()
-        deadline = time.monotonic() + timeout
-        for thread in self._threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
+        with self._in_flight_changed:
+            self._in_flight_changed.wait_for(lambda: self._in_flight == 0, timeout=timeout)
         self._renewer.close(wait=False)
         self._client.close()
+        # Closing the client ends blocked receives and receiver opens; give the workers a moment to
+        # see it, but never wait out the SDK's open backoff (several seconds) for threads that do nothing.
+        deadline = time.monotonic() + _WORKER_EXIT_SECONDS
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def _lock_renewer(self) -> AutoLockRenewer:
         return AutoLockRenewer(
@@ -151,6 +168,18 @@ class ServiceBusListener:
                 idle_since = time.monotonic()
 
     def _handle(self, receiver: ServiceBusReceiver, message: ServiceBusReceivedMessage) -> None:
+        with self._in_flight_changed:
+            if self._stopping.is_set():
+                return  # shutting down: leave it locked; it is redelivered after the lock expires
+            self._in_flight += 1
+        try:
+            self._invoke_and_settle(receiver, message)
+        finally:
+            with self._in_flight_changed:
+                self._in_flight -= 1
+                self._in_flight_changed.notify_all()
+
+    def _invoke_and_settle(self, receiver: ServiceBusReceiver, message: ServiceBusReceivedMessage) -> None:
         function = self.function
         actions = LocalMessageActions(receiver, message)
         arguments: dict[str, object] = {function.arg_name: message}
