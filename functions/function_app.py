@@ -173,7 +173,7 @@ def consume_document(message: ServiceBusReceivedMessage, message_actions: Servic
 
 @app.timer_trigger(schedule=RECONCILE_SCHEDULE, arg_name="timer", run_on_startup=False)
 def reconcile(timer: func.TimerRequest) -> None:
-    """Orphans, missing objects, pending cleanups and dead-letter age, on a schedule."""
+    """Orphans, missing objects and pending cleanups, on a schedule (dead-letter counts: claimcheck-ops)."""
     report = claimcheck().reconciler.run()
     # The reconciler logs its own counts and alerts; this line only ties them to the timer.
     logger.info("reconcile timer done (past_due=%s, alerts=%d)", timer.past_due, len(report.alerts))
