@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 _POLL_SECONDS = 1.0
 # Pause after a broker or connection error before a worker tries again (the emulator may be restarting).
 _RETRY_PAUSE_SECONDS = 1.0
-# How long stop() waits for idle workers to notice the closed client.
+# How long stop() waits for idle workers to notice the stop (a poll is _POLL_SECONDS).
 _WORKER_EXIT_SECONDS = 3.0
 
 
@@ -98,13 +98,13 @@ class ServiceBusListener:
         self._stopping.set()
         with self._in_flight_changed:
             self._in_flight_changed.wait_for(lambda: self._in_flight == 0, timeout=timeout)
-        self._renewer.close(wait=False)
-        self._client.close()
-        # Closing the client ends blocked receives and receiver opens; give the workers a moment to
-        # see it, but never wait out the SDK's open backoff (several seconds) for threads that do nothing.
+        # Idle workers notice the stop within one poll and close their own receivers; closing the
+        # client under a receiver that is still opening would only make the SDK log errors.
         deadline = time.monotonic() + _WORKER_EXIT_SECONDS
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
+        self._renewer.close(wait=False)
+        self._client.close()
 
     def _lock_renewer(self) -> AutoLockRenewer:
         return AutoLockRenewer(
