@@ -56,10 +56,12 @@ RESULT_EFFECT = "analysis-result"
 _POLL_BASE = timedelta(milliseconds=50)
 _POLL_MAX = timedelta(seconds=1)
 
+# Every verdict but ALLOW; NOT_YET_VISIBLE lands here only once the visibility grace has passed.
 _DENIALS: Mapping[Verdict, type[MessageRejected]] = {
     Verdict.UNRESOLVABLE: AccessDenied,
     Verdict.BLOCKED: AccessDenied,
     Verdict.EXPIRED: EnvelopeExpired,
+    Verdict.NOT_YET_VISIBLE: PayloadMissing,
     Verdict.GONE: PayloadMissing,
     Verdict.VERSION_MISMATCH: VersionMismatch,
     Verdict.CONTENT_TYPE_MISMATCH: ContentTypeMismatch,

@@ -180,6 +180,27 @@ def test_message_ahead_of_activation_is_retried_then_given_up(make_harness: Buil
     assert late == Complete()  # by now the producer confirmed: processed normally
 
 
+def test_version_still_unconfirmed_after_the_grace_is_payload_missing(make_harness: Build) -> None:
+    """Past the visibility grace, a version the producer never confirmed dead-letters payload_missing."""
+    harness = make_harness()
+    deliveries: list[object] = []
+
+    class DeliverAfterTheGrace:
+        def publish(self, destination: str, message: object) -> None:
+            harness.bus.publish(destination, message)  # type: ignore[arg-type]
+            if destination == harness.settings.documents_queue:
+                harness.clock.advance(timedelta(seconds=harness.settings.visibility_grace_seconds + 1))
+                deliveries.append(harness.claimcheck.consumer.handle(harness.delivery(count=1)))
+
+    harness.claimcheck.producer._bus = DeliverAfterTheGrace()
+    submit(harness, document(50_000))
+    (outcome,) = deliveries
+    assert isinstance(outcome, DeadLetter)
+    assert outcome.reason is DeadLetterReason.PAYLOAD_MISSING
+    assert "not confirmed" in outcome.description
+    assert harness.analyzer.seen == []
+
+
 def test_unexpected_failures_are_retried_a_bounded_number_of_times(make_harness: Build) -> None:
     """A failing result publish retries (object kept) and dead-letters on the last allowed delivery."""
     harness = make_harness()

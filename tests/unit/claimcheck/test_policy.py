@@ -168,3 +168,10 @@ def test_backoff_rejects_attempt_zero() -> None:
     """Attempts are 1-based; zero is a programming error, not a silent zero delay."""
     with pytest.raises(ValueError, match="attempt"):
         compute_backoff(0)
+
+
+def test_every_denial_verdict_maps_to_a_dead_letter_error() -> None:
+    """The consumer has a dead-letter error for every verdict but ALLOW, so no denial can raise KeyError."""
+    from claimcheck.consumer import _DENIALS
+
+    assert set(_DENIALS) == set(Verdict) - {Verdict.ALLOW}
