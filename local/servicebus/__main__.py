@@ -64,7 +64,12 @@ def main(argv: list[str] | None = None) -> int:
         max_message_size=args.max_message_size,
         max_messages_per_entity=args.max_messages_per_entity,
     )
-    print(connection_string(args.port, key), flush=True)
+    # The development key is public and printed whole, so the line can be pasted as is; a key of the
+    # user's own is a secret and never reaches stdout (often a log file).
+    banner = connection_string(args.port, key)
+    if key is not None and key != DEFAULT_KEY:
+        banner = banner.replace(f"SharedAccessKey={key.key};", "SharedAccessKey=<the --key value>;")
+    print(banner, flush=True)
     try:
         asyncio.run(_run(broker, key, args.host, args.port))
     finally:

@@ -110,6 +110,27 @@ def test_cli_prints_connection_string_and_stops_on_sigterm(tmp_path: Path) -> No
             process.wait(timeout=10)
 
 
+def test_cli_never_prints_a_key_of_the_users_own(tmp_path: Path) -> None:
+    """With --key, the printed connection string masks the key; the development key is printed whole."""
+    config = tmp_path / "Config.json"
+    config.write_text(json.dumps(emulator_config()))
+    secret = "my-own-secret-key-7f3a"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "local.servicebus", "--config", str(config), "--port", str(free_port()),
+         "--in-memory", "--key", secret],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline().strip()
+        assert secret not in line
+        assert "SharedAccessKey=<the --key value>;" in line
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=15)
+
+
 def test_stats_reads_counts_from_a_running_store(tmp_path: Path) -> None:
     """The stats reader reports active and dead-lettered counts from another process's live store."""
     config = tmp_path / "Config.json"
