@@ -28,7 +28,7 @@ from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActio
 from claimcheck.settings import DOCUMENTS_QUEUE, SERVICEBUS_CONNECTION, STORAGE_CONNECTION, SettingsError
 
 if TYPE_CHECKING:
-    from claimcheck import ClaimCheck, InboundMessage
+    from claimcheck import ClaimCheck
 
 logger = logging.getLogger("claimcheck.function_app")
 
@@ -154,8 +154,9 @@ def consume_document(message: ServiceBusReceivedMessage, message_actions: Servic
     capped at RETRY_PAUSE_CAP, and then the message is abandoned.
     """
     from claimcheck import Complete, DeadLetter, Retry
+    from claimcheck.adapters.servicebus import inbound_message
 
-    outcome = claimcheck().consumer.handle(_inbound(message))
+    outcome = claimcheck().consumer.handle(inbound_message(message))
     if isinstance(outcome, Complete):
         message_actions.complete(message)
     elif isinstance(outcome, Retry):
@@ -177,29 +178,6 @@ def reconcile(timer: func.TimerRequest) -> None:
     report = claimcheck().reconciler.run()
     # The reconciler logs its own counts and alerts; this line only ties them to the timer.
     logger.info("reconcile timer done (past_due=%s, alerts=%d)", timer.past_due, len(report.alerts))
-
-
-def _inbound(message: ServiceBusReceivedMessage) -> "InboundMessage":
-    from claimcheck import InboundMessage
-
-    # The AMQP decoder may hand keys and string values over as bytes.
-    properties = {
-        str(_text(key)): _text(value) for key, value in (message.application_properties or {}).items()
-    }
-    return InboundMessage(
-        body=b"".join(message.body),
-        message_id=str(message.message_id),
-        # Service Bus puts "previous deliveries" in the AMQP header and the Python SDK passes it on as is.
-        delivery_count=(message.delivery_count or 0) + 1,
-        session_id=message.session_id,
-        correlation_id=message.correlation_id,
-        application_properties=properties,
-        enqueued_time=message.enqueued_time_utc,
-    )
-
-
-def _text(value: object) -> object:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 class _BadRequest(ValueError):

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from azure.functions import FunctionApp
+from azure.functions import FunctionRegister
 
 from infra.topology import Topology
 
@@ -33,7 +33,7 @@ class FunctionMetadata:
     bindings: tuple[Mapping[str, Any], ...]
 
 
-def functions_metadata(app: FunctionApp) -> list[FunctionMetadata]:
+def functions_metadata(app: FunctionRegister) -> list[FunctionMetadata]:
     """function.json-shaped bindings of every function registered on an azure.functions app."""
     return [
         FunctionMetadata(name=str(function.get_function_name()),

@@ -83,19 +83,29 @@ def load_function_app(path: Path, *, only: Collection[str] | None = None) -> Fun
     Raises FunctionAppError naming the problem.
     """
     path = path.resolve()
-    if not path.is_file():
-        raise FunctionAppError(f"function app script {path} does not exist")
-    module = _import_script(path)
-    registers = [value for value in vars(module).values() if isinstance(value, func.FunctionRegister)]
-    if len(registers) != 1:
-        raise FunctionAppError(f"{path} must define exactly one FunctionApp, found {len(registers)}")
-    functions = tuple(_describe(function) for function in registers[0].get_functions())
+    functions = tuple(_describe(function) for function in import_app(path).get_functions())
     if only is not None:
         unknown = set(only) - {function.name for function in functions}
         if unknown:
             raise FunctionAppError(f"{path} has no function named {', '.join(sorted(unknown))}")
         functions = tuple(function for function in functions if function.name in only)
     return FunctionApp(path=path, functions=functions)
+
+
+def import_app(path: Path) -> func.FunctionRegister:
+    """Execute the app script afresh and return its one FunctionApp.
+
+    Afresh, because ``FunctionApp.get_functions()`` may be called only once per app object (a second
+    call reports every function name as a duplicate).
+    """
+    path = path.resolve()
+    if not path.is_file():
+        raise FunctionAppError(f"function app script {path} does not exist")
+    module = _import_script(path)
+    registers = [value for value in vars(module).values() if isinstance(value, func.FunctionRegister)]
+    if len(registers) != 1:
+        raise FunctionAppError(f"{path} must define exactly one FunctionApp, found {len(registers)}")
+    return registers[0]
 
 
 def _import_script(path: Path) -> ModuleType:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
-
 import azure.functions as func
 
 from infra.app_settings import AppEndpoints, build_app_settings
 from infra.bindings import check_bindings, functions_metadata
 from infra.topology import Topology, load_topology
+from local.functions_host import DEFAULT_APP
+from local.functions_host.app_loader import import_app
 
 TOPOLOGY = load_topology()
 
@@ -113,8 +113,7 @@ def test_topic_subscription_and_blob_bindings_are_checked() -> None:
 
 def test_real_function_app_matches_the_topology() -> None:
     """functions/function_app.py's bindings match the default topology and the infra's app settings."""
-    function_app = importlib.import_module("function_app")
-    metadata = functions_metadata(function_app.app)
+    metadata = functions_metadata(import_app(DEFAULT_APP))
     assert check_bindings(metadata, TOPOLOGY, _app_settings()) == []
     assert any(binding.get("queueName") == "documents" for function in metadata
                for binding in function.bindings)

@@ -12,12 +12,12 @@ import threading
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
-from claimcheck.messages import OutboundMessage
+from claimcheck.messages import InboundMessage, OutboundMessage
 from claimcheck.settings import RESULTS_TOPIC
 
 if TYPE_CHECKING:
     from azure.core.credentials import TokenCredential
-    from azure.servicebus import ServiceBusClient, ServiceBusSender
+    from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage, ServiceBusSender
 
 
 class ServiceBusBus:
@@ -79,3 +79,25 @@ class ServiceBusBus:
                 sender.close()
             self._senders.clear()
             self._client.close()
+
+
+def inbound_message(message: ServiceBusReceivedMessage) -> InboundMessage:
+    """What the consumer needs of one delivery received with the azure-servicebus SDK."""
+    # The AMQP decoder may hand property keys and string values over as bytes.
+    properties = {
+        str(_text(key)): _text(value) for key, value in (message.application_properties or {}).items()
+    }
+    return InboundMessage(
+        body=b"".join(message.body),
+        message_id=str(message.message_id),
+        # Service Bus puts "previous deliveries" in the AMQP header and the Python SDK passes it on as is.
+        delivery_count=(message.delivery_count or 0) + 1,
+        session_id=message.session_id,
+        correlation_id=message.correlation_id,
+        application_properties=properties,
+        enqueued_time=message.enqueued_time_utc,
+    )
+
+
+def _text(value: object) -> object:
+    return value.decode() if isinstance(value, bytes) else value

@@ -6,9 +6,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusClient, ServiceBusReceivedMessage
-from claimcheck import ClaimCheck, Complete, InboundMessage
-from claimcheck.adapters.servicebus import ServiceBusBus
+from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusClient
+from claimcheck import ClaimCheck, Complete
+from claimcheck.adapters.servicebus import ServiceBusBus, inbound_message
 
 from local.servicebus import RunningEmulator, start_emulator
 from tests.integration.claimcheck.conftest import Harness, document
@@ -82,24 +82,6 @@ def emulator() -> Iterator[RunningEmulator]:
         yield running
 
 
-def _inbound(message: ServiceBusReceivedMessage) -> InboundMessage:
-    properties = {
-        (key.decode() if isinstance(key, bytes) else key): (
-            value.decode() if isinstance(value, bytes) else value
-        )
-        for key, value in (message.application_properties or {}).items()
-    }
-    return InboundMessage(
-        body=b"".join(message.body),
-        message_id=str(message.message_id),
-        delivery_count=(message.delivery_count or 0) + 1,
-        session_id=message.session_id,
-        correlation_id=message.correlation_id,
-        application_properties=properties,
-        enqueued_time=message.enqueued_time_utc,
-    )
-
-
 def test_document_travels_through_the_emulator_and_the_result_is_routed(
     make_harness: Build, emulator: RunningEmulator
 ) -> None:
@@ -129,7 +111,7 @@ def test_document_travels_through_the_emulator_and_the_result_is_routed(
             ) as receiver:
                 (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=10)
                 assert message.session_id == receipt.work_item_id
-                assert claimcheck.consumer.handle(_inbound(message)) == Complete()
+                assert claimcheck.consumer.handle(inbound_message(message)) == Complete()
                 receiver.complete_message(message)
             counts = {}
             for subscription in ("audit", "notifications", "contracts"):
