@@ -88,13 +88,17 @@ SequenceArgument = Annotated[int, typer.Argument(min=1, help="Sequence number of
 # ---------------------------------------------------------------------------------------------- errors
 
 
-def _error_line(exc: Exception) -> str:
+def _error_line(exc: Exception, entity: Entity | None) -> str:
     """One line for an expected failure; the SDK's own text carries no key or payload bytes."""
     from azure.core.exceptions import ClientAuthenticationError
     from azure.servicebus import exceptions as sb
 
     text = first_line(exc)
     if isinstance(exc, sb.MessagingEntityNotFoundError):
+        if entity is not None and entity.subscription is None:
+            # A topic has no receive link of its own, so Service Bus reports it as not found.
+            hint = f"if '{entity.name}' is a topic, give --subscription NAME: a topic holds no messages"
+            return f"no such entity in the namespace: {text} ({hint})"
         return f"no such entity in the namespace: {text}"
     if isinstance(exc, sb.ServiceBusConnectionError):
         return f"cannot connect to Service Bus: {text}"
@@ -104,15 +108,14 @@ def _error_line(exc: Exception) -> str:
         return f"not signed in: {text} (az login, or a managed identity / AZURE_CLIENT_ID settings)"
     if isinstance(exc, sb.SessionCannotBeLockedError):
         return f"the session is locked by another receiver (a consumer is processing it): {text}"
-    if "on topic" in text:
-        return f"{text} (a topic holds no messages: give --subscription NAME)"
     if "session" in text.lower():
         return f"{text} (a session entity: give --session ID)"
     return f"Service Bus error ({type(exc).__name__}): {text}"
 
 
 @contextmanager
-def _reported_errors() -> Iterator[None]:
+def _reported_errors(entity: Entity | None = None) -> Iterator[None]:
+    """Expected failures as one `error:` line; `entity` is what a Service Bus command targeted."""
     from azure.core.exceptions import AzureError
 
     try:
@@ -120,7 +123,7 @@ def _reported_errors() -> Iterator[None]:
     except OpsError as exc:
         _fail(str(exc))
     except AzureError as exc:
-        _fail(_error_line(exc))
+        _fail(_error_line(exc, entity))
 
 
 def _fail(message: str) -> NoReturn:
@@ -194,7 +197,7 @@ def peek_command(
 ) -> None:
     """Browse active messages without locking or removing them: metadata only, never the body."""
     where = Entity(entity, subscription)
-    with _reported_errors(), _target(connection_string, namespace).client() as client:
+    with _reported_errors(where), _target(connection_string, namespace).client() as client:
         messages = peek(client, where, dead_letter=False, limit=max_count, session_id=session)
     print_messages(f"Active messages in {where}", messages, as_json, ACTIVE_COLUMNS)
 
@@ -210,7 +213,7 @@ def dlq_list(
 ) -> None:
     """Browse the dead-letter queue (never receives): reason, description and metadata, never the body."""
     where = Entity(entity, subscription)
-    with _reported_errors(), _target(connection_string, namespace).client() as client:
+    with _reported_errors(where), _target(connection_string, namespace).client() as client:
         messages = peek(client, where, dead_letter=True, limit=max_count)
     print_messages(f"Dead-lettered messages in {where}", messages, as_json, DEAD_LETTER_COLUMNS)
 
@@ -226,7 +229,7 @@ def dlq_show(
 ) -> None:
     """One dead-lettered message: metadata and routing property values (other properties by name only)."""
     where = Entity(entity, subscription)
-    with _reported_errors(), _target(connection_string, namespace).client() as client:
+    with _reported_errors(where), _target(connection_string, namespace).client() as client:
         detail = show_dead_letter(client, where, sequence_number)
         if detail is None:
             raise OpsError(f"sequence number {sequence_number} is not in the dead-letter queue of {where}")
@@ -267,7 +270,7 @@ def dlq_replay(
     if (sequence_number is None) == (not replay_all):
         _fail("give either a SEQUENCE_NUMBER or --all")
     where = Entity(entity, subscription)
-    with _reported_errors(), _target(connection_string, namespace).client() as client:
+    with _reported_errors(where), _target(connection_string, namespace).client() as client:
         wanted = None if replay_all else [sequence_number or 0]
         results = replay(client, where, wanted, limit=max_count)
     if as_json:
@@ -289,12 +292,17 @@ def stats(
         Path | None,
         typer.Option(
             envvar="CLAIMCHECK_SERVICEBUS_CONFIG",
-            help="Emulator Config.json listing the entities (local emulator only).",
+            help="Emulator Config.json listing the entities (the local stack's: .local-stack/Config.json).",
         ),
     ] = None,
-    max_count: Annotated[
-        int, typer.Option("--max", min=1, help="Emulator: count at most this many.")
-    ] = 10_000,
+    emulator_data: Annotated[
+        Path | None,
+        typer.Option(
+            "--emulator-data",
+            envvar="CLAIMCHECK_SERVICEBUS_DATA",
+            help="The emulator's --data directory (the local stack's: .local-stack/servicebus).",
+        ),
+    ] = None,
     connection_string: ConnectionOption = None,
     namespace: NamespaceOption = None,
     as_json: JsonOption = False,
@@ -302,16 +310,19 @@ def stats(
     """Active, dead-letter and scheduled counts per queue and subscription.
 
     On Azure they come from the management API's runtime properties. On the local emulator they are
-    counted by browsing (never receiving) the entities listed in --config, up to --max each.
+    read, exact, from its SQLite store in --emulator-data for every entity listed in --config (the
+    local stack keeps both in .local-stack/), with the age of the oldest active message.
     """
     with _reported_errors():
         target = _target(connection_string, namespace)
-        counts = entity_counts(target, config, max_count)
+        counts = entity_counts(target, config, emulator_data)
     rows = [dataclasses.asdict(count) for count in counts]
     if as_json:
         print_json(rows)
     else:
-        print_table("Message counts", rows, ["entity", "active", "dead_letter", "scheduled", "detail"])
+        print_table(
+            "Message counts", rows, ["entity", "active", "dead_letter", "scheduled", "oldest_age_s", "detail"]
+        )
 
 
 @app.callback()

@@ -48,10 +48,13 @@ def test_peek_of_a_session_queue_browses_the_given_session(servicebus_connection
 
 
 def test_peek_of_a_topic_without_subscription_says_to_give_one(servicebus_connection: str) -> None:
-    """A topic has no messages of its own: the one-line error says to pass --subscription."""
+    """A topic has no messages of its own: the one-line not-found error says to pass --subscription."""
     result = run_ops("peek", "results", "--connection-string", servicebus_connection)
     assert result.exit_code == 1
-    assert result.stderr.strip().endswith("(a topic holds no messages: give --subscription NAME)")
+    assert result.stderr.startswith("error: no such entity in the namespace: ")
+    assert result.stderr.strip().endswith(
+        "(if 'results' is a topic, give --subscription NAME: a topic holds no messages)"
+    )
     assert len(result.stderr.strip().splitlines()) == 1
 
 
