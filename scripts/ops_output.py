@@ -42,6 +42,7 @@ _ONE_LINE_COLUMNS = frozenset(
         "active",
         "dead_letter",
         "scheduled",
+        "oldest_age_s",
     }
 )
 

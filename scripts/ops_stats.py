@@ -1,28 +1,27 @@
-"""Message counts behind `claimcheck-ops stats`: runtime properties on Azure, browsing on the emulator."""
+"""Message counts behind `claimcheck-ops stats`: runtime properties on Azure, the store on the emulator."""
 
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from scripts.ops_errors import OpsError
-from scripts.ops_servicebus import BusTarget, Entity, first_line, peek_pages, receiver_for, summarize
-
-if TYPE_CHECKING:
-    from azure.servicebus import ServiceBusClient
+from scripts.ops_servicebus import BusTarget, Entity
 
 
 @dataclass(frozen=True)
 class EntityCounts:
-    """Message counts of one entity; None where the count cannot be obtained (see `detail`)."""
+    """Message counts of one entity; None where the source does not give that count (see `detail`)."""
 
     entity: str
     active: int | None
     dead_letter: int | None
     scheduled: int | None
+    oldest_age_s: float | None = None
     detail: str = ""
 
 
@@ -44,26 +43,36 @@ def _emulator_entities(config_path: Path) -> list[Entity]:
     return entities
 
 
-def _count_by_peeking(client: ServiceBusClient, entity: Entity, limit: int) -> EntityCounts:
-    """Counts by browsing, capped at `limit` (emulator only; Azure gives exact runtime properties)."""
-    from azure.servicebus.exceptions import ServiceBusError
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 1)
 
-    with receiver_for(client, entity, dead_letter=True) as receiver:
-        dead_letter = sum(1 for _ in peek_pages(receiver, limit))
+
+def _store_counts(data_dir: Path, entities: list[Entity]) -> list[EntityCounts]:
+    """Exact counts read from the emulator's SQLite store (read-only, safe while it runs)."""
+    from local.servicebus.stats import read_counts
+
+    # The store keys entities by lower-case path, a subscription as "topic/subscriptions/name".
+    paths = [str(entity).lower() for entity in entities]
     try:
-        # The emulator browses a session entity across sessions, as a management-only peek would.
-        with receiver_for(client, entity, dead_letter=False) as receiver:
-            states = [summarize(message).state for message in peek_pages(receiver, limit)]
-    except ServiceBusError as exc:
-        return EntityCounts(str(entity), None, dead_letter, None, f"active not browsable: {first_line(exc)}")
-    capped = " (capped)" if max(dead_letter, len(states)) >= limit else ""
-    return EntityCounts(
-        str(entity),
-        active=sum(1 for state in states if state != "scheduled"),
-        dead_letter=dead_letter,
-        scheduled=states.count("scheduled"),
-        detail=f"peek-based{capped}",
-    )
+        by_path = read_counts(data_dir, paths)
+    except FileNotFoundError:
+        raise OpsError(
+            f"no emulator store in {data_dir}: give the directory the emulator was started with "
+            "(--data; the local stack's is .local-stack/servicebus)"
+        ) from None
+    except sqlite3.Error as exc:
+        raise OpsError(f"cannot read the emulator store in {data_dir}: {exc}") from None
+    return [
+        EntityCounts(
+            str(entity),
+            active=counts["active_message_count"],
+            dead_letter=counts["dead_letter_message_count"],
+            scheduled=counts["scheduled_message_count"],
+            oldest_age_s=_rounded(counts["oldest_message_age_seconds"]),
+            detail="emulator store",
+        )
+        for entity, counts in zip(entities, (by_path[path] for path in paths), strict=True)
+    ]
 
 
 def _runtime_counts(target: BusTarget) -> list[EntityCounts]:
@@ -85,11 +94,11 @@ def _runtime_counts(target: BusTarget) -> list[EntityCounts]:
                     queue.active_message_count,
                     queue.dead_letter_message_count,
                     queue.scheduled_message_count,
-                    "runtime properties",
+                    detail="runtime properties",
                 )
             )
         for topic in admin.list_topics_runtime_properties():
-            counts.append(EntityCounts(topic.name, None, None, topic.scheduled_message_count, "topic"))
+            counts.append(EntityCounts(topic.name, None, None, topic.scheduled_message_count, detail="topic"))
             for subscription in admin.list_subscriptions_runtime_properties(topic.name):
                 counts.append(
                     EntityCounts(
@@ -97,20 +106,21 @@ def _runtime_counts(target: BusTarget) -> list[EntityCounts]:
                         subscription.active_message_count,
                         subscription.dead_letter_message_count,
                         None,
-                        "runtime properties",
+                        detail="runtime properties",
                     )
                 )
     return counts
 
 
-def entity_counts(target: BusTarget, config: Path | None, limit: int) -> list[EntityCounts]:
-    """Counts for every queue and subscription: browsed on the emulator (entities from `config`)."""
+def entity_counts(target: BusTarget, config: Path | None, emulator_data: Path | None) -> list[EntityCounts]:
+    """Counts for every queue and subscription (on the emulator: those of `config`, from its store)."""
     if not target.is_emulator:
         return _runtime_counts(target)
-    if config is None:
-        raise OpsError(
-            "stats on the emulator needs --config PATH (CLAIMCHECK_SERVICEBUS_CONFIG) to list its entities"
-        )
-    entities = _emulator_entities(config)
-    with target.client() as client:
-        return [_count_by_peeking(client, entity, limit) for entity in entities]
+    if config is None or emulator_data is None:
+        needed = []
+        if config is None:
+            needed.append("--config PATH (CLAIMCHECK_SERVICEBUS_CONFIG) to list its entities")
+        if emulator_data is None:
+            needed.append("--emulator-data DIR (CLAIMCHECK_SERVICEBUS_DATA) to read its store")
+        raise OpsError(f"stats on the emulator needs {' and '.join(needed)}")
+    return _store_counts(emulator_data, _emulator_entities(config))

@@ -18,6 +18,7 @@ def run_ops(*args: str, env: Mapping[str, str] | None = None) -> Result:
         "CLAIMCHECK_SERVICEBUS_CONNECTION": None,
         "CLAIMCHECK_SERVICEBUS_NAMESPACE": None,
         "CLAIMCHECK_SERVICEBUS_CONFIG": None,
+        "CLAIMCHECK_SERVICEBUS_DATA": None,
         "CLAIMCHECK_API": None,
         "CLAIMCHECK_API_KEY": None,
     }

@@ -15,5 +15,5 @@ def servicebus_connection(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
     Tests share it, so each one works on its own session id and message ids, never on totals.
     """
-    with running_emulator(tmp_path_factory.mktemp("ops-emulator")) as (connection, _config):
-        yield connection
+    with running_emulator(tmp_path_factory.mktemp("ops-emulator")) as emulator:
+        yield emulator.connection

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from local.servicebus import start_emulator_process
 
@@ -77,10 +77,26 @@ CONFIG: dict[str, Any] = {
 }
 
 
-@contextmanager
-def running_emulator(workdir: Path) -> Iterator[tuple[str, Path]]:
-    """Yield (connection string, Config.json path) of a fresh in-memory emulator subprocess."""
+def write_config(workdir: Path) -> Path:
+    """Write CONFIG as `workdir`/Config.json and return its path."""
     config_path = workdir / "Config.json"
     config_path.write_text(json.dumps(CONFIG, indent=2), encoding="utf-8")
-    with start_emulator_process(config_path) as emulator:
-        yield emulator.connection_string, config_path
+    return config_path
+
+
+class OpsEmulator(NamedTuple):
+    """A running emulator as the CLI reaches it: connection string, Config.json, SQLite data dir."""
+
+    connection: str
+    config: Path
+    data: Path
+
+
+@contextmanager
+def running_emulator(workdir: Path) -> Iterator[OpsEmulator]:
+    """Run a fresh emulator subprocess that keeps its messages in `workdir`/data."""
+    config_path = write_config(workdir)
+    data_dir = workdir / "data"
+    data_dir.mkdir()
+    with start_emulator_process(config_path, data_dir=data_dir) as emulator:
+        yield OpsEmulator(emulator.connection_string, config_path, data_dir)
