@@ -35,6 +35,7 @@ from infra.topology import Topology, load_topology
 from local.azurite import Azurite, start_azurite
 from local.ports import free_port, wait_for_port
 from local.processes import die_with_parent
+from local.servicebus import DEFAULT_KEY, connection_string
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FUNCTION_APP = REPO_ROOT / "functions" / "function_app.py"
@@ -48,14 +49,6 @@ def _accepts_connections(port: int) -> bool:
     except TimeoutError:
         return False
     return True
-
-
-def emulator_connection_string(port: int) -> str:
-    """What the Service Bus SDKs need for our emulator: plain AMQP on loopback, development SAS key."""
-    return (
-        f"Endpoint=sb://127.0.0.1:{port};SharedAccessKeyName=RootManageSharedAccessKey;"
-        "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
-    )
 
 
 @dataclass
@@ -127,7 +120,7 @@ class LocalStack:
 
     @property
     def servicebus_connection_string(self) -> str:
-        return emulator_connection_string(self.emulator.port)
+        return connection_string(self.emulator.port, DEFAULT_KEY, host="127.0.0.1")
 
     @property
     def storage_connection_string(self) -> str:
@@ -182,8 +175,9 @@ def start_stack(
     try:
         emulator = _emulator_process(folder, config_path, emulator_port or free_port())
         emulator.start()
+        bus_connection = connection_string(emulator.port, DEFAULT_KEY, host="127.0.0.1")
         settings_path = _write_local_settings(
-            folder, azurite.connection_string, emulator_connection_string(emulator.port), app_settings or {}
+            folder, azurite.connection_string, bus_connection, app_settings or {}
         )
         port = host_port or free_port()
         host = ChildProcess(
@@ -207,7 +201,7 @@ def start_stack(
         for started in (host, emulator):
             if started is not None:
                 started.stop()
-        azurite.stop()
+        azurite.stop(flush=not owns)
         if owns:
             shutil.rmtree(folder, ignore_errors=True)
         raise

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from local.ports import free_port
-from local.stack import ChildProcess, emulator_connection_string
+from local.servicebus import start_emulator_process
 
 SAMPLE_APP = Path(__file__).parent / "sample_app" / "function_app.py"
 
@@ -77,24 +75,5 @@ def servicebus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("servicebus")
     config = folder / "Config.json"
     config.write_text(json.dumps(_sample_topology()))
-    port = free_port()
-    emulator = ChildProcess(
-        name="Service Bus emulator",
-        command=[
-            sys.executable,
-            "-m",
-            "local.servicebus",
-            "--config",
-            str(config),
-            "--port",
-            str(port),
-            "--in-memory",
-        ],
-        port=port,
-        log_path=folder / "servicebus.log",
-    )
-    emulator.start()
-    try:
-        yield emulator_connection_string(port)
-    finally:
-        emulator.stop()
+    with start_emulator_process(config) as emulator:
+        yield emulator.connection_string
