@@ -198,8 +198,18 @@ def _read_submission(req: func.HttpRequest) -> tuple[bytes, str, dict[str, Any]]
     else:
         document = req.get_body()
     if "review_required" in fields:
-        fields["review_required"] = str(fields["review_required"]).lower() in ("1", "true", "yes")
+        fields["review_required"] = _flag("review_required", str(fields["review_required"]))
     return document, content_type, fields
+
+
+def _flag(name: str, raw: str) -> bool:
+    """A yes/no field; anything else is refused rather than read as "no"."""
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes"):
+        return True
+    if value in ("0", "false", "no"):
+        return False
+    raise _BadRequest(f"{name} must be true or false")
 
 
 def _read_multipart(content_type: str, body: bytes) -> tuple[bytes, str, dict[str, str]]:

@@ -27,12 +27,13 @@ VALID = {
         ({"X-Purpose": "gossip"}, b"text", 400, "unknown_purpose"),
         ({"Content-Type": "application/x-msdownload"}, b"MZ\x90\x00", 415, "forbidden_content_type"),
         ({}, b"x" * (MAX_PAYLOAD_BYTES + 1), 413, "payload_too_large"),
+        ({"X-Review-Required": "maybe"}, b"text", 400, "bad_request"),
     ],
 )
 def test_bad_intake_gets_a_4xx_naming_the_problem(
     stack: LocalStack, changes: dict[str, str | None], body: bytes, status: int, error: str
 ) -> None:
-    """Missing tenant, unknown purpose, forbidden type and oversize bodies are refused with a JSON error."""
+    """Missing tenant, unknown purpose, forbidden type, oversize body, non-boolean flag: a JSON 4xx."""
     headers = {name: value for name, value in {**VALID, **changes}.items() if value is not None}
     response = requests.post(f"{stack.api_url}/documents", data=body, headers=headers, timeout=60)
     assert response.status_code == status
