@@ -20,10 +20,14 @@ from infra.stack_config import StackSettings
 def deploy(settings: StackSettings) -> dict[str, Any]:
     """Declares every resource and exports (and returns) the stack outputs."""
     topology = settings.topology
-    prefix = f"claimcheck-{settings.environment}"
-    # Storage account names are 3-24 lower-case letters and digits, globally unique: Pulumi appends
-    # a random suffix to these short logical names.
-    short_env = re.sub(r"[^a-z0-9]", "", settings.environment)[:8]
+    # Logical names come from the stack name, never from `environment`: a config edit must not rename
+    # (and so replace) anything. Storage account names are 3-24 lower-case letters and digits, globally
+    # unique: Pulumi appends a random suffix to these short logical names.
+    prefix = f"claimcheck-{settings.stack_slug}"
+    short_env = re.sub(r"[^a-z0-9]", "", settings.stack_slug)[:8]
+    # Outside dev the data-bearing resources are protected: a delete or a replacement (e.g. a changed
+    # resource group name) stops `pulumi up` instead of losing payloads or in-flight messages.
+    stateful = pulumi.ResourceOptions(protect=settings.protect_stateful_resources)
     group = resources.ResourceGroup(prefix, resource_group_name=settings.resource_group_name,
                                     location=settings.location)
     rg, location = group.name, settings.location
@@ -32,12 +36,13 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
                             retention_days=settings.log_retention_days, alert_emails=settings.alert_emails)
     messaging = Messaging(f"{prefix}-messaging", resource_group_name=rg, location=location,
                           sku=settings.service_bus_sku, capacity=settings.service_bus_capacity,
-                          public_network_access=settings.public_network_access, topology=topology)
+                          public_network_access=settings.public_network_access, topology=topology,
+                          namespace_opts=stateful)
     payloads = PayloadStorage(f"{prefix}-storage", resource_group_name=rg, location=location,
                               sku=settings.storage_sku, account_logical_name=f"ccpay{short_env}",
                               blob_delete_retention_days=settings.blob_delete_retention_days,
                               container_delete_retention_days=settings.container_delete_retention_days,
-                              topology=topology)
+                              topology=topology, account_opts=stateful)
     functions = FunctionApp(f"{prefix}-functions", resource_group_name=rg, location=location,
                             host_account_logical_name=f"cchost{short_env}",
                             storage_sku=settings.storage_sku, topology=topology,
@@ -78,7 +83,8 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
             *[Grant(f"producer-{producer.name}-table-{table}", BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR,
                     table_id, producer.object_id) for table, table_id in producer_tables.items()],
         ]
-    Access(f"{prefix}-access", grants=grants, custom_role_scope=group.id, custom_role_suffix=group.name)
+    Access(f"{prefix}-access", grants=grants, custom_role_scope=group.id,
+           stack_label=f"{pulumi.get_project()}/{pulumi.get_stack()}")
     Alerts(f"{prefix}-alerts", resource_group_name=group.name, monitoring=monitoring,
            namespace_id=messaging.namespace.id, payload_account_id=payloads.account.id,
            function_app_id=functions.app.id, backlog_threshold=settings.backlog_alert_threshold,

@@ -8,6 +8,7 @@ duplicate and a changed scope or principal is a replacement, not a leak.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from dataclasses import dataclass
 from enum import Enum
@@ -103,6 +104,14 @@ def role_definition_id(subscription_id: str, role_guid: str) -> str:
 def custom_role_guid(assignable_scope: str, role: CustomRole) -> str:
     """Deterministic GUID name of a custom role definition at one assignable scope."""
     return str(uuid.uuid5(_ASSIGNMENT_NAMESPACE, f"custom-role|{assignable_scope.lower()}|{role.key}"))
+
+
+def custom_role_display_name(role: CustomRole, assignable_scope: str, stack_label: str) -> str:
+    """The role's display name, unique per tenant as Azure requires: the stack (`project/stack`) and a
+    short hash of the assignable scope, which holds the subscription id and the resource group, so
+    two forks' `dev` stacks in one tenant (other subscription, same group name) get different names."""
+    digest = hashlib.sha256(f"{assignable_scope.lower()}|{stack_label}".encode()).hexdigest()[:10]
+    return f"{role.display_name} ({stack_label} {digest})"
 
 
 def assignment_name(scope: str, role_guid: str, principal_id: str) -> str:

@@ -31,6 +31,10 @@ _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _LOCATION = re.compile(r"^[a-z][a-z0-9]{2,30}$")
 _ENVIRONMENT = re.compile(r"^[a-z][a-z0-9-]{0,15}$")
 _LOGICAL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+# GUIDs that are never a real Entra object id: the nil and max GUIDs, one hex digit repeated, and the
+# "00000000-0000-0000-0000-00000000000N" kind that sample files ship as placeholders.
+_PLACEHOLDER_GUID = re.compile(r"^(?:([0-9a-f])\1{7}-\1{4}-\1{4}-\1{4}-\1{12}"
+                               r"|00000000-0000-0000-0000-[0-9a-f]{12})$")
 
 
 _Choice = TypeVar("_Choice", str, int)
@@ -50,6 +54,10 @@ class ProducerPrincipal:
 
 @dataclass(frozen=True)
 class StackSettings:
+    # Resource names (logical and the default resource group) derive from `stack_slug`, the Pulumi
+    # stack's own name, never from `environment`: editing config must not rename, and so replace,
+    # the stateful resources (docs/deploy.md, "Stateful resources").
+    stack_slug: str
     environment: str
     location: str
     resource_group_name: str
@@ -65,7 +73,17 @@ class StackSettings:
     producer_principals: tuple[ProducerPrincipal, ...]
     function_maximum_instances: int
     function_instance_memory_mb: int
+    protect_stateful_resources: bool
     topology: Topology
+
+
+def stack_slug(stack: str) -> str:
+    """The stack name as it can appear in resource names: lower case, [a-z0-9-], at most 16 characters."""
+    slug = re.sub(r"[^a-z0-9-]+", "-", stack.lower()).strip("-")[:16].rstrip("-")
+    if not slug or not slug[0].isalpha():
+        raise StackConfigError(f"stack name {stack!r} cannot name resources: start it with a letter "
+                               "(resource names derive from the stack name)")
+    return slug
 
 
 def load_settings(config: Mapping[str, Any], stack: str) -> StackSettings:
@@ -81,11 +99,13 @@ def load_settings(config: Mapping[str, Any], stack: str) -> StackSettings:
             "(network isolation and private endpoints are Premium features)"
         )
     capacity = reader.choice("serviceBusCapacity", 1, PREMIUM_CAPACITIES)
+    slug = stack_slug(stack)
     settings = StackSettings(
+        stack_slug=slug,
         environment=environment,
         location=reader.string("location", "westeurope", _LOCATION,
                                "an Azure region name such as 'westeurope' or 'swedencentral'"),
-        resource_group_name=reader.string("resourceGroupName", f"rg-claimcheck-{environment}",
+        resource_group_name=reader.string("resourceGroupName", f"rg-claimcheck-{slug}",
                                           re.compile(r"^[-\w.()]{1,89}[-\w()]$"),
                                           "1-90 letters, digits, '-', '_', '.', '(' or ')', "
                                           "not ending in '.'"),
@@ -101,6 +121,7 @@ def load_settings(config: Mapping[str, Any], stack: str) -> StackSettings:
         producer_principals=reader.principals("producerPrincipals"),
         function_maximum_instances=reader.integer("functionMaximumInstances", 40, 40, 1000),
         function_instance_memory_mb=reader.choice("functionInstanceMemoryMb", 2048, INSTANCE_MEMORY_MB),
+        protect_stateful_resources=reader.boolean("protectStatefulResources", environment != "dev"),
         topology=load_topology(reader.mapping("topology")),
     )
     reader.reject_unknown()
@@ -135,6 +156,14 @@ class _Reader:
         if value not in allowed or isinstance(value, bool):
             raise StackConfigError(f"{PROJECT}:{key}: {value!r} is invalid; expected one of {list(allowed)}")
         return value  # type: ignore[no-any-return]  # membership in `allowed` fixes the type
+
+    def boolean(self, key: str, default: bool) -> bool:
+        value = self._get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise StackConfigError(f"{PROJECT}:{key}: {value!r} is invalid; expected true or false")
+        return value
 
     def integer(self, key: str, default: int, low: int, high: int) -> int:
         value = self._get(key)
@@ -193,11 +222,17 @@ class _Reader:
 
 
 def _guid(value: object, where: str) -> str:
+    """A principal's object id: a GUID that is not a placeholder (a role assignment to a placeholder
+    fails halfway through a deployment, after other resources were created)."""
+    form = "the object id (a GUID) of a service principal in your tenant"
     try:
-        return str(uuid.UUID(str(value)))
+        guid = str(uuid.UUID(str(value)))
     except ValueError:
-        raise StackConfigError(f"{where}: {value!r} is not a GUID such as "
-                               "'00000000-0000-0000-0000-000000000000'") from None
+        raise StackConfigError(f"{where}: {value!r} is not a GUID; expected {form}") from None
+    if _PLACEHOLDER_GUID.fullmatch(guid):
+        raise StackConfigError(f"{where}: {guid!r} is a placeholder, not a real object id; expected {form} "
+                               "(az ad sp show --id <app id> --query id)")
+    return guid
 
 
 def read_stack_config(stack: str, root: Path = REPO_ROOT) -> dict[str, Any]:

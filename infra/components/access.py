@@ -21,7 +21,14 @@ from typing import Any
 import pulumi
 from pulumi_azure_native import authorization
 
-from infra.roles import BuiltInRole, CustomRole, assignment_name, custom_role_guid, role_definition_id
+from infra.roles import (
+    BuiltInRole,
+    CustomRole,
+    assignment_name,
+    custom_role_display_name,
+    custom_role_guid,
+    role_definition_id,
+)
 
 
 @dataclass(frozen=True)
@@ -36,7 +43,7 @@ class Grant:
 
 class Access(pulumi.ComponentResource):
     def __init__(self, name: str, *, grants: Sequence[Grant], custom_role_scope: pulumi.Input[str],
-                 custom_role_suffix: pulumi.Input[str], opts: pulumi.ResourceOptions | None = None) -> None:
+                 stack_label: str, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("claimcheck:access:Access", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         subscription_id = authorization.get_client_config_output().subscription_id
@@ -48,8 +55,10 @@ class Access(pulumi.ComponentResource):
             self.role_definitions[role.key] = authorization.RoleDefinition(
                 f"{name}-role-{role.key}",
                 role_definition_id=guid,
-                # Display names are unique per tenant: the suffix tells stacks in one tenant apart.
-                role_name=pulumi.Output.concat(role.display_name, " (", custom_role_suffix, ")"),
+                # Display names are unique per tenant: the name carries the stack and a hash of the
+                # subscription-qualified scope, so two stacks (or forks) in one tenant never collide.
+                role_name=pulumi.Output.from_input(custom_role_scope).apply(
+                    _display_name_for(role, stack_label)),
                 role_type="CustomRole",
                 description=role.description,
                 scope=custom_role_scope,
@@ -89,6 +98,10 @@ def _custom_roles(grants: Sequence[Grant]) -> list[CustomRole]:
         if isinstance(grant.role, CustomRole):
             roles.setdefault(grant.role.key, grant.role)
     return list(roles.values())
+
+
+def _display_name_for(role: CustomRole, stack_label: str) -> Callable[[str], str]:
+    return lambda scope: custom_role_display_name(role, scope, stack_label)
 
 
 def _label(role: BuiltInRole) -> str:

@@ -9,10 +9,14 @@ from pulumi_azure_native import servicebus
 from infra.app_settings import service_bus_fqdn
 from infra.topology import RuleSpec, SubscriptionSpec, TopicSpec, Topology
 
-# A rule that matches nothing. Declaring `$Default` (servicebus.DefaultRule) with it removes the
-# TrueFilter's effect declaratively on every run; deleting `$Default` outright would need a
-# create-then-delete of the DefaultRule resource across two deployments.
+# Every subscription declares its `$Default` rule (servicebus.DefaultRule), always under the same
+# logical name: with explicit rules it matches nothing (FALSE_FILTER), without them it matches
+# everything (TRUE_FILTER). Adding or removing a subscription's rules is then an update of `$Default`,
+# never a create or a delete: deleting the DefaultRule resource deletes `$Default` itself, and a
+# subscription without rules silently receives nothing. retain_on_delete keeps `$Default` in Azure
+# even when the resource leaves the program (the subscription's own deletion removes it with it).
 FALSE_FILTER = "1=0"
+TRUE_FILTER = "1=1"
 
 
 class Messaging(pulumi.ComponentResource):
@@ -20,6 +24,7 @@ class Messaging(pulumi.ComponentResource):
 
     def __init__(self, name: str, *, resource_group_name: pulumi.Input[str], location: str,
                  sku: str, capacity: int, public_network_access: str, topology: Topology,
+                 namespace_opts: pulumi.ResourceOptions | None = None,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("claimcheck:messaging:Messaging", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
@@ -33,7 +38,7 @@ class Messaging(pulumi.ComponentResource):
             disable_local_auth=True,  # no SAS keys: every client authenticates with Entra ID
             minimum_tls_version="1.2",
             public_network_access=public_network_access,
-            opts=child,
+            opts=child.merge(namespace_opts),
         )
         self.queues = {
             queue.name: servicebus.Queue(
@@ -101,14 +106,13 @@ class Messaging(pulumi.ComponentResource):
             opts=child,
         )
         self.subscriptions[f"{topic_name}/{spec.name}"] = subscription
-        if not spec.rules:
-            return  # keeps Azure's $Default TrueFilter: the subscription receives everything
         servicebus.DefaultRule(f"{logical}-default", resource_group_name=self._resource_group_name,
                                namespace_name=self.namespace.name, topic_name=topic.name,
                                subscription_name=subscription.name,
                                filter_type=servicebus.FilterType.SQL_FILTER,
-                               sql_filter=servicebus.SqlFilterArgs(sql_expression=FALSE_FILTER),
-                               opts=child)
+                               sql_filter=servicebus.SqlFilterArgs(
+                                   sql_expression=FALSE_FILTER if spec.rules else TRUE_FILTER),
+                               opts=child.merge(pulumi.ResourceOptions(retain_on_delete=True)))
         for rule in spec.rules:
             correlation = _correlation_args(rule)
             servicebus.Rule(

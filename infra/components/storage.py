@@ -36,11 +36,12 @@ class PayloadStorage(pulumi.ComponentResource):
     def __init__(self, name: str, *, resource_group_name: pulumi.Input[str], location: str, sku: str,
                  account_logical_name: str, blob_delete_retention_days: int,
                  container_delete_retention_days: int, topology: Topology,
+                 account_opts: pulumi.ResourceOptions | None = None,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("claimcheck:storage:PayloadStorage", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.account = secure_storage_account(account_logical_name, resource_group_name=resource_group_name,
-                                              location=location, sku=sku, opts=child)
+                                              location=location, sku=sku, opts=child.merge(account_opts))
         account_name = self.account.name
         self.blob_service = storage.BlobServiceProperties(
             f"{name}-blob-service", resource_group_name=resource_group_name, account_name=account_name,

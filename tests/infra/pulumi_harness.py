@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
+from pulumi.runtime.mocks import MockMonitor
 
 SUBSCRIPTION_ID = "00000000-1111-2222-3333-444444444444"
 TENANT_ID = "99999999-8888-7777-6666-555555555555"
@@ -25,6 +26,30 @@ class Registered:
     name: str  # logical (Pulumi) name
     id: str
     inputs: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Registration:
+    """What the engine learns about a resource beyond its inputs: its URN (identity across runs: a
+    changed URN is a delete plus a create) and the options that guard it."""
+
+    urn: str
+    protect: bool
+    retain_on_delete: bool
+
+
+class RecordingMonitor(MockMonitor):
+    """The SDK's mock monitor, also recording each registration's URN and resource options."""
+
+    def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
+        super().__init__(mocks)
+        self.registrations: dict[str, Registration] = {}
+
+    def RegisterResource(self, request: Any) -> Any:
+        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
+        self.registrations[request.name] = Registration(
+            urn=response.urn, protect=bool(request.protect), retain_on_delete=bool(request.retainOnDelete))
+        return response
 
 
 # Where the ARM name of each explicitly named resource type comes from (autonamed types get a suffix).
@@ -93,12 +118,13 @@ def _resource_id(args: pulumi.runtime.MockResourceArgs, name: str) -> str:
 
 
 class AzureMocks(pulumi.runtime.Mocks):
-    def __init__(self) -> None:
+    def __init__(self, subscription_id: str = SUBSCRIPTION_ID) -> None:
         self.resources: list[Registered] = []
+        self.subscription_id = subscription_id
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         name = _physical_name(args)
-        resource_id = _resource_id(args, name)
+        resource_id = _resource_id(args, name).replace(SUBSCRIPTION_ID, self.subscription_id)
         outputs: dict[str, Any] = {**args.inputs, "name": args.inputs.get("name", name)}
         if args.typ == "azure-native:servicebus:Namespace":
             outputs["serviceBusEndpoint"] = f"https://{name}.servicebus.windows.net:443/"
@@ -117,7 +143,7 @@ class AzureMocks(pulumi.runtime.Mocks):
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
         if args.token == "azure-native:authorization:getClientConfig":
-            return {"subscriptionId": SUBSCRIPTION_ID, "tenantId": TENANT_ID, "clientId": "ci",
+            return {"subscriptionId": self.subscription_id, "tenantId": TENANT_ID, "clientId": "ci",
                     "objectId": "ci"}, []
         raise NotImplementedError(f"no mock for call {args.token}")
 
@@ -128,6 +154,7 @@ class ProgramRun:
 
     resources: list[Registered]
     outputs: dict[str, Any] = field(default_factory=dict)
+    registrations: dict[str, Registration] = field(default_factory=dict)  # by logical name
 
     def of_type(self, suffix: str) -> list[Registered]:
         return [resource for resource in self.resources if resource.type.endswith(f":{suffix}")]
@@ -140,16 +167,17 @@ class ProgramRun:
 
 
 def run_program(program: Callable[[], dict[str, Any] | None], *, stack: str,
-                config: dict[str, Any] | None = None) -> ProgramRun:
+                config: dict[str, Any] | None = None, subscription_id: str = SUBSCRIPTION_ID) -> ProgramRun:
     """Runs `program` under mocks, with `config` as the stack's `claimcheck:*` config.
 
     The config goes where the Pulumi language host puts it for a real run: the PULUMI_CONFIG
     environment variable, a JSON object of strings (structured values JSON-encoded).
     """
-    mocks = AzureMocks()
-    pulumi.runtime.set_mocks(mocks, project="claimcheck", stack=stack, preview=False)
+    mocks = AzureMocks(subscription_id)
+    monitor = RecordingMonitor(mocks)
+    pulumi.runtime.set_mocks(mocks, project="claimcheck", stack=stack, preview=False, monitor=monitor)
     pulumi.runtime.set_all_config({})
-    run = ProgramRun(resources=mocks.resources)
+    run = ProgramRun(resources=mocks.resources, registrations=monitor.registrations)
 
     @pulumi.runtime.test  # type: ignore[untyped-decorator]
     def declare() -> pulumi.Output[Any]:

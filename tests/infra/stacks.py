@@ -6,7 +6,10 @@ from infra.program import deploy
 from infra.stack_config import StackSettings, load_settings, read_stack_config
 from tests.infra.pulumi_harness import ProgramRun, Registered, run_program
 
-STACKS = ("dev", "prod")
+# "prod+producer" is prod's stack file plus one producer principal, so producer grants and the writer
+# role stay covered although prod ships with none.
+STACKS = ("dev", "prod", "prod+producer")
+PRODUCER = {"name": "intake-service", "objectId": "3f2b8c1e-7d4a-4e6b-9c2f-1a5d8e7b6c4f"}
 Stack = tuple[StackSettings, ProgramRun]
 _RUNS: dict[str, Stack] = {}
 
@@ -14,8 +17,12 @@ _RUNS: dict[str, Stack] = {}
 def stack_run(name: str) -> Stack:
     """One offline run per stack, shared by the tests (the program is deterministic)."""
     if name not in _RUNS:
-        settings = load_settings(read_stack_config(name), name)
-        _RUNS[name] = settings, run_program(lambda: deploy(settings), stack=name)
+        stack, _, variant = name.partition("+")
+        config = read_stack_config(stack)
+        if variant == "producer":
+            config["producerPrincipals"] = [PRODUCER]
+        settings = load_settings(config, stack)
+        _RUNS[name] = settings, run_program(lambda: deploy(settings), stack=stack)
     return _RUNS[name]
 
 

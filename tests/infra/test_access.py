@@ -9,6 +9,7 @@ from infra.roles import (
     BuiltInRole,
     CustomRole,
     assignment_name,
+    custom_role_display_name,
     custom_role_guid,
     role_guid,
 )
@@ -86,7 +87,8 @@ def test_payload_custom_roles_grant_exactly_the_blob_actions_the_code_calls(stac
     for role, data_actions in expected.items():
         definition = definitions[custom_role_guid(group.id, role)]
         assert definition["roleType"] == "CustomRole"
-        assert definition["roleName"] == f"{role.display_name} ({settings.resource_group_name})"
+        assert definition["roleName"] == custom_role_display_name(role, group.id,
+                                                                  f"claimcheck/{settings.stack_slug}")
         assert definition["scope"] == group.id
         assert definition["assignableScopes"] == [group.id]
         (permission,) = definition["permissions"]

@@ -44,7 +44,7 @@ def test_documents_queue_has_sessions_and_dead_lettering(stack: Stack) -> None:
 
 
 def test_subscriptions_rules_and_default_rule_removal(stack: Stack) -> None:
-    """Filtered subscriptions get their SQL/correlation rule and a neutralised $Default; `audit` keeps it."""
+    """Filtered subscriptions get their SQL/correlation rule and a neutralised $Default; audit's takes all."""
     _, run = stack
     subscriptions = {r.inputs["subscriptionName"]: r.inputs for r in run.of_type("Subscription")}
     assert set(subscriptions) == {"audit", "notifications", "review", "contracts"}
@@ -57,8 +57,9 @@ def test_subscriptions_rules_and_default_rule_removal(stack: Stack) -> None:
     assert contracts["filterType"] == "CorrelationFilter"
     assert contracts["correlationFilter"]["properties"] == {"document_type": "contract"}
     defaults = {r.inputs["subscriptionName"]: r.inputs for r in run.of_type("DefaultRule")}
-    assert set(defaults) == {"notifications", "review", "contracts"}
-    assert all(rule["sqlFilter"]["sqlExpression"] == "1=0" for rule in defaults.values())
+    assert set(defaults) == set(subscriptions)
+    assert {sub: rule["sqlFilter"]["sqlExpression"] for sub, rule in defaults.items()} == {
+        "audit": "1=1", "notifications": "1=0", "review": "1=0", "contracts": "1=0"}
 
 
 def test_storage_accounts_are_locked_down(stack: Stack) -> None:

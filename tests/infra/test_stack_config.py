@@ -39,7 +39,8 @@ def test_prod_differs_from_dev() -> None:
     assert prod.topology.lifecycle.delete_after_days > dev.topology.lifecycle.delete_after_days
     assert prod.storage_sku != dev.storage_sku
     assert prod.alert_emails
-    assert prod.producer_principals
+    assert prod.protect_stateful_resources
+    assert not dev.protect_stateful_resources
 
 
 def test_missing_stack_file_is_named(tmp_path: Path) -> None:
