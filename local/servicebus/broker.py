@@ -179,6 +179,9 @@ class Broker:
                     )
         if queue is not None:
             self._check_quota(queue, len(messages))
+        for message in messages:
+            if message.message_id is None:
+                assign_message_id(message)
         numbers = []
         for message in messages:
             if self._is_duplicate(path, message):
@@ -327,6 +330,13 @@ class Broker:
             "oldest_message_age_seconds": None if oldest is None else (now_ms() - oldest) / 1000,
             "locked_message_count": len(queue.locks),
         }
+
+
+def assign_message_id(message: AmqpMessage) -> None:
+    """Give a message sent without an id one, as the service does: a GUID as 32 hex digits
+    (.NET's "N" format), so duplicate detection and clients that need an id have one."""
+    message.properties["message_id"] = uuid.uuid4().hex
+    message.changed()
 
 
 def delivery_annotations(entry: Entry, queue: MessageQueue) -> dict[Any, Any]:

@@ -4,6 +4,11 @@ Anything the emulator would silently ignore is refused instead, naming the entry
 property, a bad duration, a duplicate name (names are case-insensitive, as in Azure), an invalid
 SQL filter, a forward target that does not exist. Ranges are the real service's, not the Docker
 emulator's narrower ones, so tests can use locks and TTLs of a few seconds.
+
+A missing property takes the default of Microsoft's emulator (its Config-schema.json): lock PT1M,
+MaxDeliveryCount 3, message TTL PT1H, duplicate-detection window PT20S, flags false. A
+subscription without rules, or with an empty ``Rules`` list, gets the ``$Default`` rule (1=1) that
+the Docker emulator and Azure create, so it receives every message.
 """
 
 from __future__ import annotations
@@ -93,8 +98,14 @@ _TOPIC_KEYS = {
 }
 # The real service's limits (Azure Service Bus quotas), not the Docker emulator's.
 _LOCK_RANGE = (timedelta(seconds=1), timedelta(minutes=5))
-_DUPLICATE_WINDOW_RANGE = (timedelta(seconds=20), timedelta(days=7))
+# From 5 s (the Docker emulator's minimum; Azure's is 20 s) so every Docker config loads.
+_DUPLICATE_WINDOW_RANGE = (timedelta(seconds=5), timedelta(days=7))
 _MIN_TTL = timedelta(seconds=1)
+# Defaults of a property Config.json leaves out: Microsoft's emulator's (Config-schema.json).
+DEFAULT_LOCK = timedelta(minutes=1)
+DEFAULT_MAX_DELIVERY_COUNT = 3
+DEFAULT_TTL = timedelta(hours=1)
+DEFAULT_DUPLICATE_WINDOW = timedelta(seconds=20)
 
 
 def _object(value: Any, where: str, allowed: set[str], required: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
@@ -157,14 +168,13 @@ def _name(entry: dict[str, Any], where: str) -> str:
 
 def _queue_settings(props: dict[str, Any], where: str, *, subscription: bool) -> QueueSettings:
     _object(props, where, _SUBSCRIPTION_KEYS if subscription else _QUEUE_KEYS)
-    max_delivery = props.get("MaxDeliveryCount", 10)
+    max_delivery = props.get("MaxDeliveryCount", DEFAULT_MAX_DELIVERY_COUNT)
     if not isinstance(max_delivery, int) or isinstance(max_delivery, bool) or max_delivery < 1:
         raise ConfigError(f"{where}.MaxDeliveryCount: expected an integer >= 1, got {max_delivery!r}")
     return QueueSettings(
-        lock_duration=_duration(props, "LockDuration", where, timedelta(minutes=1), _LOCK_RANGE)
-        or timedelta(minutes=1),
+        lock_duration=_duration(props, "LockDuration", where, DEFAULT_LOCK, _LOCK_RANGE) or DEFAULT_LOCK,
         max_delivery_count=max_delivery,
-        default_ttl=_duration(props, "DefaultMessageTimeToLive", where, None, (_MIN_TTL, None)),
+        default_ttl=_duration(props, "DefaultMessageTimeToLive", where, DEFAULT_TTL, (_MIN_TTL, None)),
         dead_lettering_on_expiration=_flag(props, "DeadLetteringOnMessageExpiration", where),
         requires_session=_flag(props, "RequiresSession", where),
         requires_duplicate_detection=_flag(props, "RequiresDuplicateDetection", where),
@@ -172,10 +182,10 @@ def _queue_settings(props: dict[str, Any], where: str, *, subscription: bool) ->
             props,
             "DuplicateDetectionHistoryTimeWindow",
             where,
-            timedelta(minutes=10),
+            DEFAULT_DUPLICATE_WINDOW,
             _DUPLICATE_WINDOW_RANGE,
         )
-        or timedelta(minutes=10),
+        or DEFAULT_DUPLICATE_WINDOW,
         forward_to=_target(props, "ForwardTo", where),
         forward_dead_lettered_to=_target(props, "ForwardDeadLetteredMessagesTo", where),
     )
@@ -211,17 +221,17 @@ def _topic(entry: Any, where: str) -> TopicConfig:
     props = _object(entry.get("Properties", {}), f"{where}.Properties", _TOPIC_KEYS)
     settings = TopicSettings(
         default_ttl=_duration(
-            props, "DefaultMessageTimeToLive", f"{where}.Properties", None, (_MIN_TTL, None)
+            props, "DefaultMessageTimeToLive", f"{where}.Properties", DEFAULT_TTL, (_MIN_TTL, None)
         ),
         requires_duplicate_detection=_flag(props, "RequiresDuplicateDetection", f"{where}.Properties"),
         duplicate_window=_duration(
             props,
             "DuplicateDetectionHistoryTimeWindow",
             f"{where}.Properties",
-            timedelta(minutes=10),
+            DEFAULT_DUPLICATE_WINDOW,
             _DUPLICATE_WINDOW_RANGE,
         )
-        or timedelta(minutes=10),
+        or DEFAULT_DUPLICATE_WINDOW,
     )
     subscriptions = []
     for index, sub in enumerate(entry.get("Subscriptions", [])):
@@ -232,10 +242,12 @@ def _topic(entry: Any, where: str) -> TopicConfig:
         sub_settings = _queue_settings(
             sub.get("Properties", {}), f"{sub_where}.Properties", subscription=True
         )
-        if "Rules" in sub:
-            rules = tuple(_rule(rule, f"{sub_where}.Rules") for rule in sub["Rules"])
-            _unique([rule.name for rule in rules], f"{sub_where}.Rules")
-        else:
+        listed = sub.get("Rules", [])
+        if not isinstance(listed, list):
+            raise ConfigError(f"{sub_where}.Rules: expected a list of rules, got {type(listed).__name__}")
+        rules = tuple(_rule(rule, f"{sub_where}.Rules") for rule in listed)
+        _unique([rule.name for rule in rules], f"{sub_where}.Rules")
+        if not rules:  # as the Docker emulator and Azure do: a subscription starts with $Default
             rules = (filters.Rule(name="$Default", filter=filters.TrueFilter()),)
         subscriptions.append(SubscriptionConfig(sub_name, sub_settings, rules))
     _unique([sub.name for sub in subscriptions], f"{where}.Subscriptions")

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from collections.abc import Callable
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
+from azure.servicebus.amqp import AmqpAnnotatedMessage
 from azure.servicebus.exceptions import MessageSizeExceededError, MessagingEntityNotFoundError
 
 from local.servicebus import RunningEmulator
@@ -49,6 +51,28 @@ def test_send_receive_complete(client: ServiceBusClient, emulator: RunningEmulat
         assert message.lock_token is not None
         receiver.complete_message(message)
     assert emulator.runtime_properties("work")["active_message_count"] == 0
+
+
+def test_a_message_sent_without_id_gets_one_from_the_broker(client: ServiceBusClient) -> None:
+    """As on Azure, the broker gives an id-less message a GUID in 32 hex digits; a given id is kept.
+
+    ServiceBusMessage always carries an id made by the Python SDK; a raw AMQP message has none (as a
+    JavaScript SDK message sent without ``messageId``)."""
+    bare = [AmqpAnnotatedMessage(data_body=b"no id"), AmqpAnnotatedMessage(data_body=b"no id")]
+    with client.get_queue_sender("work") as sender:
+        sender.send_messages(bare)
+        sender.send_messages(ServiceBusMessage("x", message_id="mine"))
+    with client.get_queue_receiver("work", max_wait_time=5) as receiver:
+        received = receiver.receive_messages(max_message_count=3, max_wait_time=5)
+        while len(received) < 3:
+            received += receiver.receive_messages(max_message_count=3 - len(received), max_wait_time=5)
+        ids = [str(message.message_id) for message in received]
+        for message in received:
+            receiver.complete_message(message)
+    assigned = ids[:2]
+    assert ids[2] == "mine"
+    assert all(re.fullmatch("[0-9a-f]{32}", value) for value in assigned), assigned
+    assert assigned[0] != assigned[1]
 
 
 def test_batch_send_delivers_each_message(client: ServiceBusClient) -> None:

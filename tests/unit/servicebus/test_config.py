@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from local.servicebus.config import ConfigError, parse_config
+from local.servicebus.sql.message import FilterMessage
 
 BASE: dict[str, Any] = {
     "UserConfig": {
@@ -166,3 +167,49 @@ def test_unreadable_file_is_a_config_error(tmp_path: Any) -> None:
     broken.write_text("{not json")
     with pytest.raises(ConfigError, match="cannot read config"):
         parse_config(broken)
+
+
+def test_missing_properties_take_the_docker_emulators_defaults() -> None:
+    """A bare queue, topic and subscription get Microsoft's emulator defaults (Config-schema.json)."""
+    bare = {
+        "UserConfig": {
+            "Namespaces": [
+                {
+                    "Name": "sbemulatorns",
+                    "Queues": [{"Name": "q"}],
+                    "Topics": [{"Name": "t", "Subscriptions": [{"Name": "s"}]}],
+                }
+            ]
+        }
+    }
+    config = parse_config(bare)
+    queue = config.queues["q"]
+    subscription = config.topics[0].subscriptions[0].settings
+    for settings in (queue, subscription):
+        assert settings.lock_duration == timedelta(minutes=1)
+        assert settings.max_delivery_count == 3
+        assert settings.default_ttl == timedelta(hours=1)
+        assert not settings.requires_session
+        assert not settings.dead_lettering_on_expiration
+    assert queue.duplicate_window == timedelta(seconds=20)
+    assert config.topics[0].settings.default_ttl == timedelta(hours=1)
+    assert config.topics[0].settings.duplicate_window == timedelta(seconds=20)
+
+
+@pytest.mark.parametrize("rules", [None, []], ids=["missing", "empty"])
+def test_a_subscription_without_rules_gets_the_default_rule(rules: list[Any] | None) -> None:
+    """Missing or empty `Rules` both mean the $Default rule (1=1), as in the Docker emulator and Azure."""
+    document = copy.deepcopy(BASE)
+    audit = document["UserConfig"]["Namespaces"][0]["Topics"][0]["Subscriptions"][0]
+    if rules is not None:
+        audit["Rules"] = rules
+    (rule,) = parse_config(document).topics[0].subscriptions[0].rules
+    assert rule.name == "$Default"
+    assert rule.evaluate(FilterMessage()) is not None
+
+
+def test_rules_that_are_not_a_list_are_refused() -> None:
+    document = copy.deepcopy(BASE)
+    document["UserConfig"]["Namespaces"][0]["Topics"][0]["Subscriptions"][0]["Rules"] = {}
+    with pytest.raises(ConfigError, match=r"Subscriptions\[audit\]\.Rules: expected a list"):
+        parse_config(document)
