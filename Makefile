@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PY_STAMP := $(VENV)/.deps-installed
 NODE_STAMP := node_modules/.deps-installed
 
-.PHONY: demo test deps lint bench bench-claimcheck bench-servicebus clean
+.PHONY: demo test deps lint package bench bench-claimcheck bench-servicebus clean
 
 demo: deps
 	$(PY) -m scripts.demo
@@ -35,6 +35,11 @@ lint: deps
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
+# The Function App's deployable zip (dist/claimcheck-functions.zip), byte-identical for the same sources.
+# Standard library only: needs no `make deps`, so CI runs it on a bare Python.
+package:
+	$(PYTHON) -m scripts.package
+
 # Benchmarks print figures against a baseline measured in the same run; they assert nothing.
 bench: bench-servicebus bench-claimcheck
 
@@ -45,4 +50,4 @@ bench-servicebus: deps
 	$(PY) -m bench.servicebus
 
 clean:
-	rm -rf $(VENV) node_modules .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .venv-pulumi .venv-policy dist node_modules .mypy_cache .ruff_cache .pytest_cache .hypothesis
