@@ -18,13 +18,11 @@ import threading
 import time
 from collections.abc import Mapping
 from datetime import timedelta
-from email.message import Message
-from email.parser import BytesParser
-from email.policy import HTTP
 from typing import TYPE_CHECKING, Any
 
 import azure.functions as func
 from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActions, ServiceBusReceivedMessage
+from claimcheck.http_api import BadRequest, check_work_item_id, parse_min_version, read_submission
 from claimcheck.settings import DOCUMENTS_QUEUE, SERVICEBUS_CONNECTION, STORAGE_CONNECTION, SettingsError
 
 if TYPE_CHECKING:
@@ -39,22 +37,6 @@ RECONCILE_SCHEDULE = "0 */5 * * * *"
 
 # Longest backoff waited out before abandoning a message to retry it (well under the lock renewal limit).
 RETRY_PAUSE_CAP = timedelta(seconds=30)
-
-# Header → submit() keyword. Multipart requests may carry the same values as form fields instead.
-_HEADER_FIELDS = {
-    "x-tenant-id": "tenant_id",
-    "x-purpose": "purpose",
-    "x-classification": "classification",
-    "x-work-item-id": "work_item_id",
-    "x-priority": "priority",
-    "x-document-type": "document_type",
-    "x-review-required": "review_required",
-    "x-correlation-id": "correlation_id",
-    "traceparent": "traceparent",
-}
-_FORM_FIELDS = frozenset(_HEADER_FIELDS.values())
-_REQUIRED_FIELDS = ("tenant_id", "purpose", "classification")
-_DOCUMENT_PART = "document"
 
 _claimcheck: "ClaimCheck | None" = None
 _claimcheck_lock = threading.Lock()
@@ -113,12 +95,14 @@ def submit_document(req: func.HttpRequest) -> func.HttpResponse:
     from claimcheck import IntakeRejected
 
     try:
-        document, content_type, fields = _read_submission(req)
-        receipt = claimcheck().producer.submit(document, content_type=content_type, **fields)
+        submission = read_submission(req.headers, req.get_body())
+        receipt = claimcheck().producer.submit(
+            submission.document, content_type=submission.content_type, **submission.fields
+        )
     except IntakeRejected as rejected:
         return _json(rejected.http_status, {"error": rejected.code, "message": str(rejected)})
-    except _BadRequest as bad:
-        return _json(400, {"error": "bad_request", "message": str(bad)})
+    except BadRequest as bad:
+        return _json(400, {"error": bad.code, "message": str(bad)})
     status_url = f"/api/work-items/{receipt.work_item_id}"
     body = {"work_item_id": receipt.work_item_id, "status_url": status_url, "receipt": receipt.to_dict()}
     return _json(202, body, headers={"Location": status_url})
@@ -127,11 +111,11 @@ def submit_document(req: func.HttpRequest) -> func.HttpResponse:
 @app.route(route="work-items/{id}", methods=["GET"])
 def get_work_item(req: func.HttpRequest) -> func.HttpResponse:
     """Work-item state, payload state, result summary and receipt versions; never payload bytes."""
-    work_item_id = req.route_params["id"]
-    raw_min_version = req.params.get("min_version")
-    if raw_min_version is not None and not raw_min_version.isdigit():
-        return _json(400, {"error": "bad_request", "message": "min_version must be a whole number"})
-    min_version = int(raw_min_version) if raw_min_version is not None else None
+    try:
+        work_item_id = check_work_item_id(req.route_params["id"])
+        min_version = parse_min_version(req.params.get("min_version"))
+    except BadRequest as bad:
+        return _json(400, {"error": bad.code, "message": str(bad)})
     view = claimcheck().status.get(work_item_id, min_version=min_version)
     if view is None:
         return _json(404, {"error": "not_found", "message": f"no work item {work_item_id}"})
@@ -178,56 +162,6 @@ def reconcile(timer: func.TimerRequest) -> None:
     report = claimcheck().reconciler.run()
     # The reconciler logs its own counts and alerts; this line only ties them to the timer.
     logger.info("reconcile timer done (past_due=%s, alerts=%d)", timer.past_due, len(report.alerts))
-
-
-class _BadRequest(ValueError):
-    pass
-
-
-def _read_submission(req: func.HttpRequest) -> tuple[bytes, str, dict[str, Any]]:
-    """The document bytes, its content type and the submit() keywords, from headers or multipart fields."""
-    # Required values default to "" so that the producer's own validation names what is missing.
-    fields: dict[str, Any] = dict.fromkeys(_REQUIRED_FIELDS, "")
-    for header, keyword in _HEADER_FIELDS.items():
-        if req.headers.get(header):
-            fields[keyword] = req.headers[header]
-    content_type = req.headers.get("content-type", "")
-    if content_type.lower().startswith("multipart/form-data"):
-        document, content_type, form = _read_multipart(content_type, req.get_body())
-        fields.update(form)
-    else:
-        document = req.get_body()
-    if "review_required" in fields:
-        fields["review_required"] = _flag("review_required", str(fields["review_required"]))
-    return document, content_type, fields
-
-
-def _flag(name: str, raw: str) -> bool:
-    """A yes/no field; anything else is refused rather than read as "no"."""
-    value = raw.strip().lower()
-    if value in ("1", "true", "yes"):
-        return True
-    if value in ("0", "false", "no"):
-        return False
-    raise _BadRequest(f"{name} must be true or false")
-
-
-def _read_multipart(content_type: str, body: bytes) -> tuple[bytes, str, dict[str, str]]:
-    envelope = BytesParser(policy=HTTP).parsebytes(f"Content-Type: {content_type}\r\n\r\n".encode() + body)
-    if not envelope.is_multipart():
-        raise _BadRequest("multipart body could not be parsed")
-    document: Message | None = None
-    form: dict[str, str] = {}
-    for part in envelope.iter_parts():
-        name = part.get_param("name", header="content-disposition")
-        if name == _DOCUMENT_PART:
-            document = part
-        elif name in _FORM_FIELDS:
-            form[str(name)] = part.get_content().strip()
-    if document is None:
-        raise _BadRequest(f"multipart request has no '{_DOCUMENT_PART}' part")
-    payload = document.get_payload(decode=True)
-    return (payload if isinstance(payload, bytes) else b""), document.get_content_type(), form
 
 
 def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> func.HttpResponse:

@@ -160,7 +160,8 @@ def parse_envelope(body: bytes) -> Envelope:
     """Parse and validate a message body; raise ``InvalidEnvelope`` / ``UnsupportedSchemaVersion``."""
     try:
         document = json.loads(body, object_pairs_hook=_reject_duplicate_keys)
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        # RecursionError: json nests without limit, so '[' * 100_000 would otherwise escape as a crash.
         raise InvalidEnvelope("body", f"not a JSON document ({type(exc).__name__})") from None
     if not isinstance(document, dict):
         raise InvalidEnvelope("body", "must be a JSON object")

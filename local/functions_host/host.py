@@ -16,7 +16,7 @@ from local.functions_host.app_loader import (
     TimerFunction,
     load_function_app,
 )
-from local.functions_host.host_config import HostOptions, apply_local_settings, read_host_json
+from local.functions_host.host_config import HostOptions, HttpOptions, apply_local_settings, read_host_json
 from local.functions_host.http_server import DEFAULT_MAX_BODY_BYTES, FunctionsHttpServer, RouteTable
 from local.functions_host.servicebus_listener import ServiceBusListener
 from local.functions_host.timer_runner import TimerRunner
@@ -79,19 +79,24 @@ def start_host(
     local_settings: Path | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     only: Collection[str] | None = None,
+    http_limits: HttpOptions | None = None,
 ) -> RunningHost:
     """Load the app next to its host.json and local.settings.json and start all its triggers.
 
     ``port=0`` picks a free port (see ``RunningHost.port``). The settings file defaults to the app
     folder's local.settings.json; its "Values" are applied before the app is imported, as Core Tools does.
-    ``only`` runs just the named functions, like ``func start --functions``.
+    ``only`` runs just the named functions, like ``func start --functions``. ``http_limits`` replaces
+    host.json's ``extensions.http`` throttles (tests use small ones).
     """
     folder = app_path.resolve().parent
     apply_local_settings(local_settings or folder / "local.settings.json")
     app = load_function_app(app_path, only=only)
     options = read_host_json(folder / "host.json")
     http = FunctionsHttpServer(
-        (bind, port), RouteTable(app.of_type(HttpFunction), options.route_prefix), max_body_bytes
+        (bind, port),
+        RouteTable(app.of_type(HttpFunction), options.route_prefix),
+        max_body_bytes,
+        http_limits or options.http,
     )
     running = RunningHost(app=app, options=options, http=http)
     try:

@@ -29,9 +29,24 @@ class ServiceBusOptions:
 
 
 @dataclass(frozen=True)
+class HttpOptions:
+    """The ``extensions.http`` throttles, under the Functions host's names.
+
+    ``max_concurrent_requests`` functions run at once; up to ``max_outstanding_requests`` requests
+    (running plus waiting) are held; the host refuses more with 503 and Retry-After. Azure leaves both
+    unbounded by default; locally they are bounded, so a burst degrades into quick refusals, never into
+    reset connections or an unbounded pile of threads.
+    """
+
+    max_concurrent_requests: int = 16
+    max_outstanding_requests: int = 128
+
+
+@dataclass(frozen=True)
 class HostOptions:
     route_prefix: str = "api"
     service_bus: ServiceBusOptions = ServiceBusOptions()
+    http: HttpOptions = HttpOptions()
 
 
 # host.json durations are .NET TimeSpans: "hh:mm:ss", "d.hh:mm:ss", optional ".fffffff" fraction.
@@ -62,8 +77,14 @@ def read_host_json(path: Path | None) -> HostOptions:
     route_prefix = http.get("routePrefix", "api")
     if not isinstance(route_prefix, str):
         raise HostConfigError(f"{path}: extensions.http.routePrefix must be a string")
+    http_defaults = HttpOptions()
+    concurrent = _limit(http, "maxConcurrentRequests", http_defaults.max_concurrent_requests, path)
+    outstanding = _limit(http, "maxOutstandingRequests", http_defaults.max_outstanding_requests, path)
     return HostOptions(
         route_prefix=route_prefix.strip("/"),
+        http=HttpOptions(
+            max_concurrent_requests=concurrent, max_outstanding_requests=max(outstanding, concurrent)
+        ),
         service_bus=ServiceBusOptions(
             max_concurrent_calls=_positive(bus, "maxConcurrentCalls", defaults.max_concurrent_calls, path),
             max_concurrent_sessions=_positive(
@@ -106,6 +127,16 @@ def _read_json(path: Path) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise HostConfigError(f"{path} must contain a JSON object")
     return document
+
+
+def _limit(section: Mapping[str, Any], key: str, default: int, path: Path) -> int:
+    """An ``extensions.http`` throttle: a whole number >= 1 (Azure's -1, "unbounded", keeps our default)."""
+    raw = section.get(key, default)
+    if raw == -1:
+        return default
+    if not isinstance(raw, int) or isinstance(raw, bool) or raw < 1:
+        raise HostConfigError(f"{path}: extensions.http.{key} must be a whole number >= 1 or -1, got {raw!r}")
+    return raw
 
 
 def _duration(section: Mapping[str, Any], key: str, default: timedelta) -> timedelta:

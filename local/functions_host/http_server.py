@@ -1,24 +1,34 @@
 """The HTTP side of the host: routes ``/{routePrefix}/{route}`` to HTTP-triggered functions.
 
-A stdlib ThreadingHTTPServer is enough for local use: each request runs on its own thread with a real
+A stdlib ThreadingHTTPServer is enough for local use: each connection runs on its own thread with a real
 ``func.HttpRequest``; a function that raises gets a generic 500 (the details stay in the host log).
+
+Under load it degrades like a service, not like a socket: a deep accept queue absorbs bursts, at most
+``max_concurrent_requests`` functions run at once with a bounded number waiting, and what exceeds that
+(or the connection cap) gets a JSON 503 with Retry-After. Every answer the host gives itself, including
+the standard library's 400/414/431 for malformed requests, uses the API's error shape
+``{"error": code, "message": text}``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
+import socket
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import azure.functions as func
 
 from local.functions_host.app_loader import HttpFunction
+from local.functions_host.host_config import HttpOptions
 from local.functions_host.invocation import invoke
 
 logger = logging.getLogger(__name__)
@@ -26,6 +36,14 @@ logger = logging.getLogger(__name__)
 # The Functions host accepts request bodies up to 100 MB (FUNCTIONS_REQUEST_BODY_SIZE_LIMIT default).
 DEFAULT_MAX_BODY_BYTES = 100 * 1024 * 1024
 
+# Connections the kernel queues before accept() (socketserver's default of 5 drops bursts).
+LISTEN_BACKLOG = 1024
+# Idle or slow connections give their thread back after this many seconds without a byte.
+CONNECTION_IDLE_TIMEOUT = 30.0
+# What a refused request is told to wait before trying again.
+RETRY_AFTER_SECONDS = 1
+
+_CONTENT_LENGTH = re.compile(r"[0-9]{1,19}")
 _PARAMETER = re.compile(r"\{(?P<star>\*)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::[^}?]*)?(?P<optional>\?)?\}")
 
 
@@ -70,7 +88,11 @@ class RouteTable:
             path_matched = True
             methods = route.function.methods
             if methods is None or method in methods:
-                params = {name: value for name, value in match.groupdict().items() if value is not None}
+                # Matched on the raw path, so an encoded '/' stays inside its segment; then decoded as
+                # Azure does ("order%3A42" reaches the function as "order:42").
+                params = {
+                    name: unquote(value) for name, value in match.groupdict().items() if value is not None
+                }
                 return route.function, params
         return 405 if path_matched else 404
 
@@ -79,13 +101,73 @@ class _RequestTooLarge(Exception):
     pass
 
 
+class InvocationSlots:
+    """At most ``running`` invocations at once and at most ``outstanding`` admitted (running + waiting).
+
+    ``acquire`` waits for a free slot when the request is admitted, and refuses at once (False) when
+    ``outstanding`` requests are already held: the caller answers 503 instead of piling up threads.
+    """
+
+    def __init__(self, running: int, outstanding: int) -> None:
+        self._running_limit = running
+        self._outstanding_limit = max(outstanding, running)
+        self._running = 0
+        self._outstanding = 0
+        self._condition = threading.Condition()
+
+    def acquire(self) -> bool:
+        with self._condition:
+            if self._outstanding >= self._outstanding_limit:
+                return False
+            self._outstanding += 1
+            while self._running >= self._running_limit:
+                self._condition.wait()
+            self._running += 1
+            return True
+
+    def release(self) -> None:
+        with self._condition:
+            self._running -= 1
+            self._outstanding -= 1
+            self._condition.notify()
+
+
 class FunctionsHttpServer(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG
 
-    def __init__(self, address: tuple[str, int], routes: RouteTable, max_body_bytes: int) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        routes: RouteTable,
+        max_body_bytes: int,
+        limits: HttpOptions | None = None,
+    ) -> None:
         super().__init__(address, _Handler)
+        limits = limits or HttpOptions()
         self.routes = routes
         self.max_body_bytes = max_body_bytes
+        self.slots = InvocationSlots(limits.max_concurrent_requests, limits.max_outstanding_requests)
+        # Idle keep-alive connections hold a thread but no slot; this caps the threads themselves.
+        self._connections = threading.BoundedSemaphore(2 * limits.max_outstanding_requests)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._connections.acquire(blocking=False):
+            logger.debug("http: connection cap reached; answered 503")
+            _refuse_connection(request)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._connections.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._connections.release()
 
     def serve_in_thread(self) -> threading.Thread:
         thread = threading.Thread(target=self.serve_forever, name="functions-http", daemon=True)
@@ -96,11 +178,26 @@ class FunctionsHttpServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: FunctionsHttpServer
     protocol_version = "HTTP/1.1"
+    timeout = CONNECTION_IDLE_TIMEOUT
 
-    def do_GET(self) -> None:
-        self._dispatch()
+    def __getattr__(self, name: str) -> Any:
+        # Every method token reaches the router, which answers 405 for a method no function accepts
+        # (the standard library would answer 501 in HTML for one it has no do_<METHOD> for).
+        if name.startswith("do_"):
+            return self._dispatch
+        raise AttributeError(name)
 
-    do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = do_GET
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The standard library's own refusals (malformed request line, 414, 431...) as the API's JSON."""
+        try:
+            phrase = HTTPStatus(code).phrase
+        except ValueError:
+            phrase = "error"
+        self.close_connection = True
+        if self.request_version == "HTTP/0.9":
+            # Unparseable request line: still answer with a status line and headers a client can read.
+            self.request_version = "HTTP/1.1"
+        self._send_json(code, {"error": _error_code(phrase), "message": message or phrase})
 
     def log_message(self, format: str, *args: Any) -> None:
         logger.debug("http %s", format % args)
@@ -111,7 +208,11 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(resolved, int):
             # The body stays unread, so this keep-alive connection cannot carry another request.
             self.close_connection = True
-            self._send_json(resolved, {"error": "not_found" if resolved == 404 else "method_not_allowed"})
+            if resolved == 404:
+                self._send_json(404, {"error": "not_found", "message": f"no function serves {url.path}"})
+            else:
+                message = f"{url.path} does not accept {self.command}"
+                self._send_json(405, {"error": "method_not_allowed", "message": message})
             return
         function, route_params = resolved
         try:
@@ -138,6 +239,13 @@ class _Handler(BaseHTTPRequestHandler):
             route_params=route_params,
             body=body,
         )
+        if not self.server.slots.acquire():
+            self._send_json(
+                503,
+                {"error": "service_busy", "message": "too many requests in progress; retry shortly"},
+                headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+            )
+            return
         try:
             response = invoke(function.handler, {function.arg_name: request})
         except Exception:
@@ -146,6 +254,8 @@ class _Handler(BaseHTTPRequestHandler):
                 500, {"error": "internal_error", "message": "the function failed; see the host log"}
             )
             return
+        finally:
+            self.server.slots.release()
         self._send_response(_as_response(response, function.name))
 
     def _read_body(self) -> bytes:
@@ -155,7 +265,7 @@ class _Handler(BaseHTTPRequestHandler):
         length_text = self.headers.get("Content-Length")
         if length_text is None:
             return b""
-        if not length_text.isdigit():
+        if not _CONTENT_LENGTH.fullmatch(length_text):
             raise ValueError("Content-Length must be a whole number")
         length = int(length_text)
         if length > limit:
@@ -167,10 +277,9 @@ class _Handler(BaseHTTPRequestHandler):
         total = 0
         while True:
             size_line = self.rfile.readline(1024).split(b";", 1)[0].strip()
-            try:
-                size = int(size_line, 16)
-            except ValueError:
-                raise ValueError("malformed chunked body") from None
+            if not re.fullmatch(rb"[0-9A-Fa-f]{1,16}", size_line):
+                raise ValueError("malformed chunked body")
+            size = int(size_line, 16)
             if size == 0:
                 while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
                     pass  # trailers carry nothing we use
@@ -181,9 +290,13 @@ class _Handler(BaseHTTPRequestHandler):
             chunks.append(self.rfile.read(size))
             self.rfile.readline(1024)
 
-    def _send_json(self, status: int, document: dict[str, Any]) -> None:
+    def _send_json(
+        self, status: int, document: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
         self._send_response(
-            func.HttpResponse(json.dumps(document), status_code=status, mimetype="application/json")
+            func.HttpResponse(
+                json.dumps(document), status_code=status, mimetype="application/json", headers=headers
+            )
         )
 
     def _send_response(self, response: func.HttpResponse) -> None:
@@ -202,6 +315,27 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
+
+
+def _error_code(phrase: str) -> str:
+    """'Request Header Fields Too Large' -> 'request_header_fields_too_large'."""
+    return re.sub(r"[^a-z0-9]+", "_", phrase.lower()).strip("_")
+
+
+def _refuse_connection(connection: socket.socket) -> None:
+    """Answer a connection over the cap from the accept thread without ever blocking it."""
+    body = json.dumps({"error": "service_busy", "message": "too many open connections; retry shortly"})
+    head = (
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nRetry-After: {RETRY_AFTER_SECONDS}\r\nConnection: close\r\n\r\n"
+    )
+    # Read what the client already sent, so that closing does not reset the connection under it.
+    with contextlib.suppress(OSError):
+        connection.setblocking(False)
+        while connection.recv(65536):
+            pass
+    with contextlib.suppress(OSError):
+        connection.send((head + body).encode())
 
 
 def _as_response(result: Any, function_name: str) -> func.HttpResponse:

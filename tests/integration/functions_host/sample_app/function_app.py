@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import azure.functions as func
@@ -34,6 +35,13 @@ def echo(req: func.HttpRequest) -> func.HttpResponse:
 @app.route(route="explode", methods=["GET"])
 def explode(req: func.HttpRequest) -> func.HttpResponse:
     raise RuntimeError("secret-internal-detail")
+
+
+@app.route(route="slow", methods=["GET"])
+def slow(req: func.HttpRequest) -> func.HttpResponse:
+    """Holds its invocation slot for ``seconds`` (to saturate the host's worker pool on purpose)."""
+    time.sleep(float(req.params.get("seconds", "1")))
+    return func.HttpResponse("done", status_code=200)
 
 
 @app.timer_trigger(schedule="* * * * * *", arg_name="timer", run_on_startup=True)

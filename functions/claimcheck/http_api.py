@@ -1,0 +1,182 @@
+"""The HTTP contract's request side, as pure functions: what function_app.py's triggers accept.
+
+Every route checks its ids with ``check_work_item_id`` before any storage call, so a bad id is the same
+400 wherever it arrives. Intake bodies are either the raw document (metadata in headers) or
+multipart/form-data; the multipart reader is bounded in part count and header size, so a hostile body
+costs time proportional to its length, never to its number of tiny parts.
+
+Only the standard library and ``multipart`` (a small pure-Python parser) are imported here, so the
+Function App can use this module at cold start.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from multipart import MultipartError, MultipartSegment, PushMultipartParser, parse_options_header
+
+from claimcheck.envelope import IDENTIFIER, IDENTIFIER_RULE
+
+# Header → submit() keyword. Multipart requests may carry the same values as form fields instead.
+HEADER_FIELDS = {
+    "x-tenant-id": "tenant_id",
+    "x-purpose": "purpose",
+    "x-classification": "classification",
+    "x-work-item-id": "work_item_id",
+    "x-priority": "priority",
+    "x-document-type": "document_type",
+    "x-review-required": "review_required",
+    "x-correlation-id": "correlation_id",
+    "traceparent": "traceparent",
+}
+FORM_FIELDS = frozenset(HEADER_FIELDS.values())
+REQUIRED_FIELDS = ("tenant_id", "purpose", "classification")
+DOCUMENT_PART = "document"
+
+# One document part plus one part per form field is all a valid request needs; the rest is headroom.
+MAX_MULTIPART_PARTS = 2 * (len(FORM_FIELDS) + 1)
+# Per part header line (name and value) and header count: a Content-Disposition with a long file name
+# fits, a header section that is really a payload does not.
+MAX_PART_HEADER_BYTES = 4096
+MAX_PART_HEADERS = 8
+# Form field values are short identifiers and flags; a longer one is refused rather than buffered.
+MAX_FIELD_BYTES = 1024
+# ``min_version`` is a version number, not an arbitrarily long digit string for int() to chew on.
+MIN_VERSION = re.compile(r"[0-9]{1,18}")
+# Multipart is fed to the parser in slices, so its memory stays bounded by the slice, not the body.
+_PARSE_SLICE = 64 * 1024
+
+
+class BadRequest(ValueError):
+    """A request the API refuses with 400; ``code`` is the JSON ``error``, ``str()`` its ``message``."""
+
+    def __init__(self, message: str, code: str = "bad_request") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Submission:
+    """The document bytes, their declared content type and the ``Producer.submit`` keywords."""
+
+    document: bytes
+    content_type: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+def check_work_item_id(value: str) -> str:
+    """The id itself, or a 400 ``invalid_request`` worded exactly as intake words it."""
+    if not IDENTIFIER.fullmatch(value):
+        raise BadRequest(f"work_item_id {IDENTIFIER_RULE}", code="invalid_request")
+    return value
+
+
+def parse_min_version(raw: str | None) -> int | None:
+    """``min_version`` as an int: ASCII digits only (``str.isdigit`` also accepts '²' and '٣')."""
+    if raw is None:
+        return None
+    if not MIN_VERSION.fullmatch(raw):
+        raise BadRequest("min_version must be a whole number of at most 18 digits")
+    return int(raw)
+
+
+def read_submission(headers: Mapping[str, str], body: bytes) -> Submission:
+    """An intake request as ``Producer.submit`` arguments; ``BadRequest`` for what cannot be read."""
+    lowered = {name.lower(): value for name, value in headers.items()}
+    # Required values default to "" so that the producer's own validation names what is missing.
+    fields: dict[str, Any] = dict.fromkeys(REQUIRED_FIELDS, "")
+    for header, keyword in HEADER_FIELDS.items():
+        if lowered.get(header):
+            fields[keyword] = lowered[header]
+    content_type = lowered.get("content-type", "")
+    document = body
+    if content_type.lower().startswith("multipart/form-data"):
+        document, content_type, form = read_multipart(content_type, body)
+        fields.update(form)
+    if fields.get("work_item_id"):
+        check_work_item_id(str(fields["work_item_id"]))
+    if "review_required" in fields:
+        fields["review_required"] = _flag("review_required", str(fields["review_required"]))
+    return Submission(document, content_type, fields)
+
+
+def read_multipart(content_type: str, body: bytes) -> tuple[bytes, str, dict[str, str]]:
+    """The ``document`` part's bytes and content type, and the known form fields (others are ignored)."""
+    _, options = parse_options_header(content_type)
+    boundary = options.get("boundary", "")
+    if not boundary:
+        raise BadRequest("multipart/form-data needs a boundary parameter")
+    form = _FormCollector()
+    try:
+        with PushMultipartParser(
+            boundary,
+            content_length=len(body),
+            max_header_size=MAX_PART_HEADER_BYTES,
+            max_header_count=MAX_PART_HEADERS,
+            max_segment_count=MAX_MULTIPART_PARTS,
+        ) as parser:
+            # The last slice is empty: that tells the parser the body ended.
+            for start in range(0, len(body) + 1, _PARSE_SLICE):
+                for event in parser.parse(body[start : start + _PARSE_SLICE]):
+                    form.take(event)
+    except MultipartError as error:
+        raise BadRequest(f"multipart body refused: {_limit_message(error)}") from None
+    if form.document is None:
+        raise BadRequest(f"multipart request has no '{DOCUMENT_PART}' part")
+    return b"".join(form.document), form.document_type, form.fields
+
+
+class _FormCollector:
+    """Keeps the first ``document`` part and the known fields from the parser's event stream."""
+
+    def __init__(self) -> None:
+        self.document: list[bytes] | None = None
+        self.document_type = "text/plain"  # a part without Content-Type is text/plain (RFC 7578 §4.4)
+        self.fields: dict[str, str] = {}
+        self._name: str | None = None
+        self._chunks: list[bytes] | None = None  # None: this part is skipped
+        self._size = 0
+
+    def take(self, event: MultipartSegment | bytes | None) -> None:
+        if isinstance(event, MultipartSegment):
+            self._name, self._chunks, self._size = event.name, None, 0
+            if event.name == DOCUMENT_PART and self.document is None:
+                self.document = self._chunks = []
+                self.document_type = event.content_type or self.document_type
+            elif event.name in FORM_FIELDS:
+                self._chunks = []
+        elif event is None:
+            if self._chunks is not None and self._chunks is not self.document and self._name:
+                self.fields[self._name] = _field_text(self._name, b"".join(self._chunks))
+            self._name, self._chunks = None, None
+        elif self._chunks is not None:
+            self._size += len(event)
+            if self._chunks is not self.document and self._size > MAX_FIELD_BYTES:
+                raise BadRequest(f"multipart field {self._name!r} is longer than {MAX_FIELD_BYTES} bytes")
+            self._chunks.append(event)
+
+
+def _limit_message(error: MultipartError) -> str:
+    """The parser's reason, which names the limit or the malformation (never payload bytes)."""
+    text = str(error)
+    return text if len(text) <= 200 else text[:200]
+
+
+def _field_text(name: str, raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise BadRequest(f"multipart field {name!r} is not UTF-8 text") from None
+
+
+def _flag(name: str, raw: str) -> bool:
+    """A yes/no field; anything else is refused rather than read as "no"."""
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes"):
+        return True
+    if value in ("0", "false", "no"):
+        return False
+    raise BadRequest(f"{name} must be true or false")

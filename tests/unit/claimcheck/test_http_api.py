@@ -1,0 +1,209 @@
+"""The HTTP contract's request side: id and min_version rules, intake reading, the bounded multipart
+reader, and Hypothesis fuzzing of that reader and of the envelope parser for crashes."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import requests
+from claimcheck.envelope import parse_envelope
+from claimcheck.errors import InvalidEnvelope, UnsupportedSchemaVersion
+from claimcheck.http_api import (
+    DOCUMENT_PART,
+    FORM_FIELDS,
+    MAX_FIELD_BYTES,
+    MAX_MULTIPART_PARTS,
+    MAX_PART_HEADER_BYTES,
+    BadRequest,
+    check_work_item_id,
+    parse_min_version,
+    read_multipart,
+    read_submission,
+)
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+BOUNDARY = "b0undary"
+MULTIPART = f"multipart/form-data; boundary={BOUNDARY}"
+
+
+def _part(name: str, content: bytes, *extra_headers: str) -> bytes:
+    headers = [f'Content-Disposition: form-data; name="{name}"', *extra_headers]
+    return f"--{BOUNDARY}\r\n".encode() + "\r\n".join(headers).encode() + b"\r\n\r\n" + content + b"\r\n"
+
+
+def _body(*parts: bytes) -> bytes:
+    return b"".join(parts) + f"--{BOUNDARY}--\r\n".encode()
+
+
+@pytest.mark.parametrize("raw", ["²", "٣", "1²", "", " 1", "-1", "1.0", "0x10", "1" * 19])
+def test_min_version_accepts_only_ascii_digits(raw: str) -> None:
+    """'²' and '٣' pass str.isdigit() but are not versions; nor are signs, spaces or 19 digits."""
+    with pytest.raises(BadRequest, match="min_version"):
+        parse_min_version(raw)
+
+
+def test_min_version_values() -> None:
+    assert (parse_min_version(None), parse_min_version("0"), parse_min_version("42")) == (None, 0, 42)
+
+
+@pytest.mark.parametrize("value", ["x" * 60_000, "", "a/b", "-lead", "ünïcode", "a" * 65])
+def test_bad_work_item_ids_are_refused_with_intakes_words(value: str) -> None:
+    """The status route's id check is intake's: same code, same message as the producer's refusal."""
+    with pytest.raises(BadRequest) as refused:
+        check_work_item_id(value)
+    assert refused.value.code == "invalid_request"
+    assert str(refused.value).startswith("work_item_id must be 1-64 characters")
+
+
+def test_good_work_item_ids_pass() -> None:
+    assert check_work_item_id("order:42") == "order:42"
+    assert check_work_item_id("wi-" + "a" * 61) == "wi-" + "a" * 61
+
+
+def test_intake_header_with_a_bad_work_item_id_is_refused_before_submit() -> None:
+    with pytest.raises(BadRequest, match="work_item_id"):
+        read_submission({"X-Work-Item-Id": "x" * 60_000}, b"text")
+
+
+def test_headers_and_raw_body() -> None:
+    submission = read_submission(
+        {"X-Tenant-Id": "acme", "Content-Type": "text/plain", "X-Review-Required": "yes"}, b"hello"
+    )
+    assert (submission.document, submission.content_type) == (b"hello", "text/plain")
+    assert submission.fields == {
+        "tenant_id": "acme",
+        "purpose": "",
+        "classification": "",
+        "review_required": True,
+    }
+
+
+def test_multipart_as_requests_sends_it() -> None:
+    """The document part keeps its bytes and type; known fields are read, unknown ones ignored."""
+    prepared = requests.Request(
+        "POST",
+        "http://localhost/api/documents",
+        files={"document": ("a.pdf", b"%PDF-1.4\r\n--not-a-boundary\r\n", "application/pdf")},
+        data={
+            "tenant_id": " acme ",
+            "purpose": "contract-review",
+            "classification": "internal",
+            "other": "x",
+        },
+    ).prepare()
+    assert isinstance(prepared.body, bytes)
+    submission = read_submission(
+        {name: str(value) for name, value in prepared.headers.items()}, prepared.body
+    )
+    assert submission.document == b"%PDF-1.4\r\n--not-a-boundary\r\n"
+    assert submission.content_type == "application/pdf"
+    assert submission.fields == {
+        "tenant_id": "acme",
+        "purpose": "contract-review",
+        "classification": "internal",
+    }
+
+
+def test_multipart_part_without_content_type_is_text_plain() -> None:
+    document, content_type, _ = read_multipart(MULTIPART, _body(_part(DOCUMENT_PART, b"abc")))
+    assert (document, content_type) == (b"abc", "text/plain")
+
+
+def test_sixty_thousand_tiny_parts_are_refused_at_the_part_limit() -> None:
+    """The parser stops at the part limit: the cost is bounded by it, not by the number of parts sent."""
+    body = _body(*(_part("x", b"y") for _ in range(60_000)))
+    with pytest.raises(BadRequest, match="Maximum segment count exceeded"):
+        read_multipart(MULTIPART, body)
+    # Exactly at the limit is still fine.
+    read_multipart(
+        MULTIPART,
+        _body(_part(DOCUMENT_PART, b"d"), *(_part("x", b"y") for _ in range(MAX_MULTIPART_PARTS - 1))),
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (_body(_part(DOCUMENT_PART, b"d", "X-Long: " + "a" * MAX_PART_HEADER_BYTES)), "header length"),
+        (_body(_part(DOCUMENT_PART, b"d", *(f"X-H{n}: v" for n in range(10)))), "header count"),
+        (_body(_part(DOCUMENT_PART, b"d"), _part("tenant_id", b"t" * (MAX_FIELD_BYTES + 1))), "longer than"),
+        (_body(_part(DOCUMENT_PART, b"d"), _part("tenant_id", b"\xff\xfe")), "not UTF-8"),
+        (_body(_part("tenant_id", b"acme")), "no 'document' part"),
+        (_part(DOCUMENT_PART, b"never closed"), "refused"),
+        (b"", "refused"),
+    ],
+    ids=["long-header", "many-headers", "long-field", "binary-field", "no-document", "unterminated", "empty"],
+)
+def test_malformed_or_oversized_multipart_is_a_400(body: bytes, reason: str) -> None:
+    with pytest.raises(BadRequest, match=reason):
+        read_multipart(MULTIPART, body)
+
+
+def test_multipart_without_boundary_is_a_400() -> None:
+    with pytest.raises(BadRequest, match="boundary"):
+        read_submission({"Content-Type": "multipart/form-data"}, b"--x--")
+
+
+# --- fuzzing ---------------------------------------------------------------------------------------
+
+_names = st.sampled_from([DOCUMENT_PART, *sorted(FORM_FIELDS), "other", ""])
+_content = st.binary(max_size=64) | st.sampled_from([b"", b"\r\n", f"--{BOUNDARY}".encode(), b"\xff"])
+_header = st.text(st.characters(codec="utf-8", exclude_characters="\r\n"), max_size=40).map(
+    lambda text: f"X-F: {text}"
+)
+_parts = st.lists(
+    st.builds(
+        lambda name, content, headers: _part(name, content, *headers),
+        _names,
+        _content,
+        st.lists(_header, max_size=10),
+    ),
+    max_size=MAX_MULTIPART_PARTS + 4,
+)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(_parts, st.integers(min_value=0), st.binary(max_size=16), st.booleans())
+def test_fuzzed_multipart_is_read_or_refused_with_a_400(
+    parts: list[bytes], cut: int, noise: bytes, terminate: bool
+) -> None:
+    """Well-formed, truncated or corrupted multipart bodies: a Submission or a BadRequest, nothing else."""
+    body = _body(*parts) if terminate else b"".join(parts)
+    position = cut % (len(body) + 1)
+    body = body[:position] + noise + body[position:]
+    with contextlib.suppress(BadRequest):
+        submission = read_submission({"Content-Type": MULTIPART}, body)
+        assert isinstance(submission.document, bytes)
+        assert set(submission.fields) <= FORM_FIELDS
+
+
+@settings(max_examples=200)
+@given(st.text(max_size=80), st.binary(max_size=200))
+def test_fuzzed_content_type_and_body_never_crash_intake_reading(content_type: str, body: bytes) -> None:
+    with contextlib.suppress(BadRequest):
+        read_submission({"Content-Type": "multipart/form-data; " + content_type}, body)
+
+
+@settings(max_examples=200)
+@given(st.integers(min_value=1, max_value=200_000), st.sampled_from([b"[", b'{"a":', b'[{"b":']))
+def test_deeply_nested_envelopes_are_invalid_not_a_crash(depth: int, opener: bytes) -> None:
+    """JSON nesting has no limit of its own: a deep body must still be an InvalidEnvelope."""
+    with pytest.raises(InvalidEnvelope):
+        parse_envelope(opener * depth)
+
+
+@settings(max_examples=300)
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+        max_leaves=30,
+    )
+)
+def test_any_json_document_parses_or_is_a_typed_envelope_error(document: object) -> None:
+    import json
+
+    with contextlib.suppress(InvalidEnvelope, UnsupportedSchemaVersion):
+        parse_envelope(json.dumps(document).encode())
