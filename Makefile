@@ -19,7 +19,7 @@ test: deps lint
 deps: $(PY_STAMP) $(NODE_STAMP)
 
 # Reinstall only when a requirements file changes.
-$(PY_STAMP): requirements-dev.txt functions/requirements.txt infra/requirements.txt infra/policy/requirements.txt pyproject.toml
+$(PY_STAMP): requirements-dev.txt requirements-ops.txt functions/requirements.txt infra/requirements.txt infra/policy/requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt

@@ -105,6 +105,7 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
         "payloadContainer": bindings.payload_container,
         "tables": list(topology.tables.all()),
         "functionAppName": functions.app.name,
+        "functionAppId": functions.app.id,
         "functionAppHostName": functions.app.default_host_name,
         "functionAppPrincipalId": functions.principal_id,
         "deploymentStorageAccount": functions.host_account.name,

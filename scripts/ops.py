@@ -26,6 +26,7 @@ from scripts.ops_output import (
     print_record,
     print_table,
 )
+from scripts.ops_release import deploy
 from scripts.ops_servicebus import (
     BusTarget,
     Entity,
@@ -323,6 +324,11 @@ def stats(
         print_table(
             "Message counts", rows, ["entity", "active", "dead_letter", "scheduled", "oldest_age_s", "detail"]
         )
+
+
+# ---------------------------------------------------------------------------------------------- release
+
+app.command()(deploy)
 
 
 @app.callback()

@@ -203,6 +203,7 @@ def test_outputs_name_endpoints_entities_and_principals(stack: Stack) -> None:
     assert outputs["payloadBlobEndpoint"] == f"https://{outputs['payloadStorageAccount']}.blob.core.windows.net/"
     assert outputs["tables"] == list(settings.topology.tables.all())
     assert outputs["functionAppHostName"] == f"{outputs['functionAppName']}.azurewebsites.net"
+    assert outputs["functionAppId"] == run.one("WebApp").id  # what `claimcheck-ops deploy --app-id` takes
     assert outputs["functionAppPrincipalId"] == APP_PRINCIPAL_ID
     assert outputs["producerPrincipalIds"] == [p.object_id for p in settings.producer_principals]
     assert outputs["resourceGroupName"] == settings.resource_group_name
