@@ -22,6 +22,7 @@ from claimcheck.envelope import Envelope, parse_envelope
 from claimcheck.errors import (
     AccessDenied,
     ContentTypeMismatch,
+    EffectInProgress,
     EnvelopeExpired,
     IntegrityFailed,
     MessageRejected,
@@ -32,7 +33,13 @@ from claimcheck.errors import (
     RetryableError,
     VersionMismatch,
 )
-from claimcheck.idempotency import AlreadyDone, Claimed, IdempotencyLedger, idempotency_key
+from claimcheck.idempotency import (
+    AlreadyDone,
+    Claimed,
+    ClaimHeartbeat,
+    IdempotencyLedger,
+    idempotency_key,
+)
 from claimcheck.integrity import spool_verified
 from claimcheck.messages import Bus, InboundMessage
 from claimcheck.outcome import Complete, DeadLetter, DeadLetterReason, Outcome, Retry, compute_backoff
@@ -44,6 +51,7 @@ from claimcheck.policy import (
     base_content_type,
 )
 from claimcheck.registry import PayloadRecord, PayloadRegistry
+from claimcheck.resilience import FailureStreak, claim_wait_delay, is_outage
 from claimcheck.results import result_event, result_row, result_summary
 from claimcheck.settings import Settings
 from claimcheck.states import PayloadState, WorkItemState
@@ -115,27 +123,44 @@ class Consumer:
         self._sleep = sleep
 
     def handle(self, message: InboundMessage) -> Outcome:
-        """Process one delivery; never raises for a bad message, always answers an ``Outcome``."""
+        """Process one delivery; never raises for a bad message, always answers an ``Outcome``.
+
+        An outage of a dependency (storage or the broker unreachable) is waited out here, with backoff
+        and bounded by ``outage_wait_seconds``, instead of answering Retry at once: a retry spends one
+        of the message's few deliveries, and an outage of seconds must not spend them all.
+        """
         envelope: Envelope | None = None
         outcome: Outcome
-        try:
-            envelope = parse_envelope(message.body)
-            return self._process(envelope, message)
-        except MessageRejected as rejected:
-            outcome = DeadLetter(rejected.reason, str(rejected))
-        except RetryableError as waiting:
-            outcome = self._retry_or_give_up(message, str(waiting), waiting.gives_up_as)
-        except Exception as unexpected:  # storage or bus unavailable, a bug: retry, bounded
-            # Type and frames only: foreign exception texts may quote URLs or request details.
-            log.error(
-                "unexpected %s on message %s\n%s",
-                type(unexpected).__name__,
-                message.message_id,
-                "".join(traceback.format_tb(unexpected.__traceback__)),
-            )
-            outcome = self._retry_or_give_up(
-                message, f"unexpected {type(unexpected).__name__}", DeadLetterReason.PROCESSING_FAILED
-            )
+        outage = FailureStreak("a dependency of the consumer", log, cap=timedelta(seconds=5))
+        outage_budget = timedelta(seconds=self._settings.outage_wait_seconds)
+        waited = timedelta(0)
+        while True:
+            try:
+                envelope = parse_envelope(message.body)
+                outcome = self._process(envelope, message)
+                outage.succeeded()
+                return outcome
+            except MessageRejected as rejected:
+                outcome = DeadLetter(rejected.reason, str(rejected))
+            except RetryableError as waiting:
+                outcome = self._retry_or_give_up(message, str(waiting), waiting.gives_up_as)
+            except Exception as unexpected:  # storage or bus unavailable, a bug: retry, bounded
+                if is_outage(unexpected) and waited < outage_budget:
+                    delay = min(outage.failed(unexpected), outage_budget - waited)
+                    self._sleep(delay.total_seconds())
+                    waited += delay
+                    continue
+                # Type and frames only: foreign exception texts may quote URLs or request details.
+                log.error(
+                    "unexpected %s on message %s\n%s",
+                    type(unexpected).__name__,
+                    message.message_id,
+                    "".join(traceback.format_tb(unexpected.__traceback__)),
+                )
+                outcome = self._retry_or_give_up(
+                    message, f"unexpected {type(unexpected).__name__}", DeadLetterReason.PROCESSING_FAILED
+                )
+            break
         if isinstance(outcome, DeadLetter):
             log.warning(
                 "dead-letter %s: %s (message %s)",
@@ -163,17 +188,49 @@ class Consumer:
         record = admitted.record
         traceparent = message.application_properties.get("traceparent")
         work = _Work(envelope, record, policy, key, traceparent if isinstance(traceparent, str) else None)
-        claim = self._ledger.begin(key, now=now)
+        claim = self._claim(key)
         if isinstance(claim, AlreadyDone):
             self._settle(work, claim.result)
             return Complete()
+        heartbeat = ClaimHeartbeat(self._ledger, claim, clock=self._clock).start()
         try:
-            summary = self._run(work, claim)
+            summary = self._run(work)
         except BaseException:
-            self._ledger.release(claim)
+            self._release(heartbeat.stop())
             raise
+        self._ledger.complete(heartbeat.stop(), summary, now=self._clock())
+        log.info("completed %s v%d", envelope.work_item_id, envelope.payload_version)
         self._settle(work, summary)
         return Complete()
+
+    def _claim(self, key: str) -> Claimed | AlreadyDone:
+        """Claim the effect; while another attempt holds it, wait in-process for its lease to end.
+
+        A redelivery after a crash finds the dead attempt's claim: answering Retry would spend a
+        delivery per backoff step and dead-letter the message before the lease ends. Waiting here
+        costs no delivery (the host keeps renewing the message and session locks meanwhile); a live
+        holder renews its lease and is waited for until it completes (then AlreadyDone) or until
+        ``claim_wait_seconds`` are spent (then Retry, the holder still working).
+        """
+        budget = timedelta(seconds=self._settings.claim_wait_seconds)
+        waited = timedelta(0)
+        while True:
+            try:
+                return self._ledger.begin(key, now=self._clock())
+            except EffectInProgress as held:
+                delay = claim_wait_delay(self._clock(), held.holder_expires_at, waited=waited, budget=budget)
+                if delay is None:
+                    raise
+                if waited == timedelta(0):
+                    log.info("effect %s is held by another attempt; waiting for its lease", key[:12])
+                self._sleep(delay.total_seconds())
+                waited += delay
+
+    def _release(self, claim: Claimed) -> None:
+        try:
+            self._ledger.release(claim)
+        except Exception as exc:  # storage down: the lease ends by itself within one lease time
+            log.warning("could not release claim %s (%s); its lease ends", claim.key[:12], type(exc).__name__)
 
     def _poll_until_visible(self, admit: Callable[[], _Admitted | None]) -> _Admitted | None:
         """Bounded polling (DESIGN §5): a message may arrive milliseconds before the producer confirms
@@ -259,7 +316,7 @@ class Consumer:
         if now < since + timedelta(seconds=self._settings.visibility_grace_seconds):
             raise NotYetVisible(why)
 
-    def _run(self, work: _Work, claim: Claimed) -> dict[str, Any]:
+    def _run(self, work: _Work) -> dict[str, Any]:
         envelope = work.envelope
         now = self._clock()
         self._work_items.set_state(
@@ -278,8 +335,6 @@ class Consumer:
                 envelope, analysis, summary, message_id=f"res-{work.key[:40]}", traceparent=work.traceparent
             ),
         )
-        self._ledger.complete(claim, summary, now=self._clock())
-        log.info("completed %s v%d", envelope.work_item_id, envelope.payload_version)
         return summary
 
     def _open(self, work: _Work) -> BinaryIO:

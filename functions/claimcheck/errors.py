@@ -12,6 +12,8 @@ Messages name fields and reasons, never payload bytes, URLs or credentials.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from claimcheck.outcome import DeadLetterReason
 
 
@@ -143,7 +145,14 @@ class NotYetVisible(RetryableError):
 
 
 class EffectInProgress(RetryableError):
-    """Another consumer holds the in-progress idempotency record for this effect."""
+    """Another attempt holds the in-progress idempotency record for this effect.
+
+    ``holder_expires_at`` is when the holder's lease ends unless it renews it (None when unknown).
+    """
+
+    def __init__(self, reason: str, holder_expires_at: datetime | None = None) -> None:
+        super().__init__(reason)
+        self.holder_expires_at = holder_expires_at
 
 
 # --- stores -------------------------------------------------------------------------------------------

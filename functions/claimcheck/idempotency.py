@@ -5,8 +5,13 @@ completed-record replay) lives here; the table adapter only does conditional ins
 
 Protocol: ``begin`` inserts an in-progress record (conditional insert, so of two concurrent
 consumers exactly one wins). The winner performs the effect and calls ``complete`` (the stored
-result is replayed to any later delivery). A crashed attempt's in-progress record expires after
-``in_progress_ttl`` and the next delivery takes it over with an ETag-conditional replace.
+result is replayed to any later delivery).
+
+The in-progress record is a *lease*: it expires ``lease`` after it was last renewed, and the live
+attempt renews it every third of a lease (``ClaimHeartbeat``). So a crashed attempt's claim ends
+within one lease (seconds), not after the longest processing time we could imagine; the next
+delivery waits for that moment in-process (``EffectInProgress.holder_expires_at``) instead of
+spending its delivery count, then takes the record over with an ETag-conditional replace.
 """
 
 from __future__ import annotations
@@ -14,13 +19,17 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from collections.abc import Mapping
+import logging
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from claimcheck.errors import ConcurrencyConflict, EffectInProgress, RecordExists
 from claimcheck.storage import EntityTable
+
+log = logging.getLogger(__name__)
 
 _ROW = "effect"
 IN_PROGRESS = "in_progress"
@@ -48,9 +57,13 @@ class AlreadyDone:
 
 
 class IdempotencyLedger:
-    def __init__(self, table: EntityTable, *, in_progress_ttl: timedelta) -> None:
+    def __init__(self, table: EntityTable, *, lease: timedelta) -> None:
         self._table = table
-        self._ttl = in_progress_ttl
+        self._lease = lease
+
+    @property
+    def lease(self) -> timedelta:
+        return self._lease
 
     def begin(self, key: str, *, now: datetime) -> Claimed | AlreadyDone:
         """Claim the effect, or learn it is done; raise ``EffectInProgress`` if someone holds it."""
@@ -58,7 +71,7 @@ class IdempotencyLedger:
             "PartitionKey": key,
             "RowKey": _ROW,
             "status": IN_PROGRESS,
-            "expires_at": now + self._ttl,
+            "expires_at": now + self._lease,
             "result": "",
         }
         try:
@@ -71,11 +84,22 @@ class IdempotencyLedger:
         if stored.values["status"] == COMPLETED:
             return AlreadyDone(key, json.loads(stored.values["result"]))
         if stored.values["expires_at"] > now:
-            raise EffectInProgress("another attempt holds this effect")
+            raise EffectInProgress("another attempt holds this effect", stored.values["expires_at"])
         try:  # the holder crashed: take over its expired record, unless someone else just did
             return Claimed(key, self._table.replace(entity, stored.etag))
         except ConcurrencyConflict as exc:
             raise EffectInProgress("another attempt took over this effect first") from exc
+
+    def renew(self, claim: Claimed, *, now: datetime) -> Claimed:
+        """Extend this attempt's lease; raises ``ConcurrencyConflict`` if someone took the claim over."""
+        entity = {
+            "PartitionKey": claim.key,
+            "RowKey": _ROW,
+            "status": IN_PROGRESS,
+            "expires_at": now + self._lease,
+            "result": "",
+        }
+        return Claimed(claim.key, self._table.replace(entity, claim.etag))
 
     def lookup(self, key: str) -> AlreadyDone | None:
         """The completed record of ``key``, if the effect is done (a read; claims nothing)."""
@@ -100,3 +124,63 @@ class IdempotencyLedger:
         # A conflict means someone took it over after our record expired: it is theirs now.
         with contextlib.suppress(ConcurrencyConflict):
             self._table.delete(claim.key, _ROW, claim.etag)
+
+
+class ClaimHeartbeat:
+    """Renews a claim's lease in a background thread while its attempt works.
+
+    ``stop()`` ends the renewals and answers the claim as last renewed (its ETag is what ``complete``
+    and ``release`` must present). A renewal that fails because storage is unreachable is tried again
+    at the next beat (the lease still runs for two more beats); one that finds the claim taken over
+    stops the beats: ``complete`` will then fail its ETag check, so the effect is recorded only once.
+    """
+
+    def __init__(
+        self,
+        ledger: IdempotencyLedger,
+        claim: Claimed,
+        *,
+        clock: Callable[[], datetime],
+        interval: timedelta | None = None,
+    ) -> None:
+        self._ledger = ledger
+        self._claim = claim
+        self._clock = clock
+        self._interval = (interval or ledger.lease / 3).total_seconds()
+        self._stopped = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._beat, name=f"claim-{claim.key[:8]}", daemon=True)
+        self.renewals = 0
+
+    def start(self) -> ClaimHeartbeat:
+        self._thread.start()
+        return self
+
+    def stop(self) -> Claimed:
+        self._stopped.set()
+        self._thread.join()
+        with self._lock:
+            return self._claim
+
+    def _beat(self) -> None:
+        failing = False
+        while not self._stopped.wait(self._interval):
+            with self._lock:
+                if self._stopped.is_set():
+                    return
+                try:
+                    self._claim = self._ledger.renew(self._claim, now=self._clock())
+                    self.renewals += 1
+                except ConcurrencyConflict:
+                    log.warning("claim %s was taken over; this attempt will not record its effect",
+                                self._claim.key[:12])
+                    return
+                except Exception as exc:  # storage unreachable: the lease still runs; try next beat
+                    if not failing:
+                        log.warning("claim %s: lease renewal failed (%s); retrying each beat",
+                                    self._claim.key[:12], type(exc).__name__)
+                    failing = True
+                    continue
+                if failing:
+                    log.info("claim %s: lease renewed again", self._claim.key[:12])
+                    failing = False

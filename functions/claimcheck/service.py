@@ -109,7 +109,7 @@ class ClaimCheck:
         cleaner = Cleaner(store, registry, table(settings.audit_table), identity=identity)
         ledger = IdempotencyLedger(
             table(settings.idempotency_table),
-            in_progress_ttl=timedelta(seconds=settings.in_progress_ttl_seconds),
+            lease=timedelta(seconds=settings.claim_lease_seconds),
         )
         return cls(
             producer=Producer(

@@ -61,8 +61,15 @@ class Settings:
     visibility_polls: int = 6
     # How long a provisional object may wait for its publish before the reconciler removes it.
     orphan_grace_seconds: int = 3600
-    # An in-progress idempotency record older than this belongs to a crashed attempt.
-    in_progress_ttl_seconds: int = 300
+    # The lease of an attempt's idempotency claim. The live attempt renews it every third of this,
+    # so a claim that is not renewed for this long belongs to a crashed attempt and is taken over.
+    claim_lease_seconds: int = 30
+    # How long a delivery waits in-process for another attempt's claim before answering Retry.
+    # Waiting spends no delivery; keep it under the host's maxAutoLockRenewalDuration (5 min).
+    claim_wait_seconds: int = 120
+    # How long a delivery waits in-process (with backoff) for unreachable storage or broker before
+    # answering Retry, which spends a delivery.
+    outage_wait_seconds: int = 60
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -83,7 +90,9 @@ class Settings:
             visibility_grace_seconds=_positive_int(values, "CLAIMCHECK_VISIBILITY_GRACE_SECONDS", 120),
             visibility_polls=_positive_int(values, "CLAIMCHECK_VISIBILITY_POLLS", 6),
             orphan_grace_seconds=_positive_int(values, "CLAIMCHECK_ORPHAN_GRACE_SECONDS", 3600),
-            in_progress_ttl_seconds=_positive_int(values, "CLAIMCHECK_IN_PROGRESS_TTL_SECONDS", 300),
+            claim_lease_seconds=_positive_int(values, "CLAIMCHECK_CLAIM_LEASE_SECONDS", 30),
+            claim_wait_seconds=_positive_int(values, "CLAIMCHECK_CLAIM_WAIT_SECONDS", 120),
+            outage_wait_seconds=_positive_int(values, "CLAIMCHECK_OUTAGE_WAIT_SECONDS", 60),
         )
 
 

@@ -23,6 +23,7 @@ LOG_SCAN_MODULE = Path(__file__).with_name("test_logs.py")
 
 # Small enough that the 413 test sends little, large enough for every sample.
 MAX_PAYLOAD_BYTES = 1024 * 1024
+CLAIM_LEASE_SECONDS = 9
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -36,7 +37,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     with start_stack(
         work_dir=tmp_path_factory.mktemp("stack"),
         topology=load_topology(TEST_TOPOLOGY),
-        app_settings={"CLAIMCHECK_MAX_PAYLOAD_BYTES": str(MAX_PAYLOAD_BYTES)},
+        app_settings={
+            "CLAIMCHECK_MAX_PAYLOAD_BYTES": str(MAX_PAYLOAD_BYTES),
+            # A crashed attempt's claim ends within this; the live one renews it every third of it.
+            "CLAIMCHECK_CLAIM_LEASE_SECONDS": str(CLAIM_LEASE_SECONDS),
+        },
     ) as running:
         yield running
 

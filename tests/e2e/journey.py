@@ -91,6 +91,7 @@ class ResultEvent:
     version: int
     sequence_number: int
     properties: dict[str, Any]
+    message_id: str = ""
 
 
 def result_events(bus: ServiceBusClient, work_item_ids: Collection[str]) -> list[ResultEvent]:
@@ -113,6 +114,7 @@ def result_events(bus: ServiceBusClient, work_item_ids: Collection[str]) -> list
                             summary["version"],
                             message.sequence_number or 0,
                             properties,
+                            str(message.message_id),
                         )
                     )
     return events

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 
+import pytest
 from claimcheck import Complete, DeadLetter, DeadLetterReason, InboundMessage, OutboundMessage, Outcome, Retry
 from claimcheck.analysis import ContractObligationExtractor
 from claimcheck.refs import new_payload_ref
@@ -201,16 +202,29 @@ def test_version_still_unconfirmed_after_the_grace_is_payload_missing(make_harne
     assert harness.analyzer.seen == []
 
 
-def test_unexpected_failures_are_retried_a_bounded_number_of_times(make_harness: Build) -> None:
-    """A failing result publish retries (object kept) and dead-letters on the last allowed delivery."""
+def test_a_short_broker_outage_is_ridden_out_on_the_same_delivery(make_harness: Build) -> None:
+    """Publishing the result fails a few times (broker unreachable): the consumer backs off in-process
+    and completes on this delivery, instead of spending deliveries on an outage of seconds."""
     harness = make_harness()
     submit(harness, document(50_000))
-    harness.bus.fail_next = 1
+    harness.bus.fail_next = 3
+    assert harness.claimcheck.consumer.handle(harness.delivery(count=1)) == Complete()
+    assert len(harness.sleeps) == 3
+    assert len(harness.results()) == 1
+
+
+def test_unexpected_failures_are_retried_a_bounded_number_of_times(make_harness: Build) -> None:
+    """A result publish failing past the outage wait retries (object kept) and dead-letters on the
+    last allowed delivery."""
+    harness = make_harness(outage_wait_seconds=2)
+    submit(harness, document(50_000))
+    harness.bus.fail_next = 10**6
     retry = harness.claimcheck.consumer.handle(harness.delivery(count=1))
     assert isinstance(retry, Retry)
+    assert sum(harness.sleeps) == pytest.approx(2)  # waited the outage budget, then gave the delivery up
     assert len(harness.blob_names()) == 1  # no deletion before the effect is confirmed
-    harness.bus.fail_next = 1
     last = harness.claimcheck.consumer.handle(harness.delivery(count=harness.settings.max_delivery_count))
+    harness.bus.fail_next = 0
     assert isinstance(last, DeadLetter)
     assert last.reason is DeadLetterReason.PROCESSING_FAILED
     assert len(harness.blob_names()) == 1  # no deletion after a dead-letter either

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from typing import BinaryIO
 
+import pytest
 from claimcheck import Complete, DeadLetter, DeadLetterReason, Outcome, Retry
+from claimcheck.adapters.tables import AzureEntityTable
 from claimcheck.analysis import AnalysisResult, Obligation
+from claimcheck.consumer import RESULT_EFFECT
+from claimcheck.envelope import parse_envelope
+from claimcheck.errors import EffectInProgress
+from claimcheck.idempotency import Claimed, ClaimHeartbeat, IdempotencyLedger, idempotency_key
 from claimcheck.results import read_result
 
 from tests.integration.claimcheck.conftest import Harness, RecordingAnalyzer, document
@@ -29,7 +37,7 @@ def submit(harness: Harness, payload: bytes, **changes: str) -> str:
 
 def test_two_deliveries_of_one_message_make_one_effect(make_harness: Build) -> None:
     """A redelivered message completes without a second analysis, result row or result event."""
-    harness = make_harness(in_progress_ttl_seconds=60)
+    harness = make_harness(claim_lease_seconds=60)
     submit(harness, document(80_000), purpose="evidence-archive")  # retained: the object stays readable
     first = harness.claimcheck.consumer.handle(harness.delivery(count=1))
     second = harness.claimcheck.consumer.handle(harness.delivery(count=2))
@@ -51,7 +59,7 @@ def test_redelivery_after_sync_cleanup_still_completes(make_harness: Build) -> N
 
 def test_two_consumers_at_once_make_one_effect(make_harness: Build) -> None:
     """Two consumers racing on one work item: one effect; the loser retries and later completes idly."""
-    harness = make_harness()
+    harness = make_harness(claim_wait_seconds=4)
     submit(harness, document(120_000))
     first_is_analyzing, rival_finished = threading.Event(), threading.Event()
 
@@ -77,7 +85,8 @@ def test_two_consumers_at_once_make_one_effect(make_harness: Build) -> None:
         rival_outcome = pool.submit(rival_handles).result(timeout=60)
         first_outcome = first_future.result(timeout=60)
     assert first_outcome == Complete()
-    assert isinstance(rival_outcome, Retry)
+    assert isinstance(rival_outcome, Retry)  # it waited out its claim budget in-process first
+    assert sum(harness.sleeps) == pytest.approx(4)
     assert second_analyzer.seen == []
     assert rival.consumer.handle(harness.delivery(count=2)) == Complete()
     assert len(harness.results()) == 1
@@ -146,3 +155,52 @@ def test_a_large_result_is_stored_whole(make_harness: Build) -> None:
     (row,) = harness.rows(harness.settings.results_table)
     assert row["result_parts"] > 1
     assert read_result(row) == big.to_dict()
+
+
+def _ledger(harness: Harness) -> IdempotencyLedger:
+    return IdempotencyLedger(
+        AzureEntityTable(harness.tables.get_table_client(harness.settings.idempotency_table)),
+        lease=timedelta(seconds=harness.settings.claim_lease_seconds),
+    )
+
+
+def test_a_crashed_attempts_claim_is_waited_out_without_spending_a_delivery(make_harness: Build) -> None:
+    """The redelivery after a crash finds the dead attempt's claim: it waits for the lease to end
+    (in-process, the clock advanced by its sleeps) and completes on that same delivery, once."""
+    harness = make_harness(claim_lease_seconds=30)
+    submit(harness, document(50_000))
+    envelope = parse_envelope(harness.delivery().body)
+    key = idempotency_key(envelope.work_item_id, envelope.payload_version, envelope.purpose, RESULT_EFFECT)
+    crashed = _ledger(harness).begin(key, now=harness.clock.now)  # claimed, then the host died
+    assert isinstance(crashed, Claimed)
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        harness.clock.advance(timedelta(seconds=seconds))
+
+    harness.claimcheck.consumer._sleep = sleep
+    assert harness.claimcheck.consumer.handle(harness.delivery(count=2)) == Complete()
+    assert 30 <= sum(slept) < 33  # one lease, polled, not the 300 s of a fixed expiry
+    assert len(harness.analyzer.seen) == 1
+    assert len(harness.results()) == 1
+
+
+def test_a_live_attempts_heartbeat_keeps_its_claim(make_harness: Build) -> None:
+    """A renewed claim outlives its first lease: a rival asking after that still finds it held."""
+    harness = make_harness(claim_lease_seconds=30)
+    ledger = _ledger(harness)
+    claim = ledger.begin("k", now=harness.clock.now)
+    assert isinstance(claim, Claimed)
+    heartbeat = ClaimHeartbeat(ledger, claim, clock=harness.clock, interval=timedelta(milliseconds=50))
+    heartbeat.start()
+    harness.clock.advance(timedelta(seconds=25))
+    deadline = time.monotonic() + 30
+    while heartbeat.renewals < 1:
+        assert time.monotonic() < deadline, "the heartbeat never renewed the claim"
+        time.sleep(0.05)
+    renewed = heartbeat.stop()
+    with pytest.raises(EffectInProgress) as held:
+        ledger.begin("k", now=harness.clock.now + timedelta(seconds=10))  # past the first lease
+    assert held.value.holder_expires_at == harness.clock.now + timedelta(seconds=30)
+    ledger.complete(renewed, {"done": 1}, now=harness.clock.now)  # the last ETag is the one that counts

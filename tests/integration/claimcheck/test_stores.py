@@ -72,7 +72,7 @@ def test_ledger_expired_claim_is_taken_over_once(make_harness: Build) -> None:
     harness = make_harness()
     ledger = IdempotencyLedger(
         AzureEntityTable(harness.tables.get_table_client(harness.settings.idempotency_table)),
-        in_progress_ttl=timedelta(seconds=30),
+        lease=timedelta(seconds=30),
     )
     now = harness.clock.now
     crashed = ledger.begin("k", now=now)

@@ -1,0 +1,176 @@
+"""Pure rules for riding out crashes and outages: how long to wait for another attempt's claim, which
+failures mean "a dependency is unreachable" rather than "this message is bad", a circuit breaker for
+publishing, and a failure streak that logs state changes instead of every attempt.
+
+No I/O here: the consumer, the Service Bus adapter and the local host's receivers call these.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from claimcheck.outcome import compute_backoff
+
+# Exception class names (anywhere in the MRO) that mean "could not reach the service", from the
+# Azure SDKs and the standard library. Matched by name so this module imports no SDK.
+_OUTAGE_NAMES = frozenset(
+    {
+        "ServiceRequestError",  # azure-core: the request never got an answer (refused, DNS, reset)
+        "ServiceResponseError",  # azure-core: the connection broke while reading the answer
+        "ServiceBusConnectionError",
+        "ServiceBusCommunicationError",
+        "OperationTimeoutError",
+        "ConnectionError",
+        "TimeoutError",
+    }
+)
+
+# While another attempt's claim is being waited out, look again at least this often, so that a holder
+# that completes is noticed soon (its record then replays as AlreadyDone).
+CLAIM_POLL = timedelta(seconds=2)
+
+
+def is_outage(error: BaseException) -> bool:
+    """True when ``error`` (or its cause) says a service was unreachable, not that the input was bad."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if any(cls.__name__ in _OUTAGE_NAMES for cls in type(current).__mro__):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def claim_wait_delay(
+    now: datetime,
+    holder_expires_at: datetime | None,
+    *,
+    waited: timedelta,
+    budget: timedelta,
+    poll: timedelta = CLAIM_POLL,
+) -> timedelta | None:
+    """How long to sleep before asking for a held claim again; None once ``budget`` is spent.
+
+    Waits until the holder's lease ends (a crashed holder's claim is then taken over), but at most
+    ``poll`` at a time (a live holder that completes is seen sooner) and never past the budget.
+    """
+    remaining_budget = budget - waited
+    if remaining_budget <= timedelta(0):
+        return None
+    until_expiry = (holder_expires_at - now) if holder_expires_at is not None else poll
+    # A lease that just ended: ask again almost at once (someone else may be taking it over).
+    delay = max(until_expiry, timedelta(milliseconds=50))
+    return min(delay, poll, remaining_budget)
+
+
+class FailureStreak:
+    """Counts consecutive failures of one thing and logs only its state changes.
+
+    The first failure logs "down", the first success after failures logs "back up" with how many
+    failures there were; everything in between is silent. ``delay()`` is the backoff before the next
+    try (exponential with jitter, capped), from the one ``compute_backoff``.
+    """
+
+    def __init__(
+        self,
+        what: str,
+        logger: logging.Logger,
+        *,
+        base: timedelta = timedelta(milliseconds=500),
+        cap: timedelta = timedelta(seconds=30),
+    ) -> None:
+        self.what = what
+        self.failures = 0
+        self._log = logger
+        self._base = base
+        self._cap = cap
+
+    def failed(self, error: BaseException) -> timedelta:
+        """Record a failure; answer how long to wait before the next try."""
+        self.failures += 1
+        if self.failures == 1:
+            self._log.warning("%s is down (%s); retrying with backoff", self.what, type(error).__name__)
+        return self.delay()
+
+    def succeeded(self) -> None:
+        if self.failures:
+            self._log.warning("%s is back up after %d failed attempt(s)", self.what, self.failures)
+        self.failures = 0
+
+    def delay(self) -> timedelta:
+        return compute_backoff(max(self.failures, 1), base=self._base, max_backoff=self._cap)
+
+
+class CircuitOpen(ConnectionError):
+    """The circuit breaker is open: the service failed recently, so this call was not even tried."""
+
+    def __init__(self, what: str, retry_after: float) -> None:
+        super().__init__(f"{what} is unavailable; retry in {retry_after:.0f} s")
+        self.retry_after = retry_after
+
+
+class CircuitBreaker:
+    """Closed → (``threshold`` consecutive failures) → open for ``cool_down`` → half-open: one trial
+    call goes through; its success closes the circuit, its failure opens it again.
+
+    While open, ``before_call`` raises ``CircuitOpen`` at once, so callers answer in milliseconds
+    instead of each waiting out its own timeout against a service known to be down. Thread-safe.
+    """
+
+    def __init__(
+        self,
+        what: str,
+        logger: logging.Logger,
+        *,
+        threshold: int = 1,
+        cool_down: timedelta = timedelta(seconds=5),
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._streak = FailureStreak(what, logger)
+        self._threshold = threshold
+        self._cool_down = cool_down.total_seconds()
+        self._monotonic = monotonic
+        self._opened_at: float | None = None
+        self._trial_running = False
+        self._lock = threading.Lock()
+
+    @property
+    def is_open(self) -> bool:
+        with self._lock:
+            return self._opened_at is not None
+
+    def before_call(self) -> None:
+        """Raise ``CircuitOpen`` unless this call may go through (closed, or the one half-open trial)."""
+        with self._lock:
+            if self._opened_at is None:
+                return
+            waited = self._monotonic() - self._opened_at
+            if waited >= self._cool_down and not self._trial_running:
+                self._trial_running = True  # half-open: this caller tries; the others keep failing fast
+                return
+            raise CircuitOpen(self._streak.what, max(1.0, self._cool_down - waited))
+
+    def succeeded(self) -> None:
+        with self._lock:
+            self._opened_at = None
+            self._trial_running = False
+            self._streak.succeeded()
+
+    def failed(self, error: BaseException) -> None:
+        with self._lock:
+            self._streak.failed(error)
+            self._trial_running = False
+            if self._streak.failures >= self._threshold:
+                self._opened_at = self._monotonic()
+
+    def retry_after(self) -> float:
+        """Seconds until the next trial call, for a Retry-After header (at least 1)."""
+        with self._lock:
+            if self._opened_at is None:
+                return 1.0
+            return max(1.0, self._cool_down - (self._monotonic() - self._opened_at))
