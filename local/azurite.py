@@ -6,6 +6,7 @@ same way. Azurite keeps its data in a folder we own; tests pass a throwaway one.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from local.ports import free_port, wait_for_port
+from local.ports import ensure_port_free, free_port, wait_for_port
 from local.processes import die_with_parent
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -24,6 +25,12 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # it out of logs so that the "no account key in logs" check stays meaningful.
 ACCOUNT_NAME = "devstoreaccount1"
 ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+# Makes Azurite exit once its services have closed on SIGINT, instead of lingering (see the script).
+_EXIT_AFTER_CLOSE = Path(__file__).with_name("azurite_exit_after_close.cjs")
+# Bounds on a flushing stop: SIGINT, wait for the exit, then SIGKILL.
+_FLUSH_TIMEOUT_SECONDS = 10.0
+_EXIT_TIMEOUT_SECONDS = 10.0
 
 
 class AzuriteNotInstalled(RuntimeError):
@@ -61,6 +68,14 @@ class Azurite:
             f"TableEndpoint={self.table_endpoint};"
         )
 
+    @property
+    def ports(self) -> tuple[int, int, int]:
+        return (self.blob_port, self.queue_port, self.table_port)
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "azurite.log"
+
     def stop(self, *, flush: bool | None = None) -> None:
         """Stop Azurite and everything it started; remove the data folder if we created it.
 
@@ -69,19 +84,25 @@ class Azurite:
         if flush is None:
             flush = not self.owns_data_dir
         if self.process.poll() is None:
-            # Azurite runs in its own process group (start_new_session), so one signal reaches all.
-            # It ignores SIGTERM. On SIGINT it flushes its metadata, but only once every client's
-            # keep-alive connection has closed, which can take 10 s or more; SIGKILL is the backstop.
-            signals = (signal.SIGINT, signal.SIGKILL) if flush else (signal.SIGKILL,)
-            for stop_signal in signals:
-                os.killpg(self.process.pid, stop_signal)
-                try:
-                    self.process.wait(timeout=10)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
+            if flush:
+                self._flush()
+            self.kill()
         if self.owns_data_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def kill(self) -> None:
+        """SIGKILL at once, keeping the data folder: a crash, as far as the rest of the stack can tell."""
+        if self.process.poll() is None:
+            # Azurite runs in its own process group (start_new_session), so one signal reaches all.
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=_EXIT_TIMEOUT_SECONDS)
+
+    def _flush(self) -> None:
+        """SIGINT, then wait for the exit: Azurite saves its metadata, and our preload script
+        (azurite_exit_after_close.cjs) ends the process once all three services have closed."""
+        os.killpg(self.process.pid, signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=_FLUSH_TIMEOUT_SECONDS)
 
     def __enter__(self) -> Azurite:
         return self
@@ -102,19 +123,39 @@ def azurite_executable() -> Path:
     return executable
 
 
-def start_azurite(data_dir: Path | None = None, *, timeout: float = 60.0) -> Azurite:
-    """Start Azurite on three free loopback ports and wait until all three accept connections."""
+def start_azurite(
+    data_dir: Path | None = None, *, ports: tuple[int, int, int] | None = None, timeout: float = 60.0
+) -> Azurite:
+    """Start Azurite and wait until its blob, queue and table ports all accept connections.
+
+    ``ports`` (blob, queue, table) default to three free loopback ports; pass an earlier instance's
+    ``ports`` to start it again where its clients expect it (refused with ``PortInUse`` if taken)."""
     owns = data_dir is None
     location = Path(tempfile.mkdtemp(prefix="azurite-")) if data_dir is None else data_dir
     location.mkdir(parents=True, exist_ok=True)
-    blob_port, queue_port, table_port = free_port(), free_port(), free_port()
+    if ports is None:
+        blob_port, queue_port, table_port = free_port(), free_port(), free_port()
+    else:
+        blob_port, queue_port, table_port = ports
+        for port, service in zip(ports, ("blob", "queue", "table"), strict=True):
+            ensure_port_free(port, f"Azurite {service}")
     command = [
         str(azurite_executable()),
         "--silent",
-        "--location", str(location),
-        "--blobHost", "127.0.0.1", "--blobPort", str(blob_port),
-        "--queueHost", "127.0.0.1", "--queuePort", str(queue_port),
-        "--tableHost", "127.0.0.1", "--tablePort", str(table_port),
+        "--location",
+        str(location),
+        "--blobHost",
+        "127.0.0.1",
+        "--blobPort",
+        str(blob_port),
+        "--queueHost",
+        "127.0.0.1",
+        "--queuePort",
+        str(queue_port),
+        "--tableHost",
+        "127.0.0.1",
+        "--tablePort",
+        str(table_port),
         # The SDKs we pin may speak a newer API version than this Azurite build knows.
         "--skipApiVersionCheck",
         "--disableProductStyleUrl",
@@ -124,16 +165,21 @@ def start_azurite(data_dir: Path | None = None, *, timeout: float = 60.0) -> Azu
         command,
         stdout=log,
         stderr=subprocess.STDOUT,
+        env=os.environ | {"NODE_OPTIONS": f'--require "{_EXIT_AFTER_CLOSE}"'},
         start_new_session=True,
-        # Azurite ignores SIGTERM: a dying launcher must send SIGINT.
+        # SIGINT lets Azurite save its metadata before it exits (the preload script makes it exit).
         preexec_fn=die_with_parent(signal.SIGINT),
     )
     log.close()
     azurite = Azurite(blob_port, queue_port, table_port, location, process, owns)
     try:
-        for port in (blob_port, queue_port, table_port):
+        for port in azurite.ports:
             wait_for_port(port, timeout=timeout)
-    except TimeoutError:
+            if process.poll() is not None:
+                raise RuntimeError(
+                    f"Azurite exited with {process.returncode} while starting; see {azurite.log_path}"
+                )
+    except BaseException:
         azurite.stop()
         raise
     return azurite

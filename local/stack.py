@@ -2,8 +2,13 @@
 
 ``python -m local.stack`` brings all three up (each a child process), waits until each one answers,
 prints the endpoints and serves until Ctrl-C; then it stops them in reverse order so that nothing is
-left running. ``start_stack()`` does the same for the demo and the end-to-end tests, and also lets them
-kill or restart one component mid-run.
+left running. It refuses to start when a port it needs is taken (naming the port), and if a component
+dies while it serves, it says which one, stops the others and exits 1: a half-running stack would
+answer some calls and time out on others, which is worse than an honest failure.
+
+``start_stack()`` does the same for the demo, the end-to-end tests and the chaos run, without that
+supervision: they kill and restart components on purpose with ``LocalStack.kill(name)`` /
+``start(name)`` / ``restart(name)`` (names in ``COMPONENTS``), and can ask ``LocalStack.exited()``.
 
 The emulator loads the Config.json generated from the topology spec (unclamped: our emulator accepts
 the service's real ranges, e.g. lock durations of a few seconds). The host gets a generated
@@ -27,13 +32,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Literal, get_args
 
 from claimcheck.settings import SERVICEBUS_CONNECTION, STORAGE_CONNECTION
 
 from infra.emulator_config import write_emulator_config
 from infra.topology import Topology, load_topology
-from local.azurite import Azurite, start_azurite
-from local.ports import free_port, wait_for_port
+from local.azurite import Azurite, AzuriteNotInstalled, start_azurite
+from local.ports import PortInUse, ensure_port_free, free_port, wait_for_port
 from local.processes import die_with_parent
 from local.servicebus import DEFAULT_KEY, connection_string
 
@@ -41,6 +47,11 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 FUNCTION_APP = REPO_ROOT / "functions" / "function_app.py"
 _STOP_GRACE_SECONDS = 15.0
 _READY_TIMEOUT_SECONDS = 60.0
+# How often the launcher looks at its children while it serves.
+_SUPERVISE_SECONDS = 0.5
+
+Component = Literal["azurite", "emulator", "host"]
+COMPONENTS: tuple[Component, ...] = get_args(Component)
 
 
 def _accepts_connections(port: int) -> bool:
@@ -62,7 +73,11 @@ class ChildProcess:
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     def start(self, timeout: float = _READY_TIMEOUT_SECONDS) -> None:
-        """Start the process and wait until its port accepts connections (or it exits: then raise)."""
+        """Start the process and wait until its port accepts connections (or it exits: then raise).
+
+        Raises ``PortInUse`` first if something already listens on the port: otherwise that listener
+        would answer the readiness probe while our own process dies on its failed bind."""
+        ensure_port_free(self.port, self.name)
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(  # noqa: S603 - our own Python modules
                 self.command,
@@ -73,7 +88,7 @@ class ChildProcess:
                 preexec_fn=die_with_parent(signal.SIGTERM),
             )
         deadline = time.monotonic() + timeout
-        while not _accepts_connections(self.port):
+        while not _accepts_connections(self.port) or self.process.poll() is not None:
             if self.process.poll() is not None:
                 code = self.process.returncode
                 self.process = None
@@ -82,6 +97,10 @@ class ChildProcess:
                 self.stop()
                 raise RuntimeError(f"{self.name} not ready after {timeout:.0f} s; see {self.log_path}")
             time.sleep(0.1)
+
+    def exit_code(self) -> int | None:
+        """The exit code if the process was started and has exited on its own since; else None."""
+        return None if self.process is None else self.process.poll()
 
     def stop(self) -> None:
         """SIGTERM the process group, then SIGKILL whatever is left after a grace period."""
@@ -104,6 +123,28 @@ class ChildProcess:
         self.process = None
 
 
+@dataclass(frozen=True)
+class ExitedComponent:
+    name: Component
+    exit_code: int
+    log_path: Path
+
+    def __str__(self) -> str:
+        how = (
+            f"was killed by signal {-self.exit_code}"
+            if self.exit_code < 0
+            else f"exited with {self.exit_code}"
+        )
+        return f"{_TITLES[self.name]} {how}; see {self.log_path}"
+
+
+_TITLES: dict[Component, str] = {
+    "azurite": "Azurite",
+    "emulator": "the Service Bus emulator",
+    "host": "the Functions host",
+}
+
+
 @dataclass
 class LocalStack:
     """A running local stack. Stop it with ``stop()`` or by leaving its ``with`` block."""
@@ -113,6 +154,8 @@ class LocalStack:
     emulator: ChildProcess
     host: ChildProcess
     owns_work_dir: bool = False
+    # Components killed or stopped on purpose through this object, until started again.
+    taken_down: set[Component] = field(default_factory=set)
 
     @property
     def api_url(self) -> str:
@@ -126,10 +169,55 @@ class LocalStack:
     def storage_connection_string(self) -> str:
         return self.azurite.connection_string
 
+    def exited(self) -> list[ExitedComponent]:
+        """Components whose process has exited on its own (not through ``kill()`` or ``stop()``)."""
+        codes: list[tuple[Component, int | None, Path]] = [
+            ("azurite", self.azurite.process.poll(), self.azurite.log_path),
+            ("emulator", self.emulator.exit_code(), self.emulator.log_path),
+            ("host", self.host.exit_code(), self.host.log_path),
+        ]
+        return [
+            ExitedComponent(name, code, log)
+            for name, code, log in codes
+            if code is not None and name not in self.taken_down
+        ]
+
+    def kill(self, component: Component) -> None:
+        """SIGKILL one component at once (a crash, as the others see it); its data stays."""
+        self.taken_down.add(component)
+        if component == "azurite":
+            self.azurite.kill()
+        else:
+            self._child(component).kill()
+
+    def start(self, component: Component) -> None:
+        """Start a killed or stopped component again on the same port(s) with the same data.
+
+        Call it from a thread that lives as long as the component (e.g. the main thread): a child is
+        sent a stop signal when the thread that started it ends (``die_with_parent``)."""
+        if component == "azurite":
+            if self.azurite.process.poll() is None:
+                raise RuntimeError("Azurite is running: kill or restart it instead")
+            self.azurite = start_azurite(self.azurite.data_dir, ports=self.azurite.ports)
+        else:
+            self._child(component).start()
+        self.taken_down.discard(component)
+
+    def restart(self, component: Component) -> None:
+        """Stop one component cleanly (Azurite flushes its data), then start it again where it was."""
+        self.taken_down.add(component)
+        if component == "azurite":
+            self.azurite.stop(flush=True)
+        else:
+            self._child(component).stop()
+        self.start(component)
+
     def restart_emulator(self) -> None:
         """Stop the emulator and start it again on the same port with the same data folder."""
-        self.emulator.stop()
-        self.emulator.start()
+        self.restart("emulator")
+
+    def _child(self, component: Literal["emulator", "host"]) -> ChildProcess:
+        return self.emulator if component == "emulator" else self.host
 
     def stop(self) -> None:
         """Stop the host first (it settles in-flight work), then the emulator, then Azurite."""
@@ -166,6 +254,11 @@ def start_stack(
     folder when omitted). Ports default to free ones. ``app_settings`` are added to the host's
     local.settings.json values (e.g. a smaller inline threshold for a test).
     """
+    # Refuse a taken port before anything starts (ChildProcess.start checks again, against races).
+    if emulator_port:
+        ensure_port_free(emulator_port, "Service Bus emulator")
+    if host_port:
+        ensure_port_free(host_port, "functions host")
     owns = work_dir is None
     folder = Path(tempfile.mkdtemp(prefix="claimcheck-stack-")) if work_dir is None else work_dir
     folder.mkdir(parents=True, exist_ok=True)
@@ -245,12 +338,22 @@ def _write_local_settings(folder: Path, storage: str, servicebus: str, extra: Ma
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m local.stack", description=__doc__)
-    parser.add_argument(
-        "--port", type=int, default=7071, help="Functions host HTTP port (default: %(default)s)"
+    parser = argparse.ArgumentParser(
+        prog="python -m local.stack",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--servicebus-port", type=int, default=5672, help="emulator AMQP port (default: %(default)s)"
+        "--port",
+        type=int,
+        default=7071,
+        help="Functions host HTTP port (default: %(default)s; 0 = a free one)",
+    )
+    parser.add_argument(
+        "--servicebus-port",
+        type=int,
+        default=5672,
+        help="emulator AMQP port (default: %(default)s; 0 = a free one)",
     )
     parser.add_argument(
         "--data",
@@ -263,16 +366,44 @@ def main(argv: list[str] | None = None) -> int:
     for signal_number in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signal_number, lambda *_: stop_requested.set())
     print("Starting Azurite, the Service Bus emulator and the Functions host...", flush=True)
-    with start_stack(work_dir=args.data, host_port=args.port, emulator_port=args.servicebus_port) as stack:
-        print(f"Functions API      {stack.api_url}  (POST /documents, GET /work-items/{{id}})")
-        print(f"Service Bus        amqp://127.0.0.1:{stack.emulator.port}  (see local.settings.json)")
-        print(f"Blob storage       {stack.azurite.blob_endpoint}")
-        print(f"Table storage      {stack.azurite.table_endpoint}")
-        print(f"Logs and data      {stack.work_dir}")
-        print("Press Ctrl-C to stop.", flush=True)
-        stop_requested.wait()
+    try:
+        stack = start_stack(work_dir=args.data, host_port=args.port, emulator_port=args.servicebus_port)
+    except PortInUse as exc:
+        flag = {"Service Bus emulator": "--servicebus-port", "functions host": "--port"}.get(exc.what)
+        hint = f"; stop it, or choose another port with {flag}" if flag else ""
+        print(f"error: {exc}{hint}", file=sys.stderr, flush=True)
+        return 1
+    except (RuntimeError, AzuriteNotInstalled, TimeoutError) as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    _print_endpoints(stack)
+    exited: list[ExitedComponent] = []
+    try:
+        while not stop_requested.wait(_SUPERVISE_SECONDS):
+            exited = stack.exited()
+            if exited:
+                for component in exited:
+                    print(f"error: {component}", file=sys.stderr, flush=True)
+                break
+    finally:
         print("Stopping...", flush=True)
-    return 0
+        stopping = time.monotonic()
+        stack.stop()
+        print(f"Stopped in {time.monotonic() - stopping:.1f} s.", flush=True)
+    return 1 if exited else 0
+
+
+def _print_endpoints(stack: LocalStack) -> None:
+    """What a user needs to reach the stack; the README documents these lines as printed."""
+    data = stack.work_dir
+    print(f"Functions API      {stack.api_url}  (POST /documents, GET /work-items/{{id}})")
+    print(f"Service Bus        {stack.servicebus_connection_string}")
+    print(f"Blob storage       {stack.azurite.blob_endpoint}")
+    print(f"Table storage      {stack.azurite.table_endpoint}")
+    print(f"Storage conn.      PayloadStorage in {data / 'local.settings.json'}")
+    print(f"For ops stats      --config {data / 'Config.json'} --emulator-data {data / 'servicebus'}")
+    print(f"Logs and data      {data}")
+    print("Press Ctrl-C to stop.", flush=True)
 
 
 if __name__ == "__main__":
