@@ -26,7 +26,7 @@ from scripts.ops_output import (
     print_record,
     print_table,
 )
-from scripts.ops_release import deploy
+from scripts.ops_release import deploy, smoke
 from scripts.ops_servicebus import (
     BusTarget,
     Entity,
@@ -329,6 +329,7 @@ def stats(
 # ---------------------------------------------------------------------------------------------- release
 
 app.command()(deploy)
+app.command()(smoke)
 
 
 @app.callback()

@@ -3,13 +3,24 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
+from scripts.ops_api import DocumentRequest, get_work_item, send_document
 from scripts.ops_deploy import ARM_ENDPOINT, DeployTarget, RetryPolicy, deploy_package
 from scripts.ops_errors import OpsError
+from scripts.ops_servicebus import BusTarget, Entity, peek_pages, receiver_for
+from scripts.ops_smoke import (
+    SMOKE_CLASSIFICATION,
+    SMOKE_CONTENT_TYPE,
+    SMOKE_PURPOSE,
+    FindAuditEvent,
+    result_event_matches,
+    run_smoke,
+)
 
 DEFAULT_PACKAGE = Path("dist/claimcheck-functions.zip")
 
@@ -64,3 +75,75 @@ def deploy(
                    f"deployment {result.deployment_id} {result.status}")
     else:
         typer.echo(f"unchanged: {result.scm_host} already runs sha256 {result.sha256}; nothing uploaded")
+
+
+def _audit_finder(target: BusTarget, topic: str, subscription: str, limit: int) -> FindAuditEvent:
+    """Peeks `topic/subscription` (no lock, nothing removed) for the result event of a work item."""
+
+    def find(work_item_id: str) -> int | None:
+        with target.client() as client, receiver_for(client, Entity(topic, subscription),
+                                                     dead_letter=False) as receiver:
+            for message in peek_pages(receiver, limit):
+                if result_event_matches(b"".join(message.body), work_item_id):
+                    return int(message.sequence_number or 0)
+        return None
+
+    return find
+
+
+def smoke(
+    api: Annotated[str, typer.Option("--api", envvar="CLAIMCHECK_API",
+                                     help="Base URL of the Function App API (https://<host>/api).")],
+    tenant: Annotated[str, typer.Option(help="Tenant the smoke document is submitted for.")] = "smoke-test",
+    connection_string: Annotated[str | None, typer.Option(
+        "--connection-string", envvar="CLAIMCHECK_SERVICEBUS_CONNECTION", show_default=False,
+        help="Service Bus connection string (the local emulator's). Never printed.")] = None,
+    namespace: Annotated[str | None, typer.Option(
+        "--namespace", envvar="CLAIMCHECK_SERVICEBUS_NAMESPACE",
+        help="Namespace FQDN (pulumi stack output serviceBusFqdn); signs in with DefaultAzureCredential.")
+    ] = None,
+    results_topic: Annotated[str, typer.Option(help="The results topic.")] = "results",
+    audit_subscription: Annotated[str, typer.Option(help="The subscription that receives every result.")
+                                  ] = "audit",
+    function_key: Annotated[str | None, typer.Option(
+        "--function-key", envvar="CLAIMCHECK_API_KEY", show_default=False,
+        help="Function or host key for the API on Azure (sent as x-functions-key). Never printed.")] = None,
+    timeout: Annotated[float, typer.Option(min=1, help="Seconds for the whole test.")] = 300,
+    peek_limit: Annotated[int, typer.Option(min=1, help="At most this many audit messages peeked per look.")
+                          ] = 5000,
+) -> None:
+    """Submit one small document to the deployed API and check it end to end; exit code 0 = pass.
+
+    Waits (bounded by --timeout) for the work item to complete, for its result event in the audit
+    subscription (peeked: nothing is removed), and for its payload to be removed by the purpose's
+    synchronous clean-up. The identity needs the API's intake and status rights and, on Azure,
+    Azure Service Bus Data Receiver on the audit subscription (to peek).
+    """
+    from azure.core.exceptions import AzureError
+
+    bus = BusTarget(connection_string=connection_string or None, namespace=namespace or None) \
+        if (connection_string or namespace) else None
+    if bus is None:
+        _fail("give --connection-string (local) or --namespace (Azure) to check the audit subscription")
+
+    def submit(document: bytes) -> dict[str, Any]:
+        with tempfile.TemporaryDirectory(prefix="claimcheck-smoke-") as folder:
+            path = Path(folder) / "smoke-contract.txt"
+            path.write_bytes(document)
+            request = DocumentRequest(path, tenant, SMOKE_PURPOSE, SMOKE_CLASSIFICATION, SMOKE_CONTENT_TYPE)
+            return send_document(api, request, function_key)
+
+    def status(work_item_id: str) -> dict[str, Any]:
+        return get_work_item(api, work_item_id, None, function_key)
+
+    try:
+        report = run_smoke(submit, status, _audit_finder(bus, results_topic, audit_subscription, peek_limit),
+                           timeout_s=timeout, progress=lambda line: typer.echo(line, err=True))
+    except OpsError as exc:
+        _fail(f"smoke test failed: {exc}")
+    except AzureError as exc:  # Service Bus unreachable or not authorized: a failed test, in one line
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        _fail(f"smoke test failed reading {results_topic}/{audit_subscription}: {type(exc).__name__}: {text}")
+    typer.echo(f"smoke test passed: work item {report.work_item_id} completed, result event in "
+               f"{results_topic}/{audit_subscription} (sequence {report.audit_sequence_number}), payload "
+               f"removed, {report.seconds} s")
