@@ -66,11 +66,14 @@ def _build_claimcheck(env: Mapping[str, str]) -> "ClaimCheck":
     storage_connection = env.get(STORAGE_CONNECTION)
     if not (bus_connection and storage_connection):
         credential = DefaultAzureCredential()
+    send_timeout = float(settings.publish_timeout_seconds)
     if bus_connection:
-        bus = ServiceBusBus(connection_string=bus_connection)
+        bus = ServiceBusBus(connection_string=bus_connection, send_timeout=send_timeout)
     else:
         namespace = _required(env, f"{SERVICEBUS_CONNECTION}__fullyQualifiedNamespace")
-        bus = ServiceBusBus(fully_qualified_namespace=namespace, credential=credential)
+        bus = ServiceBusBus(
+            fully_qualified_namespace=namespace, credential=credential, send_timeout=send_timeout
+        )
     if storage_connection:
         return ClaimCheck.from_settings(settings, storage_connection=storage_connection, bus=bus)
     return ClaimCheck.from_settings(
@@ -93,11 +96,18 @@ def _required(env: Mapping[str, str], name: str) -> str:
 def submit_document(req: func.HttpRequest) -> func.HttpResponse:
     """Intake: the body (or the multipart part ``document``) is the document; metadata in headers/fields."""
     from claimcheck import IntakeRejected
+    from claimcheck.errors import PublishNotConfirmed
 
     try:
         submission = read_submission(req.headers, req.get_body())
         receipt = claimcheck().producer.submit(
             submission.document, content_type=submission.content_type, **submission.fields
+        )
+    except PublishNotConfirmed as unavailable:
+        return _json(
+            unavailable.http_status,
+            {"error": unavailable.code, "message": str(unavailable)},
+            headers={"Retry-After": str(max(1, round(unavailable.retry_after)))},
         )
     except IntakeRejected as rejected:
         return _json(rejected.http_status, {"error": rejected.code, "message": str(rejected)})

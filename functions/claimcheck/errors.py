@@ -69,10 +69,15 @@ class WorkItemConflict(IntakeRejected):
 
 
 class PublishNotConfirmed(IntakeRejected):
-    """The broker did not confirm the publish; nothing was activated, reconciliation cleans up."""
+    """The broker did not confirm the publish (or is known to be down); nothing was activated,
+    reconciliation cleans up. ``retry_after`` is the seconds a caller should wait (Retry-After)."""
 
     code = "publish_not_confirmed"
     http_status = 503
+
+    def __init__(self, reason: str, *, retry_after: float = 1.0) -> None:
+        super().__init__(reason)
+        self.retry_after = retry_after
 
 
 # --- consumer: permanent ----------------------------------------------------------------------------

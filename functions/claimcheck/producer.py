@@ -31,6 +31,7 @@ from claimcheck.policy import (
 )
 from claimcheck.refs import new_payload_ref
 from claimcheck.registry import PayloadRecord, PayloadRegistry
+from claimcheck.resilience import CircuitBreaker, CircuitOpen, is_outage
 from claimcheck.settings import Settings
 from claimcheck.states import PayloadState
 from claimcheck.storage import PayloadStore
@@ -81,6 +82,13 @@ class Producer:
         self._purposes = purposes
         self._identity = identity
         self._clock = clock
+        # While Service Bus is known to be down, refuse at once (503 + Retry-After) before writing
+        # anything, instead of letting every request wait out its own publish timeout.
+        self._breaker = CircuitBreaker(
+            "publishing to Service Bus",
+            log,
+            cool_down=timedelta(seconds=settings.publish_cool_down_seconds),
+        )
 
     def submit(
         self,
@@ -108,6 +116,8 @@ class Producer:
             declared_length=declared,
             max_payload_bytes=self._settings.max_payload_bytes,
         )
+        if self._breaker.is_open_now():
+            raise self._unavailable()
         work_item_id = work_item_id or f"wi-{uuid.uuid4().hex}"
         for name, value in (
             ("tenant_id", tenant_id),
@@ -226,8 +236,15 @@ class Producer:
             traceparent=submission.traceparent,
         )
         try:
+            self._breaker.before_call()
             self._bus.publish(self._settings.documents_queue, message)
         except Exception as exc:
+            if isinstance(exc, CircuitOpen):
+                pass  # another request is trying the broker right now
+            elif is_outage(exc):
+                self._breaker.failed(exc)
+            else:
+                self._breaker.succeeded()  # the broker answered: it is up, it refused this message
             grace = timedelta(seconds=self._settings.orphan_grace_seconds)
             log.warning(
                 "ALERT %s v%d: object written, publish not confirmed (%s); no worker got access; "
@@ -237,7 +254,18 @@ class Producer:
                 type(exc).__name__,
                 grace,
             )
-            raise PublishNotConfirmed("the queue did not confirm the message; submit again") from exc
+            raise PublishNotConfirmed(
+                "the queue did not confirm the message; submit again",
+                retry_after=self._breaker.retry_after(),
+            ) from exc
+        self._breaker.succeeded()
+
+    def _unavailable(self) -> PublishNotConfirmed:
+        retry_after = self._breaker.retry_after()
+        return PublishNotConfirmed(
+            f"Service Bus is unavailable; nothing was stored; submit again in {retry_after:.0f} s",
+            retry_after=retry_after,
+        )
 
     def _confirm(
         self, submission: _Submission, envelope: Envelope, *, object_etag: str | None

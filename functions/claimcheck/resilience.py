@@ -144,6 +144,13 @@ class CircuitBreaker:
         with self._lock:
             return self._opened_at is not None
 
+    def is_open_now(self) -> bool:
+        """True while open and cooling down: a caller should refuse at once, without trying."""
+        with self._lock:
+            if self._opened_at is None:
+                return False
+            return self._monotonic() - self._opened_at < self._cool_down or self._trial_running
+
     def before_call(self) -> None:
         """Raise ``CircuitOpen`` unless this call may go through (closed, or the one half-open trial)."""
         with self._lock:

@@ -70,6 +70,11 @@ class Settings:
     # How long a delivery waits in-process (with backoff) for unreachable storage or broker before
     # answering Retry, which spends a delivery.
     outage_wait_seconds: int = 60
+    # A publish (intake or result event) that the broker has not confirmed within this many seconds,
+    # retries included, fails; intake then answers 503.
+    publish_timeout_seconds: int = 5
+    # After a failed intake publish, intake answers 503 at once for this long, then tries again.
+    publish_cool_down_seconds: int = 5
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -93,6 +98,8 @@ class Settings:
             claim_lease_seconds=_positive_int(values, "CLAIMCHECK_CLAIM_LEASE_SECONDS", 30),
             claim_wait_seconds=_positive_int(values, "CLAIMCHECK_CLAIM_WAIT_SECONDS", 120),
             outage_wait_seconds=_positive_int(values, "CLAIMCHECK_OUTAGE_WAIT_SECONDS", 60),
+            publish_timeout_seconds=_positive_int(values, "CLAIMCHECK_PUBLISH_TIMEOUT_SECONDS", 5),
+            publish_cool_down_seconds=_positive_int(values, "CLAIMCHECK_PUBLISH_COOL_DOWN_SECONDS", 5),
         )
 
 

@@ -1,9 +1,12 @@
 """Azure Service Bus adapter of the ``Bus`` port (azure-servicebus), imported lazily.
 
 Identity-based on Azure (fully qualified namespace + a token credential, DefaultAzureCredential by
-default) or a connection string locally (our emulator). One sender per destination, reused; a
-publish returns only after the broker settled the send, which is the "confirmed" the producer waits
-for before activating a reference.
+default) or a connection string locally (our emulator). A publish returns only after the broker
+settled the send, which is the "confirmed" the producer waits for before activating a reference; it
+fails after ``send_timeout`` seconds, retries included, so that no caller waits on a broker that is down.
+
+SDK senders are not thread-safe: each thread gets its own sender per destination (reused), so
+concurrent publishes run side by side instead of queueing behind one lock.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ class ServiceBusBus:
         fully_qualified_namespace: str | None = None,
         credential: TokenCredential | None = None,
         topics: Collection[str] = (RESULTS_TOPIC,),
+        send_timeout: float = 5.0,
     ) -> None:
         from azure.servicebus import ServiceBusClient
 
@@ -43,7 +47,9 @@ class ServiceBusBus:
                 credential = DefaultAzureCredential()
             self._client = ServiceBusClient(fully_qualified_namespace, credential)
         self._topics = frozenset(topics)
-        self._senders: dict[str, ServiceBusSender] = {}
+        self._send_timeout = send_timeout
+        self._local = threading.local()  # this thread's senders, by destination
+        self._all_senders: list[ServiceBusSender] = []  # every thread's, to close them
         self._lock = threading.Lock()
 
     def publish(self, destination: str, message: OutboundMessage) -> None:
@@ -62,22 +68,27 @@ class ServiceBusBus:
             application_properties=properties,
             time_to_live=message.time_to_live,
         )
-        # Senders are not thread-safe; concurrent publishers share one per destination, serialized.
-        with self._lock:
-            sender = self._senders.get(destination)
-            if sender is None:
+        self._sender(destination).send_messages(outgoing, timeout=self._send_timeout)
+
+    def _sender(self, destination: str) -> ServiceBusSender:
+        senders: dict[str, ServiceBusSender] = getattr(self._local, "senders", None) or {}
+        self._local.senders = senders
+        sender = senders.get(destination)
+        if sender is None:
+            with self._lock:  # the client's bookkeeping of its handlers is shared
                 if destination in self._topics:
                     sender = self._client.get_topic_sender(topic_name=destination)
                 else:
                     sender = self._client.get_queue_sender(queue_name=destination)
-                self._senders[destination] = sender
-            sender.send_messages(outgoing)
+                self._all_senders.append(sender)
+            senders[destination] = sender
+        return sender
 
     def close(self) -> None:
         with self._lock:
-            for sender in self._senders.values():
+            for sender in self._all_senders:
                 sender.close()
-            self._senders.clear()
+            self._all_senders.clear()
             self._client.close()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import time
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -164,6 +165,31 @@ def test_lost_publish_leaves_a_state_the_reconciler_cleans(
     (proof,) = harness.rows(harness.settings.audit_table)
     assert proof["PartitionKey"] == ref
     assert "publish never confirmed" in proof["reason"]
+
+
+def test_after_a_lost_publish_intake_refuses_at_once_then_tries_again(make_harness: Build) -> None:
+    """The circuit opens on a lost publish: the next submission is a 503 with Retry-After before
+    anything is stored; after the cool-down one trial goes to the broker and its success closes it."""
+    harness = make_harness(publish_cool_down_seconds=1)
+    values = {
+        "tenant_id": "tenant-a",
+        "purpose": "contract-review",
+        "classification": "confidential",
+        "content_type": "text/plain",
+    }
+    harness.bus.fail_next = 1
+    with pytest.raises(PublishNotConfirmed):
+        harness.claimcheck.producer.submit(document(50_000), **values)  # type: ignore[arg-type]
+    stored = (harness.blob_names(), harness.rows(harness.settings.work_items_table))
+    with pytest.raises(PublishNotConfirmed) as refused:
+        harness.claimcheck.producer.submit(document(50_000), **values)  # type: ignore[arg-type]
+    assert "nothing was stored" in str(refused.value)
+    assert 0 < refused.value.retry_after <= 1
+    assert (harness.blob_names(), harness.rows(harness.settings.work_items_table)) == stored
+    time.sleep(1.1)  # the cool-down (a wait, not a measurement)
+    receipt = harness.claimcheck.producer.submit(document(50_000), **values)  # type: ignore[arg-type]
+    assert receipt.version == 1
+    assert len(harness.queued()) == 1
 
 
 def test_status_answers_awaiting_visibility_until_the_version_is_confirmed(make_harness: Build) -> None:
