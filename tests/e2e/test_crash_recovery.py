@@ -85,16 +85,16 @@ def test_host_killed_mid_processing_and_restarted_at_once(stack: LocalStack) -> 
     of spending its five deliveries in backoff against them."""
 
     def crash() -> None:
-        stack.host.kill()
-        stack.host.start()
+        stack.kill("host")
+        stack.start("host")
 
     _crash_mid_processing(stack, crash)
 
 
 def test_emulator_killed_mid_processing_and_restarted_at_once(stack: LocalStack) -> None:
     def crash() -> None:
-        stack.emulator.kill()
-        stack.emulator.start()
+        stack.kill("emulator")
+        stack.start("emulator")
 
     _crash_mid_processing(stack, crash)
 

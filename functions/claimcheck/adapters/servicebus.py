@@ -23,6 +23,13 @@ if TYPE_CHECKING:
     from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage, ServiceBusSender
 
 
+# One quick retry inside a publish (a dropped connection is reopened), not the SDK's default three
+# with backoff: a broker that refuses connections should fail the publish in milliseconds, so that the
+# intake's circuit breaker opens at once; callers retry at their own level (the consumer's outage
+# wait, the HTTP client after Retry-After).
+_RETRY: dict[str, Any] = {"retry_total": 1, "retry_backoff_factor": 0.2, "retry_backoff_max": 1}
+
+
 class ServiceBusBus:
     def __init__(
         self,
@@ -38,14 +45,16 @@ class ServiceBusBus:
         if (connection_string is None) == (fully_qualified_namespace is None):
             raise ValueError("give exactly one of connection_string and fully_qualified_namespace")
         if connection_string is not None:
-            self._client: ServiceBusClient = ServiceBusClient.from_connection_string(connection_string)
+            self._client: ServiceBusClient = ServiceBusClient.from_connection_string(
+                connection_string, **_RETRY
+            )
         else:
             assert fully_qualified_namespace is not None
             if credential is None:
                 from azure.identity import DefaultAzureCredential
 
                 credential = DefaultAzureCredential()
-            self._client = ServiceBusClient(fully_qualified_namespace, credential)
+            self._client = ServiceBusClient(fully_qualified_namespace, credential, **_RETRY)
         self._topics = frozenset(topics)
         self._send_timeout = send_timeout
         self._local = threading.local()  # this thread's senders, by destination

@@ -5,8 +5,8 @@ from __future__ import annotations
 import io
 import json
 import logging
-import time
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
