@@ -289,41 +289,31 @@ def dlq_replay(
 
 @app.command()
 def stats(
-    config: Annotated[
-        Path | None,
+    management_connection_string: Annotated[
+        str | None,
         typer.Option(
-            envvar="CLAIMCHECK_SERVICEBUS_CONFIG",
-            help="Emulator Config.json listing the entities (the local stack's: .local-stack/Config.json).",
-        ),
-    ] = None,
-    emulator_data: Annotated[
-        Path | None,
-        typer.Option(
-            "--emulator-data",
-            envvar="CLAIMCHECK_SERVICEBUS_DATA",
-            help="The emulator's --data directory (the local stack's: .local-stack/servicebus).",
+            envvar="CLAIMCHECK_SERVICEBUS_MANAGEMENT_CONNECTION",
+            help="Emulator only: its management connection string (the '(management)' line it prints); "
+            "default: the --connection-string on port 5300 when that one is on 5672.",
         ),
     ] = None,
     connection_string: ConnectionOption = None,
     namespace: NamespaceOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Active, dead-letter and scheduled counts per queue and subscription.
+    """Active, dead-letter and scheduled counts per queue, topic and subscription.
 
-    On Azure they come from the management API's runtime properties. On the local emulator they are
-    read, exact, from its SQLite store in --emulator-data for every entity listed in --config (the
-    local stack keeps both in .local-stack/), with the age of the oldest active message.
+    Read from the management API's runtime properties with the Service Bus administration client,
+    on Azure and on the local emulator alike (its management plane: port 5300 beside AMQP 5672).
     """
     with _reported_errors():
         target = _target(connection_string, namespace)
-        counts = entity_counts(target, config, emulator_data)
+        counts = entity_counts(target, management_connection_string)
     rows = [dataclasses.asdict(count) for count in counts]
     if as_json:
         print_json(rows)
     else:
-        print_table(
-            "Message counts", rows, ["entity", "active", "dead_letter", "scheduled", "oldest_age_s", "detail"]
-        )
+        print_table("Message counts", rows, ["entity", "active", "dead_letter", "scheduled", "detail"])
 
 
 # ---------------------------------------------------------------------------------------------- release

@@ -16,7 +16,7 @@ from pathlib import Path
 from local.servicebus.broker import Broker
 from local.servicebus.cbs import SharedAccessKey
 from local.servicebus.config import ConfigError, parse_config
-from local.servicebus.server import DEFAULT_KEY, connection_string, serve
+from local.servicebus.server import DEFAULT_KEY, connection_string, default_management_port, serve
 from local.servicebus.store import Store
 
 
@@ -29,6 +29,13 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--config", type=Path, required=True, help="Config.json (Microsoft emulator schema)")
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=5672, help="AMQP port (default 5672)")
+    parser.add_argument(
+        "--management-port",
+        type=int,
+        default=None,
+        help="HTTP management (ATOM) port: default 5300 beside AMQP 5672 as in Microsoft's emulator, "
+        "else a free port; both connection strings are printed",
+    )
     storage = parser.add_mutually_exclusive_group(required=True)
     storage.add_argument("--data", type=Path, help="directory for the SQLite store (survives restarts)")
     storage.add_argument("--in-memory", action="store_true", help="keep nothing on disk")
@@ -40,12 +47,19 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-async def _run(broker: Broker, key: SharedAccessKey | None, host: str, port: int) -> None:
+async def _run(
+    broker: Broker, key: SharedAccessKey | None, host: str, ports: tuple[int, int], shown: str
+) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    await serve(broker, key, host, port, stop)
+
+    def announce(amqp: int, management: int) -> None:
+        print(shown, flush=True)
+        print(shown.replace(f":{amqp};", f":{management};", 1) + "  (management)", flush=True)
+
+    await serve(broker, key, host, ports[0], stop, announce, ports[1])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,9 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     banner = connection_string(args.port, key)
     if key is not None and key != DEFAULT_KEY:
         banner = banner.replace(f"SharedAccessKey={key.key};", "SharedAccessKey=<the --key value>;")
-    print(banner, flush=True)
+    management_port = (
+        default_management_port(args.port) if args.management_port is None else args.management_port
+    )
     try:
-        asyncio.run(_run(broker, key, args.host, args.port))
+        asyncio.run(_run(broker, key, args.host, (args.port, management_port), banner))
     finally:
         store.close()
     return 0

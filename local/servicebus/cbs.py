@@ -28,6 +28,12 @@ def check_put_token(request: AmqpMessage, token: object, key: SharedAccessKey | 
     operation = request.application_properties.get("operation")
     if operation != "put-token":
         return 400, f"Unsupported $cbs operation {operation!r}."
+    return check_token(token, key)
+
+
+def check_token(token: object, key: SharedAccessKey | None) -> tuple[int, str]:
+    """202 for a valid Shared Access Signature signed with ``key`` (any audience), else 401 and why.
+    Used by $cbs put-token and by the HTTP management plane's Authorization header."""
     if key is None:
         return 202, "Accepted (the emulator runs without a key)."
     if not isinstance(token, str) or not token.startswith("SharedAccessSignature "):

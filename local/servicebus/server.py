@@ -25,10 +25,14 @@ from local.servicebus.cbs import SharedAccessKey
 from local.servicebus.config import NamespaceConfig, parse_config
 from local.servicebus.connection import AmqpConnection
 from local.servicebus.management import Management
+from local.servicebus.management_http import ManagementPlane, serve_management
 from local.servicebus.store import Store
 
 # Microsoft's Docker emulator uses this well-known development key; so do we, by default.
 DEFAULT_KEY = SharedAccessKey("RootManageSharedAccessKey", "SAS_KEY_VALUE")
+# Microsoft's emulator: AMQP on 5672, the HTTP management plane (administration client) on 5300.
+DEFAULT_AMQP_PORT = 5672
+DEFAULT_MANAGEMENT_PORT = 5300
 TICK_SECONDS = 0.05
 _LOG = logging.getLogger(__name__)
 
@@ -41,15 +45,23 @@ def connection_string(port: int, key: SharedAccessKey | None, host: str = "local
     )
 
 
+def default_management_port(amqp_port: int) -> int:
+    """Microsoft's layout (5300 beside 5672); any other AMQP port gets a free management port (0),
+    so emulators started side by side never collide."""
+    return DEFAULT_MANAGEMENT_PORT if amqp_port == DEFAULT_AMQP_PORT else 0
+
+
 async def serve(
     broker: Broker,
     key: SharedAccessKey | None,
     host: str,
     port: int,
     stop: asyncio.Event,
-    ready: Future[int] | None = None,
+    ready: Callable[[int, int], None] | None = None,
+    management_port: int = 0,
 ) -> None:
-    """Accept connections until ``stop`` is set, running the broker's timers meanwhile."""
+    """Accept AMQP connections and management requests until ``stop`` is set, running the broker's
+    timers meanwhile. ``ready`` is called with the bound AMQP and management ports."""
     management = Management(broker)
     loop = asyncio.get_running_loop()
     connections: set[AmqpConnection] = set()
@@ -60,9 +72,10 @@ async def serve(
         return connection
 
     server = await loop.create_server(accept, host, port)
+    plane = await serve_management(ManagementPlane(broker, key), host, management_port)
     bound = int(server.sockets[0].getsockname()[1])
     if ready is not None:
-        ready.set_result(bound)
+        ready(bound, plane.port)
     try:
         while not stop.is_set():
             try:
@@ -75,6 +88,7 @@ async def serve(
                 await asyncio.wait_for(stop.wait(), TICK_SECONDS)
     finally:
         server.close()
+        await plane.close()
         for connection in list(connections):
             connection.shut_down()
         broker.commit()
@@ -88,9 +102,16 @@ class RunningEmulator:
     connection_string: str
     broker: Broker | None
     _stop: Callable[[], None]
+    management_port: int = 0
     _thread: threading.Thread | None = None
     _process: subprocess.Popen[bytes] | None = None
     _loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def management_connection_string(self) -> str:
+        """For ServiceBusAdministrationClient: the same string on the management port, as with
+        Microsoft's emulator (``Endpoint=sb://localhost:5300;...``)."""
+        return self.connection_string.replace(f":{self.port};", f":{self.management_port};", 1)
 
     def runtime_properties(self, entity: str) -> dict[str, Any]:
         """Counts per entity: active, dead-lettered, scheduled, deferred, oldest age (in-process only)."""
@@ -139,9 +160,10 @@ def start_emulator(
     host: str = "127.0.0.1",
     max_message_size: int = 256 * 1024,
     max_messages_per_entity: int | None = None,
+    management_port: int = 0,
 ) -> RunningEmulator:
-    """Start an emulator in a background thread; ``port=0`` picks a free port, ``data_dir=None`` keeps
-    everything in memory."""
+    """Start an emulator in a background thread; ``port=0`` (and ``management_port=0``) picks a free
+    port, ``data_dir=None`` keeps everything in memory."""
     namespace = config if isinstance(config, NamespaceConfig) else parse_config(config)
     broker = Broker(
         namespace,
@@ -149,7 +171,7 @@ def start_emulator(
         max_message_size=max_message_size,
         max_messages_per_entity=max_messages_per_entity,
     )
-    ready: Future[int] = Future()
+    ready: Future[tuple[int, int]] = Future()
     loop = asyncio.new_event_loop()
     stop_event: list[asyncio.Event] = []
 
@@ -158,7 +180,15 @@ def start_emulator(
 
         async def main() -> None:
             stop_event.append(asyncio.Event())
-            await serve(broker, key, host, port, stop_event[0], ready)
+            await serve(
+                broker,
+                key,
+                host,
+                port,
+                stop_event[0],
+                lambda *ports: ready.set_result(ports),
+                management_port,
+            )
 
         try:
             loop.run_until_complete(main())
@@ -172,13 +202,21 @@ def start_emulator(
 
     thread = threading.Thread(target=run, name="servicebus-emulator", daemon=True)
     thread.start()
-    bound = ready.result(timeout=30)
+    bound, management_bound = ready.result(timeout=30)
 
     def stop() -> None:
         if not loop.is_closed() and stop_event:
             loop.call_soon_threadsafe(stop_event[0].set)
 
-    return RunningEmulator(bound, connection_string(bound, key), broker, stop, thread, _loop=loop)
+    return RunningEmulator(
+        bound,
+        connection_string(bound, key),
+        broker,
+        stop,
+        management_bound,
+        _thread=thread,
+        _loop=loop,
+    )
 
 
 def start_emulator_process(
@@ -191,6 +229,7 @@ def start_emulator_process(
 ) -> RunningEmulator:
     """Run ``python -m local.servicebus`` as a subprocess (restart tests, the local stack launcher)."""
     port = port or free_port()
+    management_port = free_port()
     command = [
         sys.executable,
         "-m",
@@ -199,6 +238,8 @@ def start_emulator_process(
         str(config_path),
         "--port",
         str(port),
+        "--management-port",
+        str(management_port),
         "--key-name",
         key.name,
         "--key",
@@ -228,4 +269,4 @@ def start_emulator_process(
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
 
-    return RunningEmulator(port, connection_string(port, key), None, stop, _process=process)
+    return RunningEmulator(port, connection_string(port, key), None, stop, management_port, _process=process)

@@ -17,8 +17,7 @@ def run_ops(*args: str, env: Mapping[str, str] | None = None) -> Result:
     environment: dict[str, str | None] = {
         "CLAIMCHECK_SERVICEBUS_CONNECTION": None,
         "CLAIMCHECK_SERVICEBUS_NAMESPACE": None,
-        "CLAIMCHECK_SERVICEBUS_CONFIG": None,
-        "CLAIMCHECK_SERVICEBUS_DATA": None,
+        "CLAIMCHECK_SERVICEBUS_MANAGEMENT_CONNECTION": None,
         "CLAIMCHECK_API": None,
         "CLAIMCHECK_API_KEY": None,
     }

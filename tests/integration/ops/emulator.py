@@ -85,9 +85,11 @@ def write_config(workdir: Path) -> Path:
 
 
 class OpsEmulator(NamedTuple):
-    """A running emulator as the CLI reaches it: connection string, Config.json, SQLite data dir."""
+    """A running emulator as the CLI reaches it: AMQP and management connection strings, Config.json,
+    SQLite data dir."""
 
     connection: str
+    management: str
     config: Path
     data: Path
 
@@ -99,4 +101,6 @@ def running_emulator(workdir: Path) -> Iterator[OpsEmulator]:
     data_dir = workdir / "data"
     data_dir.mkdir()
     with start_emulator_process(config_path, data_dir=data_dir) as emulator:
-        yield OpsEmulator(emulator.connection_string, config_path, data_dir)
+        yield OpsEmulator(
+            emulator.connection_string, emulator.management_connection_string, config_path, data_dir
+        )

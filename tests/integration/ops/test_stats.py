@@ -1,4 +1,4 @@
-"""`stats` on a fresh emulator: exact counts read from its store for the entities of its Config.json."""
+"""`stats` through the administration client, against a fresh emulator's management plane."""
 
 from __future__ import annotations
 
@@ -11,13 +11,15 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from local.ports import free_port
 from local.servicebus import DEFAULT_KEY, connection_string
+from scripts.ops_servicebus import BusTarget
+from scripts.ops_stats import management_connection_string
 from tests.integration.ops.bus import dead_letter_from_queue, dead_letter_from_replays, publish
 from tests.integration.ops.cli import run_ops
-from tests.integration.ops.emulator import running_emulator, write_config
+from tests.integration.ops.emulator import running_emulator
 
 
 def test_stats_counts_active_and_dead_lettered_messages_per_entity(tmp_path: Path) -> None:
-    """stats reports exact active, dead-letter and scheduled counts for every queue and subscription."""
+    """stats reports exact active, dead-letter and scheduled counts of every queue, topic, subscription."""
     with running_emulator(tmp_path) as emulator:
         connection = emulator.connection
         dead_letter_from_queue(connection, session_id=f"wi-{uuid.uuid4().hex[:8]}")
@@ -33,45 +35,45 @@ def test_stats_counts_active_and_dead_lettered_messages_per_entity(tmp_path: Pat
             sender.schedule_messages(later, datetime.now(UTC) + timedelta(hours=1))
 
         result = run_ops(
-            "stats", "--config", str(emulator.config), "--json", "--connection-string", connection,
-            env={"CLAIMCHECK_SERVICEBUS_DATA": str(emulator.data)},
+            "stats", "--json", "--connection-string", connection,
+            env={"CLAIMCHECK_SERVICEBUS_MANAGEMENT_CONNECTION": emulator.management},
         )  # fmt: skip
 
     assert result.exit_code == 0, result.output
     counts = {
-        row["entity"]: (row["active"], row["dead_letter"], row["scheduled"])
+        row["entity"]: (row["active"], row["dead_letter"], row["scheduled"], row["detail"])
         for row in json.loads(result.stdout)
     }
     # The session queue is counted too; audit got the two published messages and the one for `replays`.
     assert counts == {
-        "documents": (1, 1, 1),
-        "results/subscriptions/audit": (3, 0, 0),
-        "results/subscriptions/replays": (0, 1, 0),
+        "documents": (1, 1, 1, "queue"),
+        "results": (None, None, 0, "topic"),
+        "results/subscriptions/audit": (3, 0, None, "subscription"),
+        "results/subscriptions/replays": (0, 1, None, "subscription"),
     }
-    ages = {row["entity"]: row["oldest_age_s"] for row in json.loads(result.stdout)}
-    assert ages["results/subscriptions/replays"] is None
-    assert ages["results/subscriptions/audit"] >= 0
 
 
-def test_stats_on_the_emulator_says_which_option_is_missing(tmp_path: Path) -> None:
-    """Without --config or --emulator-data, or with a data dir holding no store, stats names the problem."""
-    # Each check fails before any connection is made, so no emulator needs to run.
-    emulator_connection = connection_string(free_port(), DEFAULT_KEY)
-    config = write_config(tmp_path)
-    empty = tmp_path / "empty"
-    empty.mkdir()
+def test_the_emulators_management_endpoint_follows_microsofts_layout() -> None:
+    """AMQP on 5672 means management on 5300; another AMQP port needs the management string given."""
+    default = BusTarget(connection_string=connection_string(5672, DEFAULT_KEY))
+    assert management_connection_string(default, None) == connection_string(5300, DEFAULT_KEY)
+    azure = BusTarget(
+        connection_string="Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=v"
+    )
+    assert management_connection_string(azure, None) == azure.connection_string
 
-    no_config = run_ops("stats", "--emulator-data", str(empty), "--connection-string", emulator_connection)
-    no_data = run_ops("stats", "--config", str(config), "--connection-string", emulator_connection)
-    no_store = run_ops(
-        "stats", "--config", str(config), "--emulator-data", str(empty),
-        "--connection-string", emulator_connection,
+    elsewhere = connection_string(free_port(), DEFAULT_KEY)
+    result = run_ops("stats", "--connection-string", elsewhere)
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: the emulator's management plane has its own port"), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+    unreachable = run_ops(
+        "stats", "--connection-string", elsewhere,
+        "--management-connection-string", connection_string(free_port(), DEFAULT_KEY),
     )  # fmt: skip
-
-    for result in (no_config, no_data, no_store):
-        assert result.exit_code == 1
-        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert no_config.stderr.startswith("error: stats on the emulator needs --config PATH")
-    assert "--emulator-data" not in no_config.stderr
-    assert no_data.stderr.startswith("error: stats on the emulator needs --emulator-data DIR")
-    assert no_store.stderr.startswith(f"error: no emulator store in {empty}")
+    assert unreachable.exit_code == 1
+    assert unreachable.stderr.startswith("error: cannot reach the Service Bus management endpoint"), (
+        unreachable.stderr
+    )
+    assert len(unreachable.stderr.strip().splitlines()) == 1

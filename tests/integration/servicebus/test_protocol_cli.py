@@ -16,9 +16,9 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from local.ports import free_port, wait_for_port
 from local.servicebus import RunningEmulator, start_emulator_process
+from local.servicebus.admin_client import administration_client
 from local.servicebus.amqp_types import UByte, UInt
 from local.servicebus.frames import AMQP_HEADER, FRAME_HEADER, composite, encode_frame, parse_frame_body
-from local.servicebus.stats import read_counts
 from tests.integration.servicebus.support import emulator_config
 
 
@@ -116,8 +116,18 @@ def test_cli_never_prints_a_key_of_the_users_own(tmp_path: Path) -> None:
     config.write_text(json.dumps(emulator_config()))
     secret = "my-own-secret-key-7f3a"
     process = subprocess.Popen(
-        [sys.executable, "-m", "local.servicebus", "--config", str(config), "--port", str(free_port()),
-         "--in-memory", "--key", secret],
+        [
+            sys.executable,
+            "-m",
+            "local.servicebus",
+            "--config",
+            str(config),
+            "--port",
+            str(free_port()),
+            "--in-memory",
+            "--key",
+            secret,
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -131,8 +141,8 @@ def test_cli_never_prints_a_key_of_the_users_own(tmp_path: Path) -> None:
         process.wait(timeout=15)
 
 
-def test_stats_reads_counts_from_a_running_store(tmp_path: Path) -> None:
-    """The stats reader reports active and dead-lettered counts from another process's live store."""
+def test_a_subprocess_emulator_serves_its_management_plane(tmp_path: Path) -> None:
+    """`python -m local.servicebus --management-port` answers the administration client with live counts."""
     config = tmp_path / "Config.json"
     config.write_text(json.dumps(emulator_config()))
     data = tmp_path / "data"
@@ -145,10 +155,10 @@ def test_stats_reads_counts_from_a_running_store(tmp_path: Path) -> None:
         with client.get_queue_receiver("work", max_wait_time=5) as receiver:
             (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
             receiver.dead_letter_message(message, reason="Bad")
-        counts = read_counts(data, ["work"])["work"]
-    assert counts["active_message_count"] == 2
-    assert counts["dead_letter_message_count"] == 1
-    assert counts["oldest_message_age_seconds"] is not None
+        with administration_client(emulator.management_connection_string, retry_total=0) as admin:
+            counts = admin.get_queue_runtime_properties("work")
+    assert counts.active_message_count == 2
+    assert counts.dead_letter_message_count == 1
 
 
 def test_transfers_respect_the_session_incoming_window(start: Callable[..., RunningEmulator]) -> None:
