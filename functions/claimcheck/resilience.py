@@ -89,21 +89,22 @@ class FailureStreak:
         self._log = logger
         self._base = base
         self._cap = cap
+        self._lock = threading.Lock()  # one streak may be shared by several worker threads
 
     def failed(self, error: BaseException) -> timedelta:
         """Record a failure; answer how long to wait before the next try."""
-        self.failures += 1
-        if self.failures == 1:
+        with self._lock:
+            self.failures += 1
+            failures = self.failures
+        if failures == 1:
             self._log.warning("%s is down (%s); retrying with backoff", self.what, type(error).__name__)
-        return self.delay()
+        return compute_backoff(failures, base=self._base, max_backoff=self._cap)
 
     def succeeded(self) -> None:
-        if self.failures:
-            self._log.warning("%s is back up after %d failed attempt(s)", self.what, self.failures)
-        self.failures = 0
-
-    def delay(self) -> timedelta:
-        return compute_backoff(max(self.failures, 1), base=self._base, max_backoff=self._cap)
+        with self._lock:
+            failures, self.failures = self.failures, 0
+        if failures:
+            self._log.warning("%s is back up after %d failed attempt(s)", self.what, failures)
 
 
 class CircuitOpen(ConnectionError):

@@ -21,6 +21,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from datetime import timedelta
 
 from azure.servicebus import (
     NEXT_AVAILABLE_SESSION,
@@ -30,6 +31,8 @@ from azure.servicebus import (
     ServiceBusReceiver,
 )
 from azure.servicebus.exceptions import OperationTimeoutError
+from claimcheck.outcome import compute_backoff
+from claimcheck.resilience import FailureStreak
 
 from local.functions_host.app_loader import ServiceBusFunction
 from local.functions_host.host_config import ServiceBusOptions
@@ -40,8 +43,10 @@ logger = logging.getLogger(__name__)
 
 # How long one receive call may block: it bounds how quickly a worker notices a stop request.
 _POLL_SECONDS = 1.0
-# Pause after a broker or connection error before a worker tries again (the emulator may be restarting).
-_RETRY_PAUSE_SECONDS = 1.0
+# Backoff after a broker or connection error before a worker tries again (the emulator may be
+# restarting): exponential with jitter from half a second, capped, as the Service Bus extension does.
+_RETRY_BASE = timedelta(milliseconds=500)
+_RETRY_CAP = timedelta(seconds=5)
 # How long stop() waits for idle workers to notice the stop (a poll is _POLL_SECONDS).
 _WORKER_EXIT_SECONDS = 3.0
 
@@ -72,6 +77,12 @@ class ServiceBusListener:
         self._client = ServiceBusClient.from_connection_string(connection_string, retry_total=retries)
         self._renewer = self._lock_renewer()
         self._stopping = threading.Event()
+        # One streak for all of this function's workers: the broker being down is logged once, and its
+        # return once (with the number of failed attempts), however many workers notice it.
+        # Each worker backs off by its own consecutive failures (a shared count would grow with the
+        # number of workers and keep them away long after the broker is back).
+        self._broker = FailureStreak(f"function {function.name}: Service Bus ({function.entity})", logger)
+        self._worker_failures = threading.local()
         # Invocations under way; stop() waits for these only, not for workers blocked in a receive or
         # in the SDK's backoff while opening a session receiver (daemon threads, gone with the process).
         self._in_flight = 0
@@ -132,9 +143,9 @@ class ServiceBusListener:
             try:
                 with self._receiver(session=False) as receiver:
                     while not self._stopping.is_set():
-                        for message in receiver.receive_messages(
-                            max_message_count=1, max_wait_time=_POLL_SECONDS
-                        ):
+                        messages = receiver.receive_messages(max_message_count=1, max_wait_time=_POLL_SECONDS)
+                        self._broker_answered()
+                        for message in messages:
                             self._renewer.register(receiver, message)
                             self._handle(receiver, message)
             except Exception as error:  # a worker must outlive broker restarts
@@ -148,7 +159,8 @@ class ServiceBusListener:
                 with self._receiver(session=True) as receiver, self._lock_renewer() as renewer:
                     self._drain_session(receiver, renewer)
             except OperationTimeoutError:
-                continue  # no session was available within the poll time
+                self._broker_answered()  # the broker answered: no session was available within the poll
+                continue
             except Exception as error:  # a worker must outlive broker restarts
                 self._pause_after(error)
 
@@ -160,6 +172,7 @@ class ServiceBusListener:
         while not self._stopping.is_set() and time.monotonic() - idle_since < idle_limit:
             # The first receive opens the link, which is what accepts the next available session.
             messages = receiver.receive_messages(max_message_count=1, max_wait_time=_POLL_SECONDS)
+            self._broker_answered()
             if not registered:
                 renewer.register(receiver, receiver.session)
                 registered = True
@@ -200,12 +213,15 @@ class ServiceBusListener:
         if self.auto_complete and actions.settled_with is None:
             actions.complete(message)
 
+    def _broker_answered(self) -> None:
+        self._worker_failures.count = 0
+        self._broker.succeeded()
+
     def _pause_after(self, error: Exception) -> None:
-        if not self._stopping.is_set():
-            logger.warning(
-                "function %s: receiver on %s failed (%s); retrying",
-                self.function.name,
-                self.function.entity,
-                type(error).__name__,
-            )
-            self._stopping.wait(_RETRY_PAUSE_SECONDS)
+        if self._stopping.is_set():
+            return
+        self._broker.failed(error)  # logs "down" on the first failure of the streak only
+        failures = getattr(self._worker_failures, "count", 0) + 1
+        self._worker_failures.count = failures
+        delay = compute_backoff(failures, base=_RETRY_BASE, max_backoff=_RETRY_CAP)
+        self._stopping.wait(delay.total_seconds())

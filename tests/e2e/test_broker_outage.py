@@ -39,6 +39,8 @@ def _post(api: str, document: bytes, tenant: str) -> tuple[int, str | None, str,
 def test_intake_with_the_broker_down_answers_503_fast_and_recovers(stack: LocalStack) -> None:
     tenant = f"t-{uuid.uuid4().hex[:8]}"
     document = (SAMPLES / "service-agreement.txt").read_bytes() * 20  # by reference, not inline
+    host_log = stack.host.log_path
+    log_offset = host_log.stat().st_size
     stack.kill("emulator")
     try:
         with ThreadPoolExecutor(max_workers=CLIENTS) as pool:
@@ -64,3 +66,11 @@ def test_intake_with_the_broker_down_answers_503_fast_and_recovers(stack: LocalS
     wait_until(accepted_again, "intake did not accept documents again after the broker returned", 120)
     accepted.append(submit(stack.api_url, document, tenant=tenant)["work_item_id"])
     wait_for_states(stack.api_url, accepted)
+
+    # The host's receivers backed off and said so once, not once per attempt.
+    with host_log.open("rb") as log:
+        log.seek(log_offset)
+        lines = log.read().decode("utf-8", "replace").splitlines()
+    receiver = "function consume_document: Service Bus (documents)"
+    assert len([line for line in lines if f"{receiver} is down" in line]) == 1
+    assert len([line for line in lines if f"{receiver} is back up" in line]) == 1
