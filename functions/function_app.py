@@ -2,6 +2,7 @@
 
 - ``POST /api/documents``: intake (producer.submit) → 202 with the work item, status URL and receipt.
 - ``GET /api/work-items/{id}``: work-item status, optionally "at least version N".
+- ``GET /api/openapi.json``: the HTTP contract (openapi.json next to this file), served anonymously.
 - ``consume_document``: Service Bus trigger on the ``documents`` session queue with explicit settlement.
 - ``reconcile``: timer trigger running the reconciler.
 
@@ -18,6 +19,7 @@ import threading
 import time
 from collections.abc import Mapping
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import azure.functions as func
@@ -34,6 +36,9 @@ app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
 
 # Every five minutes; reconciliation is idempotent, so an overlap with the ops command is harmless.
 RECONCILE_SCHEDULE = "0 */5 * * * *"
+
+# The checked-in OpenAPI 3.1 document of this app's HTTP API; a test keeps it and the routes in agreement.
+OPENAPI_DOCUMENT = Path(__file__).with_name("openapi.json")
 
 # Longest backoff waited out before abandoning a message to retry it (well under the lock renewal limit).
 RETRY_PAUSE_CAP = timedelta(seconds=30)
@@ -130,6 +135,13 @@ def get_work_item(req: func.HttpRequest) -> func.HttpResponse:
     if view is None:
         return _json(404, {"error": "not_found", "message": f"no work item {work_item_id}"})
     return _json(200, view.to_dict())
+
+
+@app.route(route="openapi.json", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+def get_openapi_document(req: func.HttpRequest) -> func.HttpResponse:
+    """The contract, without authentication: it describes the API, holds no tenant data or secret, and a
+    client needs it to learn how to call (and authenticate to) everything else."""
+    return func.HttpResponse(OPENAPI_DOCUMENT.read_bytes(), status_code=200, mimetype="application/json")
 
 
 @app.service_bus_queue_trigger(

@@ -1,6 +1,6 @@
 """`make package`: the Function App's deployable zip, byte-identical for the same sources.
 
-The zip holds exactly function_app.py, host.json, requirements.txt and the claimcheck/ package's
+The zip holds exactly function_app.py, host.json, openapi.json, requirements.txt and the claimcheck/ package's
 source files: no tests, local/, virtualenvs, local.settings*.json or caches. Dependencies are not
 vendored: the code deployment asks Flex Consumption for a remote build, which installs
 requirements.txt on the platform's own Linux x86-64 CPython 3.11 (docs/deploy.md says why).
@@ -24,7 +24,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 FUNCTIONS_DIR = REPO_ROOT / "functions"
 DEFAULT_OUTPUT = REPO_ROOT / "dist" / "claimcheck-functions.zip"
 
-TOP_LEVEL_FILES = ("function_app.py", "host.json", "requirements.txt")
+TOP_LEVEL_FILES = ("function_app.py", "host.json", "openapi.json", "requirements.txt")
 PACKAGE_DIR = "claimcheck"
 PACKAGE_SUFFIXES = (".py", ".typed")  # source files; py.typed if the package ever ships one
 # 1980-01-01 00:00:00 is the earliest time a zip entry can hold, so no clock or mtime leaks in.

@@ -39,7 +39,7 @@ def test_same_sources_give_a_byte_identical_zip(tmp_path: Path) -> None:
 
 
 def test_zip_holds_the_app_and_nothing_else(tmp_path: Path) -> None:
-    """function_app.py, host.json, requirements.txt and claimcheck/ sources; no settings, caches, tests."""
+    """function_app.py, host.json, openapi.json, requirements.txt and claimcheck/ sources; nothing else."""
     functions = _copy_functions(tmp_path / "functions")
     (functions / "local.settings.json").write_text('{"Values": {"secret": "x"}}')
     (functions / "claimcheck" / "__pycache__").mkdir()
@@ -56,7 +56,8 @@ def test_zip_holds_the_app_and_nothing_else(tmp_path: Path) -> None:
     expected_sources = sorted(path.relative_to(FUNCTIONS_DIR).as_posix()
                               for path in (FUNCTIONS_DIR / "claimcheck").rglob("*.py")
                               if "__pycache__" not in path.parts)
-    assert names == sorted(["function_app.py", "host.json", "requirements.txt", *expected_sources])
+    top_level = ["function_app.py", "host.json", "openapi.json", "requirements.txt"]
+    assert names == sorted([*top_level, *expected_sources])
     assert {info.date_time for info in infos} == {(1980, 1, 1, 0, 0, 0)}
     assert {info.external_attr >> 16 for info in infos} == {0o100644}
 

@@ -1,0 +1,112 @@
+"""Schemathesis against the running local stack, reading the OpenAPI document the app serves.
+
+Bounded and repeatable: a fixed number of examples per operation, derandomized (the same inputs every
+run), no example database. Every response must be no 5xx and conform to the document: status code,
+content type, headers and body schema. The stateful part follows the document's link from a 202 intake
+to the status of that very work item (submit → status at the receipt's version).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+import schemathesis
+from hypothesis import HealthCheck, Phase, given, settings
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from local.functions_host import DEFAULT_APP
+from local.stack import LocalStack
+
+OPENAPI_DOCUMENT = DEFAULT_APP.with_name("openapi.json")
+
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+]
+EXAMPLES_PER_OPERATION = {schemathesis.GenerationMode.POSITIVE: 100, schemathesis.GenerationMode.NEGATIVE: 50}
+STATEFUL_SCENARIOS = 30
+STATEFUL_STEPS = 4
+BOUNDED = settings(
+    deadline=None,
+    database=None,
+    derandomize=True,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=list(HealthCheck),
+)
+
+
+def test_the_app_serves_the_checked_in_document_without_credentials(stack: LocalStack) -> None:
+    """GET /api/openapi.json is the file in the repository (Schemathesis skips the operation serving the
+    document it reads, so this checks it directly)."""
+    response = requests.get(f"{stack.api_url}/openapi.json", timeout=60)
+    assert response.status_code == 200
+    assert response.headers["Content-Type"].startswith("application/json")
+    assert response.json() == json.loads(OPENAPI_DOCUMENT.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def api_schema(stack: LocalStack) -> Any:
+    """The document as the app serves it, aimed at the stack's API."""
+    schema = schemathesis.openapi.from_url(f"{stack.api_url}/openapi.json", timeout=60)
+    schema.config.update(base_url=stack.api_url)
+    return schema
+
+
+@pytest.fixture(scope="module")
+def calls() -> Iterator[Counter[str]]:
+    """Requests sent per operation, printed at the end of the module (the report's example count)."""
+    counter: Counter[str] = Counter()
+    yield counter
+    print(f"\nschemathesis requests: {sum(counter.values())} {dict(sorted(counter.items()))}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", list(EXAMPLES_PER_OPERATION), ids=lambda mode: mode.value)
+def test_every_operation_answers_without_5xx_and_as_documented(
+    api_schema: Any, calls: Counter[str], mode: schemathesis.GenerationMode
+) -> None:
+    for result in api_schema.get_all_operations():
+        _fuzz(result.ok(), mode, calls)
+
+
+def _fuzz(operation: Any, mode: schemathesis.GenerationMode, calls: Counter[str]) -> None:
+    @settings(BOUNDED, max_examples=EXAMPLES_PER_OPERATION[mode])
+    @given(case=operation.as_strategy(generation_mode=mode))
+    def exercise(case: Any) -> None:
+        response = case.call_and_validate(checks=CHECKS, timeout=60)
+        calls[f"{operation.label} {response.status_code}"] += 1
+
+    exercise()
+
+
+@pytest.mark.slow
+def test_submit_then_status_links_hold(api_schema: Any, calls: Counter[str]) -> None:
+    """Stateful: a 202's work_item_id and receipt version feed the status read (the document's link)."""
+    machine = api_schema.as_state_machine()
+
+    class CountingMachine(machine):  # type: ignore[misc,valid-type]
+        def validate_response(self, response: Any, case: Any, **kwargs: Any) -> None:
+            calls[f"stateful {case.operation.label} {response.status_code}"] += 1
+            case.validate_response(response, checks=CHECKS)
+
+    CountingMachine.run(
+        settings=settings(BOUNDED, max_examples=STATEFUL_SCENARIOS, stateful_step_count=STATEFUL_STEPS)
+    )
+    followed = sum(
+        count for key, count in calls.items() if key.startswith("stateful GET /work-items/{id} 200")
+    )
+    assert followed > 0, "no status read followed an accepted submission"
