@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
+    negative_data_rejection,
     response_headers_conformance,
     response_schema_conformance,
     status_code_conformance,
@@ -87,7 +88,7 @@ def _fuzz(operation: Any, mode: schemathesis.GenerationMode, calls: Counter[str]
     @settings(BOUNDED, max_examples=EXAMPLES_PER_OPERATION[mode])
     @given(case=operation.as_strategy(generation_mode=mode))
     def exercise(case: Any) -> None:
-        response = case.call_and_validate(checks=CHECKS, timeout=60)
+        response = case.call_and_validate(checks=[*CHECKS, negative_data_rejection], timeout=60)
         calls[f"{operation.label} {response.status_code}"] += 1
 
     exercise()
