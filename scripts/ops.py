@@ -2,7 +2,8 @@
 
 Service Bus: `--connection-string` (the emulator's, with UseDevelopmentEmulator=true) or `--namespace`
 (an FQDN, signed in with DefaultAzureCredential). HTTP API: `--api`. Every command prints a table, or
-JSON with `--json`. Expected failures print one `error:` line and exit 1; no payload bytes are shown.
+JSON with `--json`. Every failure prints one `error:` line and exits non-zero (2 for a usage error,
+else 1); no payload bytes are shown.
 """
 
 from __future__ import annotations
@@ -121,10 +122,18 @@ def _reported_errors(entity: Entity | None = None) -> Iterator[None]:
 
     try:
         yield
+    except (typer.Exit, typer.Abort):
+        raise
     except OpsError as exc:
         _fail(str(exc))
     except AzureError as exc:
         _fail(_error_line(exc, entity))
+    except Exception as exc:  # one line, never a traceback: the operator needs the cause, not frames
+        _fail(_unexpected(exc))
+
+
+def _unexpected(exc: Exception) -> str:
+    return f"unexpected failure ({type(exc).__name__}): {first_line(exc)}"
 
 
 def _fail(message: str) -> NoReturn:
@@ -187,8 +196,9 @@ def peek_command(
     session: Annotated[
         str | None,
         typer.Option(
-            help="Browse only this session. On Azure the SDK needs it for a session entity "
-            "(and holds that session's lock while browsing); the emulator browses all sessions without it."
+            help="Browse only this session (its lock is held while browsing). Without it, a session "
+            "entity is browsed session by session: every session no consumer holds right now, each "
+            "one's lock held for the moment of the browse."
         ),
     ] = None,
     max_count: MaxOption = 50,
@@ -196,9 +206,10 @@ def peek_command(
     namespace: NamespaceOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Browse active messages without locking or removing them: metadata only, never the body."""
+    """Browse active messages without receiving or removing them: metadata only, never the body."""
     where = Entity(entity, subscription)
-    with _reported_errors(where), _target(connection_string, namespace).client() as client:
+    # No retries: the walk over sessions ends with a wait that finds none, which the SDK would retry.
+    with _reported_errors(where), _target(connection_string, namespace).client(retries=0) as client:
         messages = peek(client, where, dead_letter=False, limit=max_count, session_id=session)
     print_messages(f"Active messages in {where}", messages, as_json, ACTIVE_COLUMNS)
 
@@ -328,10 +339,28 @@ def _quiet_sdk_logs() -> None:
     logging.getLogger("azure").setLevel(logging.CRITICAL)
 
 
-def main() -> None:
-    """Console-script entry point."""
-    app(prog_name="claimcheck-ops")
+def main(argv: list[str] | None = None) -> int:
+    """Console-script entry point: every failure ends as one `error:` line and a non-zero exit code,
+    usage errors (unknown command or option, missing or invalid argument) included."""
+    try:
+        code = app(args=argv, prog_name="claimcheck-ops", standalone_mode=False)
+    except typer.TyperException as exc:  # a usage error; its `ctx` says which command
+        context = getattr(exc, "ctx", None)
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `claimcheck-ops` or `claimcheck-ops dlq` alone
+            typer.echo(exc.format_message())
+            return 0
+        command = context.command_path if context is not None else "claimcheck-ops"
+        message = " ".join(exc.format_message().split())
+        typer.echo(f"error: {message} (see `{command} --help`)", err=True)
+        return int(exc.exit_code)
+    except typer.Abort:
+        typer.echo("error: aborted", err=True)
+        return 1
+    except Exception as exc:
+        typer.echo(f"error: {_unexpected(exc)}", err=True)
+        return 1
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

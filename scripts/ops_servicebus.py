@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         ServiceBusReceivedMessage,
         ServiceBusReceiver,
         ServiceBusSender,
+        ServiceBusSessionFilter,
     )
 
 # Application properties whose values `dlq show` prints: the routing values producers set so filters
@@ -52,6 +53,8 @@ _PEEK_PAGE = 100
 _RECEIVE_BATCH = 20
 _MAX_BROWSE = 100_000  # bounds a presence check on a huge DLQ
 _RECEIVE_WAIT_SECONDS = 5.0
+# How long accepting the next available session may wait before we conclude there is none left.
+_SESSION_WAIT_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,18 @@ class BusTarget:
                 "give exactly one of --connection-string (CLAIMCHECK_SERVICEBUS_CONNECTION) "
                 "or --namespace (CLAIMCHECK_SERVICEBUS_NAMESPACE)"
             )
+        if self.connection_string:
+            from azure.servicebus import parse_connection_string
+
+            try:
+                parse_connection_string(self.connection_string)
+            except ValueError:
+                # Not the parser's text: an error about a connection string must not risk quoting it.
+                raise OpsError(
+                    "--connection-string (CLAIMCHECK_SERVICEBUS_CONNECTION) is not a Service Bus "
+                    "connection string; expected Endpoint=sb://HOST[:PORT];SharedAccessKeyName=NAME;"
+                    "SharedAccessKey=KEY (plus UseDevelopmentEmulator=true for the local emulator)"
+                ) from None
 
     @property
     def is_emulator(self) -> bool:
@@ -87,11 +102,14 @@ class BusTarget:
         )
 
     @contextmanager
-    def client(self) -> Iterator[ServiceBusClient]:
+    def client(self, *, retries: int = 1) -> Iterator[ServiceBusClient]:
+        """A client that fails within seconds: an operator is waiting at a terminal.
+
+        ``retries=0`` also stops the SDK from retrying (with backoff) a wait for the next available
+        session that found none, which is the normal end of a walk over sessions."""
         from azure.servicebus import ServiceBusClient
 
-        # An operator is waiting at a terminal: fail within seconds instead of the SDK's long retries.
-        retry: dict[str, Any] = {"retry_total": 1, "retry_backoff_factor": 0.5, "retry_backoff_max": 2}
+        retry: dict[str, Any] = {"retry_total": retries, "retry_backoff_factor": 0.5, "retry_backoff_max": 2}
         if self.connection_string:
             client = ServiceBusClient.from_connection_string(self.connection_string, **retry)
         else:
@@ -197,19 +215,26 @@ def describe(message: ServiceBusReceivedMessage) -> MessageDetail:
 
 @contextmanager
 def receiver_for(
-    client: ServiceBusClient, entity: Entity, *, dead_letter: bool, session_id: str | None = None
+    client: ServiceBusClient,
+    entity: Entity,
+    *,
+    dead_letter: bool,
+    session_id: str | ServiceBusSessionFilter | None = None,
+    max_wait_time: float | None = None,
 ) -> Iterator[ServiceBusReceiver]:
     from azure.servicebus import ServiceBusSubQueue
 
     sub_queue = ServiceBusSubQueue.DEAD_LETTER if dead_letter else None
+    options: dict[str, Any] = {
+        "sub_queue": sub_queue,
+        "session_id": session_id,
+        "prefetch_count": 0,
+        "max_wait_time": max_wait_time,
+    }
     if entity.subscription:
-        receiver = client.get_subscription_receiver(
-            entity.name, entity.subscription, sub_queue=sub_queue, session_id=session_id, prefetch_count=0
-        )
+        receiver = client.get_subscription_receiver(entity.name, entity.subscription, **options)
     else:
-        receiver = client.get_queue_receiver(
-            entity.name, sub_queue=sub_queue, session_id=session_id, prefetch_count=0
-        )
+        receiver = client.get_queue_receiver(entity.name, **options)
     with receiver:
         yield receiver
 
@@ -237,8 +262,53 @@ def peek(
     limit: int,
     session_id: str | None = None,
 ) -> list[MessageSummary]:
-    with receiver_for(client, entity, dead_letter=dead_letter, session_id=session_id) as receiver:
-        return [summarize(message) for message in peek_pages(receiver, limit)]
+    """Browse up to `limit` messages. Without `session_id`, an entity that requires sessions (whose
+    active messages only a session receiver can reach) is browsed session by session."""
+    from azure.servicebus.exceptions import ServiceBusError
+
+    try:
+        with receiver_for(client, entity, dead_letter=dead_letter, session_id=session_id) as receiver:
+            return [summarize(message) for message in peek_pages(receiver, limit)]
+    except ServiceBusError as exc:
+        if dead_letter or session_id is not None or not _requires_session(exc):
+            raise
+    return peek_every_session(client, entity, limit=limit)
+
+
+def _requires_session(exc: Exception) -> bool:
+    """Service Bus refuses a non-session receiver on a session entity (Azure and the emulator alike:
+    "It is not possible for an entity that requires sessions to create a non-sessionful message
+    receiver", amqp:not-allowed); the SDK has no exception type of its own for it."""
+    return "requires sessions" in first_line(exc)
+
+
+def peek_every_session(client: ServiceBusClient, entity: Entity, *, limit: int) -> list[MessageSummary]:
+    """Browse the sessions no other receiver holds, in sequence-number order, up to `limit` messages.
+
+    Service Bus has no browse across sessions, and the SDK cannot list them, so this accepts the next
+    available session again and again, keeping each one until the end (so the next accept finds
+    another), peeks it, and then releases them all. Meanwhile a consumer waits for those sessions;
+    nothing is received, locked or counted as a delivery. Sessions a consumer holds are not shown."""
+    from azure.servicebus import NEXT_AVAILABLE_SESSION
+    from azure.servicebus.exceptions import OperationTimeoutError
+
+    found: list[MessageSummary] = []
+    with ExitStack() as held:
+        while len(found) < limit:
+            try:
+                receiver = held.enter_context(
+                    receiver_for(
+                        client,
+                        entity,
+                        dead_letter=False,
+                        session_id=NEXT_AVAILABLE_SESSION,
+                        max_wait_time=_SESSION_WAIT_SECONDS,
+                    )
+                )
+            except OperationTimeoutError:
+                break  # no further session is available
+            found.extend(summarize(message) for message in peek_pages(receiver, limit - len(found)))
+    return sorted(found, key=lambda message: message.sequence_number)
 
 
 def show_dead_letter(client: ServiceBusClient, entity: Entity, sequence_number: int) -> MessageDetail | None:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from typer.testing import CliRunner, Result
 
-from scripts.ops import app
+from scripts.ops import app, main
 
 # Wide enough that rich never folds a message id or a reason across lines.
 _ENV = {"COLUMNS": "300", "NO_COLOR": "1", "TERM": "dumb"}
@@ -24,3 +24,8 @@ def run_ops(*args: str, env: Mapping[str, str] | None = None) -> Result:
     environment |= _ENV
     environment |= dict(env or {})
     return CliRunner().invoke(app, list(args), env=environment)
+
+
+def run_main(*args: str) -> int:
+    """Call the console-script entry point (usage errors are handled there, not in `app`)."""
+    return main(list(args))
