@@ -42,6 +42,7 @@ from local.azurite import Azurite, AzuriteNotInstalled, start_azurite
 from local.ports import PortInUse, ensure_port_free, free_port, wait_for_port
 from local.processes import die_with_parent
 from local.servicebus import DEFAULT_KEY, connection_string
+from local.servicebus.server import default_management_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FUNCTION_APP = REPO_ROOT / "functions" / "function_app.py"
@@ -70,6 +71,8 @@ class ChildProcess:
     command: list[str]
     port: int
     log_path: Path
+    # Other ports the process serves (checked free before it starts, awaited like ``port``).
+    other_ports: tuple[int, ...] = ()
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     def start(self, timeout: float = _READY_TIMEOUT_SECONDS) -> None:
@@ -77,7 +80,8 @@ class ChildProcess:
 
         Raises ``PortInUse`` first if something already listens on the port: otherwise that listener
         would answer the readiness probe while our own process dies on its failed bind."""
-        ensure_port_free(self.port, self.name)
+        for port in (self.port, *self.other_ports):
+            ensure_port_free(port, self.name)
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(  # noqa: S603 - our own Python modules
                 self.command,
@@ -88,7 +92,8 @@ class ChildProcess:
                 preexec_fn=die_with_parent(signal.SIGTERM),
             )
         deadline = time.monotonic() + timeout
-        while not _accepts_connections(self.port) or self.process.poll() is not None:
+        ports = (self.port, *self.other_ports)
+        while not all(map(_accepts_connections, ports)) or self.process.poll() is not None:
             if self.process.poll() is not None:
                 code = self.process.returncode
                 self.process = None
@@ -164,6 +169,12 @@ class LocalStack:
     @property
     def servicebus_connection_string(self) -> str:
         return connection_string(self.emulator.port, DEFAULT_KEY, host="127.0.0.1")
+
+    @property
+    def servicebus_management_connection_string(self) -> str:
+        """For the administration client (``claimcheck-ops stats``): the emulator's management port."""
+        (management_port,) = self.emulator.other_ports
+        return connection_string(management_port, DEFAULT_KEY, host="127.0.0.1")
 
     @property
     def storage_connection_string(self) -> str:
@@ -257,6 +268,10 @@ def start_stack(
     # Refuse a taken port before anything starts (ChildProcess.start checks again, against races).
     if emulator_port:
         ensure_port_free(emulator_port, "Service Bus emulator")
+    # Microsoft's layout (management 5300 beside AMQP 5672), else a free one; named here so that the
+    # launcher can check it and print its connection string.
+    management_port = default_management_port(emulator_port or 0) or free_port()
+    ensure_port_free(management_port, "Service Bus emulator management")
     if host_port:
         ensure_port_free(host_port, "functions host")
     owns = work_dir is None
@@ -266,7 +281,7 @@ def start_stack(
     azurite = start_azurite(folder / "azurite")
     emulator = host = None
     try:
-        emulator = _emulator_process(folder, config_path, emulator_port or free_port())
+        emulator = _emulator_process(folder, config_path, emulator_port or free_port(), management_port)
         emulator.start()
         bus_connection = connection_string(emulator.port, DEFAULT_KEY, host="127.0.0.1")
         settings_path = _write_local_settings(
@@ -301,7 +316,7 @@ def start_stack(
     return LocalStack(folder, azurite, emulator, host, owns)
 
 
-def _emulator_process(folder: Path, config_path: Path, port: int) -> ChildProcess:
+def _emulator_process(folder: Path, config_path: Path, port: int, management_port: int) -> ChildProcess:
     data = folder / "servicebus"
     data.mkdir(exist_ok=True)
     return ChildProcess(
@@ -314,10 +329,13 @@ def _emulator_process(folder: Path, config_path: Path, port: int) -> ChildProces
             str(config_path),
             "--port",
             str(port),
+            "--management-port",
+            str(management_port),
             "--data",
             str(data),
         ],
         port=port,
+        other_ports=(management_port,),
         log_path=folder / "servicebus.log",
     )
 
@@ -370,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
         stack = start_stack(work_dir=args.data, host_port=args.port, emulator_port=args.servicebus_port)
     except PortInUse as exc:
         flag = {"Service Bus emulator": "--servicebus-port", "functions host": "--port"}.get(exc.what)
+        if exc.what == "Service Bus emulator management":
+            flag = "--servicebus-port (any port but 5672 gets a free management port)"
         hint = f"; stop it, or choose another port with {flag}" if flag else ""
         print(f"error: {exc}{hint}", file=sys.stderr, flush=True)
         return 1
@@ -398,10 +418,10 @@ def _print_endpoints(stack: LocalStack) -> None:
     data = stack.work_dir
     print(f"Functions API      {stack.api_url}  (POST /documents, GET /work-items/{{id}})")
     print(f"Service Bus        {stack.servicebus_connection_string}")
+    print(f"  (management)     {stack.servicebus_management_connection_string}")
     print(f"Blob storage       {stack.azurite.blob_endpoint}")
     print(f"Table storage      {stack.azurite.table_endpoint}")
     print(f"Storage conn.      PayloadStorage in {data / 'local.settings.json'}")
-    print(f"For ops stats      --config {data / 'Config.json'} --emulator-data {data / 'servicebus'}")
     print(f"Logs and data      {data}")
     print("Press Ctrl-C to stop.", flush=True)
 
