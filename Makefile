@@ -7,10 +7,16 @@ PY := $(VENV)/bin/python
 PY_STAMP := $(VENV)/.deps-installed
 NODE_STAMP := node_modules/.deps-installed
 
-.PHONY: demo test deps lint package bench bench-claimcheck bench-servicebus clean
+.PHONY: demo chaos test deps lint package bench bench-claimcheck bench-servicebus clean
 
 demo: deps
 	$(PY) -m scripts.demo
+
+# Crashes the local stack's components on a seeded schedule while documents flow; exits 1 on any loss
+# or duplicate. Bounded in time; SEED=n, DOCUMENTS=n, FAULTS=n, DURATION=seconds override the defaults.
+chaos: deps
+	$(PY) -m scripts.chaos $(if $(SEED),--seed $(SEED)) $(if $(DOCUMENTS),--documents $(DOCUMENTS)) \
+		$(if $(FAULTS),--faults $(FAULTS)) $(if $(DURATION),--duration $(DURATION))
 
 # Lint and type-check first, so the test run's summary is the last thing printed.
 test: deps lint
