@@ -416,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
 def _print_endpoints(stack: LocalStack) -> None:
     """What a user needs to reach the stack; the README documents these lines as printed."""
     data = stack.work_dir
-    print(f"Functions API      {stack.api_url}  (POST /documents, GET /work-items/{{id}})")
+    print(f"Functions API      {stack.api_url}  (POST /documents, GET /work-items/{{id}}, GET /openapi.json)")
     print(f"Service Bus        {stack.servicebus_connection_string}")
     print(f"  (management)     {stack.servicebus_management_connection_string}")
     print(f"Blob storage       {stack.azurite.blob_endpoint}")
