@@ -98,7 +98,8 @@ def documents(options: Options) -> list[Document]:
     large = (SAMPLES / "master-agreement-large.txt").read_bytes()
     made = []
     for index in range(options.documents):
-        body = small if index % 3 == 0 else large * rng.randint(1, 6)
+        copies = 65 if index % 10 == 5 else rng.randint(1, 6)  # every tenth ~3 MB, as in the report
+        body = small if index % 3 == 0 and copies < 65 else large * copies
         body += f"\nchaos document {index}\n".encode()
         classification = "confidential" if index % 4 == 1 else "internal"
         made.append(

@@ -5,8 +5,10 @@ default) or a connection string locally (our emulator). A publish returns only a
 settled the send, which is the "confirmed" the producer waits for before activating a reference; it
 fails after ``send_timeout`` seconds, retries included, so that no caller waits on a broker that is down.
 
-SDK senders are not thread-safe: each thread gets its own sender per destination (reused), so
-concurrent publishes run side by side instead of queueing behind one lock.
+SDK senders are not thread-safe, so each publish borrows an idle sender of its destination (or opens
+one) and returns it afterwards: concurrent publishes run side by side instead of queueing behind one
+lock, and senders are reused across requests (a sender per thread would leak one AMQP connection per
+short-lived request thread). At most ``_IDLE_SENDERS`` idle senders per destination are kept.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
 # intake's circuit breaker opens at once; callers retry at their own level (the consumer's outage
 # wait, the HTTP client after Retry-After).
 _RETRY: dict[str, Any] = {"retry_total": 1, "retry_backoff_factor": 0.2, "retry_backoff_max": 1}
+_IDLE_SENDERS = 8
 
 
 class ServiceBusBus:
@@ -57,8 +60,7 @@ class ServiceBusBus:
             self._client = ServiceBusClient(fully_qualified_namespace, credential, **_RETRY)
         self._topics = frozenset(topics)
         self._send_timeout = send_timeout
-        self._local = threading.local()  # this thread's senders, by destination
-        self._all_senders: list[ServiceBusSender] = []  # every thread's, to close them
+        self._idle: dict[str, list[ServiceBusSender]] = {}  # senders no publish is using, by destination
         self._lock = threading.Lock()
 
     def publish(self, destination: str, message: OutboundMessage) -> None:
@@ -77,27 +79,37 @@ class ServiceBusBus:
             application_properties=properties,
             time_to_live=message.time_to_live,
         )
-        self._sender(destination).send_messages(outgoing, timeout=self._send_timeout)
+        sender = self._borrow(destination)
+        try:
+            # A sender whose send failed is still reusable: the SDK reopens its link on the next send.
+            sender.send_messages(outgoing, timeout=self._send_timeout)
+        finally:
+            self._give_back(destination, sender)
 
-    def _sender(self, destination: str) -> ServiceBusSender:
-        senders: dict[str, ServiceBusSender] = getattr(self._local, "senders", None) or {}
-        self._local.senders = senders
-        sender = senders.get(destination)
-        if sender is None:
-            with self._lock:  # the client's bookkeeping of its handlers is shared
-                if destination in self._topics:
-                    sender = self._client.get_topic_sender(topic_name=destination)
-                else:
-                    sender = self._client.get_queue_sender(queue_name=destination)
-                self._all_senders.append(sender)
-            senders[destination] = sender
-        return sender
+    def _borrow(self, destination: str) -> ServiceBusSender:
+        with self._lock:
+            idle = self._idle.get(destination)
+            if idle:
+                return idle.pop()
+            # Opening happens lazily on the first send, outside the lock.
+            if destination in self._topics:
+                return self._client.get_topic_sender(topic_name=destination)
+            return self._client.get_queue_sender(queue_name=destination)
+
+    def _give_back(self, destination: str, sender: ServiceBusSender) -> None:
+        with self._lock:
+            idle = self._idle.setdefault(destination, [])
+            if len(idle) < _IDLE_SENDERS:
+                idle.append(sender)
+                return
+        sender.close()  # more idle senders than a burst needs again soon
 
     def close(self) -> None:
         with self._lock:
-            for sender in self._all_senders:
-                sender.close()
-            self._all_senders.clear()
+            for idle in self._idle.values():
+                for sender in idle:
+                    sender.close()
+            self._idle.clear()
             self._client.close()
 
 
