@@ -35,6 +35,10 @@ from local.servicebus.session import SESSION_WINDOW, Session
 
 _LOG = logging.getLogger(__name__)
 MAX_FRAME_SIZE = 64 * 1024
+_PERFORMATIVES = frozenset(
+    {"open", "begin", "attach", "flow", "transfer", "disposition", "detach", "end", "close"}
+)
+_SASL_FRAMES = frozenset({"sasl_init"})  # what a client may send (no SASL challenges here)
 
 
 class AmqpConnection(asyncio.Protocol):
@@ -132,13 +136,15 @@ class AmqpConnection(asyncio.Protocol):
                 size, doff, frame_type, channel = FRAME_HEADER.unpack_from(self._buffer, 0)
                 if size < 8 or size > MAX_FRAME_SIZE:
                     raise FrameError(f"frame size {size} outside 8..{MAX_FRAME_SIZE}")
+                if doff < 2 or doff * 4 > size:
+                    raise FrameError(f"data offset {doff} outside 2..{size // 4}")
                 if len(self._buffer) < size:
                     return
                 body = memoryview(bytes(self._buffer[doff * 4 : size]))
                 del self._buffer[:size]
                 if body:
                     self._on_frame(frame_type, channel, body)
-        except (FrameError, ValueError, KeyError, TypeError) as exc:
+        except (FrameError, ValueError, KeyError, TypeError, RecursionError) as exc:
             _LOG.warning("closing connection after a protocol error: %s", exc)
             self._close(error("amqp:decode-error", f"Protocol error: {exc}"))
         except Exception:
@@ -167,6 +173,8 @@ class AmqpConnection(asyncio.Protocol):
 
     def _on_frame(self, frame_type: int, channel: int, body: memoryview) -> None:
         name, fields, payload = parse_frame_body(body)
+        if name not in (_SASL_FRAMES if frame_type == FRAME_SASL else _PERFORMATIVES):
+            raise FrameError(f"{name} is not allowed in a frame of type {frame_type}")
         if frame_type == FRAME_SASL:
             if name == "sasl_init":
                 self.send_frame(0, composite("sasl_outcome", code=0), b"", FRAME_SASL)

@@ -1,0 +1,37 @@
+"""The same broker through a second real client: the JavaScript `@azure/service-bus` SDK (pinned in
+package.json). Each scenario group is a Node script run as a subprocess against its own emulator;
+a failure shows the scenario's JavaScript error and stack."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from local.servicebus import RunningEmulator
+
+SCRIPTS = Path(__file__).parent / "js"
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize("group", ["queues", "sessions", "topics"])
+def test_javascript_sdk_scenarios(group: str, emulator: RunningEmulator) -> None:
+    node = shutil.which("node")
+    assert node is not None, "Node.js is needed (a machine with Node 20; `make deps` installs the SDK)"
+    assert (REPO / "node_modules" / "@azure" / "service-bus").is_dir(), "run `make deps` (npm ci)"
+    result = subprocess.run(
+        [node, str(SCRIPTS / f"{group}.mjs")],
+        cwd=REPO,
+        env={**os.environ, "SERVICEBUS_CONNECTION": emulator.connection_string},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    report = result.stdout + result.stderr
+    assert result.returncode == 0, f"JavaScript SDK scenarios '{group}' failed:\n{report}"
+    assert "PASS" in result.stdout, report
+    assert "FAIL" not in result.stdout, report
