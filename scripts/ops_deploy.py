@@ -154,9 +154,9 @@ def _explain(response: _Response | None, what: str) -> str:
     hints = {
         401: "401 Unauthorized: the token was refused; sign in to the app's tenant (az login / azure/login "
              "with OIDC) so DefaultAzureCredential gets an ARM token",
-        403: "403 Forbidden: the identity may not deploy to this app; it needs Website Contributor (or "
-             "Contributor) on the Function App, and the SCM site's access restrictions must admit this "
-             "machine",
+        403: "403 Forbidden: the identity may not do this; it needs Contributor on the Function App (or "
+             "Website Contributor plus Tag Contributor), and the SCM site's access restrictions must "
+             "admit this machine",
         404: "404 Not Found: no such app or deployment; check the app id (stack output functionAppId) "
              "and that `pulumi up` created it",
         409: "409 Conflict: another deployment is in progress on this app",

@@ -59,10 +59,11 @@ def deploy(
 ) -> None:
     """Deploy the package to the Flex Consumption app (OneDeploy, remote build) if its sha256 changed.
 
-    Signs in with DefaultAzureCredential (ARM token; the identity needs Website Contributor or
-    Contributor on the app). The hash of the last successful deployment is the app's tag
-    claimcheck-package-sha256. Waits for the deployment's result; exit code 1 with one `error:` line
-    on 401/403/404, a failed build or deployment, a timeout, or retries (409/429/5xx) used up.
+    Signs in with DefaultAzureCredential (ARM token; the identity needs Contributor on the app, or
+    Website Contributor plus Tag Contributor for the hash tag). The hash of the last successful
+    deployment is the app's tag claimcheck-package-sha256. Waits for the deployment's result; exit
+    code 1 with one `error:` line on 401/403/404, a failed build or deployment, a timeout, or
+    retries (409/429/5xx) used up.
     """
     target = DeployTarget(app_id=app_id, arm_endpoint=arm_endpoint, scm_url=scm_url)
     try:
