@@ -63,6 +63,8 @@ log = logging.getLogger(__name__)
 RESULT_EFFECT = "analysis-result"
 _POLL_BASE = timedelta(milliseconds=50)
 _POLL_MAX = timedelta(seconds=1)
+_OUTAGE_BASE = timedelta(milliseconds=500)
+_OUTAGE_MAX = timedelta(seconds=5)
 
 # Every verdict but ALLOW; NOT_YET_VISIBLE lands here only once the visibility grace has passed.
 _DENIALS: Mapping[Verdict, type[MessageRejected]] = {
@@ -121,6 +123,8 @@ class Consumer:
         self._identity = identity
         self._clock = clock
         self._sleep = sleep
+        # Shared by all deliveries: an outage is logged once when it starts and once when it ends.
+        self._dependencies = FailureStreak("the consumer's storage or Service Bus", log)
 
     def handle(self, message: InboundMessage) -> Outcome:
         """Process one delivery; never raises for a bad message, always answers an ``Outcome``.
@@ -131,14 +135,14 @@ class Consumer:
         """
         envelope: Envelope | None = None
         outcome: Outcome
-        outage = FailureStreak("a dependency of the consumer", log, cap=timedelta(seconds=5))
+        failures = 0
         outage_budget = timedelta(seconds=self._settings.outage_wait_seconds)
         waited = timedelta(0)
         while True:
             try:
                 envelope = parse_envelope(message.body)
                 outcome = self._process(envelope, message)
-                outage.succeeded()
+                self._dependencies.succeeded()
                 return outcome
             except MessageRejected as rejected:
                 outcome = DeadLetter(rejected.reason, str(rejected))
@@ -146,7 +150,12 @@ class Consumer:
                 outcome = self._retry_or_give_up(message, str(waiting), waiting.gives_up_as)
             except Exception as unexpected:  # storage or bus unavailable, a bug: retry, bounded
                 if is_outage(unexpected) and waited < outage_budget:
-                    delay = min(outage.failed(unexpected), outage_budget - waited)
+                    self._dependencies.failed(unexpected)  # logs the first failure of a streak only
+                    failures += 1
+                    delay = min(
+                        compute_backoff(failures, base=_OUTAGE_BASE, max_backoff=_OUTAGE_MAX),
+                        outage_budget - waited,
+                    )
                     self._sleep(delay.total_seconds())
                     waited += delay
                     continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -202,15 +203,25 @@ def test_version_still_unconfirmed_after_the_grace_is_payload_missing(make_harne
     assert harness.analyzer.seen == []
 
 
-def test_a_short_broker_outage_is_ridden_out_on_the_same_delivery(make_harness: Build) -> None:
+def test_a_short_broker_outage_is_ridden_out_on_the_same_delivery(
+    make_harness: Build, caplog: pytest.LogCaptureFixture
+) -> None:
     """Publishing the result fails a few times (broker unreachable): the consumer backs off in-process
-    and completes on this delivery, instead of spending deliveries on an outage of seconds."""
+    and completes on this delivery, instead of spending deliveries on an outage of seconds; it logs
+    the outage once when it starts and once when it ends."""
     harness = make_harness()
     submit(harness, document(50_000))
     harness.bus.fail_next = 3
-    assert harness.claimcheck.consumer.handle(harness.delivery(count=1)) == Complete()
+    with caplog.at_level(logging.INFO, logger="claimcheck.consumer"):
+        assert harness.claimcheck.consumer.handle(harness.delivery(count=1)) == Complete()
     assert len(harness.sleeps) == 3
+    assert harness.sleeps[0] < harness.sleeps[2]  # backing off
     assert len(harness.results()) == 1
+    outage_lines = [r.getMessage() for r in caplog.records if "storage or Service Bus" in r.getMessage()]
+    assert outage_lines == [
+        "the consumer's storage or Service Bus is down (PublishFailed); retrying with backoff",
+        "the consumer's storage or Service Bus is back up after 3 failed attempt(s)",
+    ]
 
 
 def test_unexpected_failures_are_retried_a_bounded_number_of_times(make_harness: Build) -> None:
