@@ -157,7 +157,8 @@ def consume_document(message: ServiceBusReceivedMessage, message_actions: Servic
     Retry: the Functions host has no delayed abandon, and an immediate abandon would spend the
     delivery count in a tight loop. So the consumer's backoff is waited out here, holding the
     session (its later messages must wait anyway to keep their order; the host renews the lock),
-    capped at RETRY_PAUSE_CAP, and then the message is abandoned.
+    capped at RETRY_PAUSE_CAP, and then the message is abandoned. Before answering Retry at all, the
+    consumer itself waits out another attempt's claim and short outages (docs/resilience.md).
     """
     from claimcheck import Complete, DeadLetter, Retry
     from claimcheck.adapters.servicebus import inbound_message
