@@ -356,6 +356,9 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Abort:
         typer.echo("error: aborted", err=True)
         return 1
+    except OpsError as exc:  # expected, but raised outside a command's _reported_errors
+        typer.echo(f"error: {exc}", err=True)
+        return 1
     except Exception as exc:
         typer.echo(f"error: {_unexpected(exc)}", err=True)
         return 1

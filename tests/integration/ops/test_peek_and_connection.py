@@ -143,3 +143,15 @@ def test_usage_errors_are_one_line_and_exit_2(
 def test_no_arguments_prints_the_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_main() == 0
     assert "Usage: claimcheck-ops" in capsys.readouterr().out
+
+
+def test_every_command_refuses_a_malformed_connection_string_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Also through the console script, for commands that check it outside their own error handling."""
+    for args in (["stats"], ["dlq", "list", "documents"], ["smoke", "--api", "http://127.0.0.1:9/api"]):
+        assert run_main(*args, "--connection-string", "garbage-SECRET") == 1, args
+        err = capsys.readouterr().err
+        assert err.startswith("error: --connection-string (CLAIMCHECK_SERVICEBUS_CONNECTION) is not a"), err
+        assert len(err.strip().splitlines()) == 1
+        assert "SECRET" not in err
