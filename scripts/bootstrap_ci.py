@@ -6,12 +6,16 @@ GitHub OIDC federated credentials and no secret, and their Azure roles.
 - `<name>-deploy`: trusted only for jobs in the GitHub environments named like the stacks (subjects
   `repo:<owner>/<repo>:environment:<stack>`); Contributor plus User Access Administrator (the stack
   writes custom role definitions and role assignments), on the subscription.
+  It also gets the Microsoft Graph application permissions Application.ReadWrite.OwnedBy and
+  AppRoleAssignment.ReadWrite.All (admin consent), because the stack creates the API's app
+  registration and its app-role assignments.
 - Both, when given: Storage Blob Data Contributor on the state container (azblob backend) and Key
   Vault Crypto User on the secrets key (azurekeyvault secrets provider).
 
 By default the Azure CLI commands are printed (review them, run them yourself); --apply runs them with
-the signed-in `az` account, which needs Application Administrator in Entra ID and Owner (or User Access
-Administrator) on the subscription.
+the signed-in `az` account, which needs Application Administrator in Entra ID (Privileged Role
+Administrator or Global Administrator for the admin consent) and Owner (or User Access Administrator)
+on the subscription.
 
     python -m scripts.bootstrap_ci --repo my-org/claim-check --subscription <id> [--apply]
 """
@@ -33,6 +37,12 @@ PREVIEW_ROLES = ("Reader",)
 DEPLOY_ROLES = ("Contributor", "User Access Administrator")
 STATE_ROLE = "Storage Blob Data Contributor"
 KEY_ROLE = "Key Vault Crypto User"
+MICROSOFT_GRAPH = "00000003-0000-0000-c000-000000000000"
+# Microsoft Graph application permissions (ids from the Graph permissions reference).
+DEPLOY_GRAPH_PERMISSIONS = (
+    "18a4783c-866b-4cc7-a460-3d5e5662c884",  # Application.ReadWrite.OwnedBy: the API's app registration
+    "06b708a9-e830-4db3-a914-8e69da51d44f",  # AppRoleAssignment.ReadWrite.All: its app-role assignments
+)
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,7 @@ class Identity:
     subjects: tuple[str, ...]
     roles: tuple[str, ...]
     github_variable: str  # where its client id goes in GitHub
+    graph_permissions: tuple[str, ...] = ()
 
 
 def identities(repo: str, name: str, stacks: Sequence[str]) -> tuple[Identity, Identity]:
@@ -50,7 +61,8 @@ def identities(repo: str, name: str, stacks: Sequence[str]) -> tuple[Identity, I
     preview = Identity(f"{name}-preview", (f"repo:{repo}:pull_request",), PREVIEW_ROLES,
                        "AZURE_CLIENT_ID (repository variable, used by preview.yml)")
     deploy = Identity(f"{name}-deploy", tuple(f"repo:{repo}:environment:{stack}" for stack in stacks),
-                      DEPLOY_ROLES, f"AZURE_CLIENT_ID (variable of each environment: {', '.join(stacks)})")
+                      DEPLOY_ROLES, f"AZURE_CLIENT_ID (variable of each environment: {', '.join(stacks)})",
+                      DEPLOY_GRAPH_PERMISSIONS)
     return preview, deploy
 
 
@@ -69,6 +81,10 @@ def commands(identity: Identity, subscription: str, state_scope: str | None,
     ]
     steps += [["az", "ad", "app", "federated-credential", "create", "--id", "$APP_ID", "--parameters",
                json.dumps(federated_credential(subject))] for subject in identity.subjects]
+    if identity.graph_permissions:
+        steps += [["az", "ad", "app", "permission", "add", "--id", "$APP_ID", "--api", MICROSOFT_GRAPH,
+                   "--api-permissions", *(f"{permission}=Role" for permission in identity.graph_permissions)],
+                  ["az", "ad", "app", "permission", "admin-consent", "--id", "$APP_ID"]]
     scopes = [(role, f"/subscriptions/{subscription}") for role in identity.roles]
     scopes += [(STATE_ROLE, state_scope)] if state_scope else []
     scopes += [(KEY_ROLE, key_scope)] if key_scope else []

@@ -32,6 +32,10 @@ def test_printed_script_federates_without_secrets(capsys: pytest.CaptureFixture[
     assert "--role Contributor" in deploy
     assert "'User Access Administrator'" in deploy
     assert "secret" not in out.lower().replace("no secret", "")
+    assert "permission" not in preview
+    assert ("--api-permissions 18a4783c-866b-4cc7-a460-3d5e5662c884=Role "
+            "06b708a9-e830-4db3-a914-8e69da51d44f=Role") in deploy
+    assert "az ad app permission admin-consent" in deploy
 
 
 def test_bad_repo_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
