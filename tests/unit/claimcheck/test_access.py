@@ -1,0 +1,78 @@
+"""The typed access table (claimcheck.access): grants, tenant prefixes, refusals, settings errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from claimcheck.access import AccessForbidden, AccessTable
+from claimcheck.auth import Caller
+from claimcheck.settings import SettingsError
+
+TABLE = AccessTable.parse(
+    json.dumps(
+        [
+            {
+                "name": "acme-intake",
+                "principal": "oid-acme",
+                "tenants": ["acme"],
+                "purposes": ["contract-review"],
+            },
+            {"name": "tests", "principal": "app-tests", "tenants": ["t-*"], "classifications": ["internal"]},
+        ]
+    )
+)
+ACME = Caller(object_id="oid-acme", app_id="app-acme", directory_tenant="d", roles=frozenset())
+TESTS = Caller(object_id="oid-other", app_id="app-tests", directory_tenant="d", roles=frozenset())
+NOBODY = Caller(object_id="oid-nobody", app_id="app-nobody", directory_tenant="d", roles=frozenset())
+
+
+def test_a_grant_covers_its_tenants_purposes_and_classifications() -> None:
+    TABLE.check(ACME, tenant_id="acme", purpose="contract-review", classification="restricted")
+    TABLE.check(TESTS, tenant_id="t-123", purpose="bulk-ingest", classification="internal")
+    assert TABLE.may_see_tenant(TESTS, "t-anything")
+    assert not TABLE.may_see_tenant(TESTS, "acme")
+
+
+@pytest.mark.parametrize(
+    ("caller", "tenant", "purpose", "classification"),
+    [
+        (ACME, "globex", "contract-review", "internal"),  # a tenant that exists elsewhere
+        (ACME, "no-such-tenant", "contract-review", "internal"),  # one that exists nowhere
+        (ACME, "acme", "bulk-ingest", "internal"),  # a purpose not granted
+        (TESTS, "t-1", "contract-review", "confidential"),  # a classification not granted
+        (TESTS, "t-1' or PartitionKey ne '", "contract-review", "internal"),  # OData metacharacters
+        (TESTS, "t-1/../acme", "contract-review", "internal"),
+        (NOBODY, "acme", "contract-review", "internal"),  # a caller without any grant
+    ],
+)
+def test_every_refusal_reads_the_same(caller: Caller, tenant: str, purpose: str, classification: str) -> None:
+    with pytest.raises(AccessForbidden) as refused:
+        TABLE.check(caller, tenant_id=tenant, purpose=purpose, classification=classification)
+    assert str(refused.value) == "this caller may not use that tenant, purpose or classification"
+    assert tenant not in str(refused.value)
+
+
+def test_an_absent_table_grants_nothing() -> None:
+    assert AccessTable.from_env({}).grants == ()
+    assert not AccessTable.from_env({}).may_see_tenant(ACME, "acme")
+
+
+@pytest.mark.parametrize(
+    ("entry", "named"),
+    [
+        ({"principal": "p", "tenants": ["a"]}, "name and principal"),
+        ({"name": "n", "principal": "p", "tenants": []}, "tenants"),
+        ({"name": "n", "principal": "p", "tenants": ["*"]}, "tenants"),
+        ({"name": "n", "principal": "p", "tenants": ["a'b"]}, "tenants"),
+        ({"name": "n", "principal": "p", "tenants": ["a"], "classifications": ["secret"]}, "classifications"),
+        ({"name": "n", "principal": "p", "tenants": ["a"], "role": "x"}, "unknown keys"),
+    ],
+)
+def test_a_malformed_table_is_refused_naming_the_entry(entry: dict[str, object], named: str) -> None:
+    with pytest.raises(SettingsError, match=rf"CLAIMCHECK_ACCESS_TABLE\[0\].*{named}"):
+        AccessTable.parse(json.dumps([entry]))
+
+
+def test_the_table_round_trips_through_its_setting() -> None:
+    assert AccessTable.parse(TABLE.to_json()) == TABLE
