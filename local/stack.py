@@ -1,6 +1,7 @@
-"""The local stack: Azurite, the embedded Service Bus emulator and the Functions host, together.
+"""The local stack: Azurite, the embedded Service Bus emulator, the local token issuer and the
+Functions host, together.
 
-``python -m local.stack`` brings all three up (each a child process), waits until each one answers,
+``python -m local.stack`` brings them all up (each a child process), waits until each one answers,
 prints the endpoints and serves until Ctrl-C; then it stops them in reverse order so that nothing is
 left running. It refuses to start when a port it needs is taken (naming the port), and if a component
 dies while it serves, it says which one, stops the others and exits 1: a half-running stack would
@@ -13,7 +14,8 @@ supervision: they kill and restart components on purpose with ``LocalStack.kill(
 The emulator loads the Config.json generated from the topology spec (unclamped: our emulator accepts
 the service's real ranges, e.g. lock durations of a few seconds). The host gets a generated
 local.settings.json holding the emulator and Azurite connection strings under the connection names
-the Function App binds to.
+the Function App binds to, and the issuer's URL, audience and access table (local/identity/), so
+that every HTTP call needs a token signed by the issuer: ``LocalStack.token()`` mints one.
 """
 
 from __future__ import annotations
@@ -34,11 +36,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal, get_args
 
+from claimcheck.access import ACCESS_TABLE_SETTING
+from claimcheck.auth import AUDIENCE_SETTING, ISSUER_SETTING, JWKS_URI_SETTING
 from claimcheck.settings import SERVICEBUS_CONNECTION, STORAGE_CONNECTION
 
 from infra.emulator_config import write_emulator_config
 from infra.topology import Topology, load_topology
 from local.azurite import Azurite, AzuriteNotInstalled, start_azurite
+from local.identity import SigningKey, TokenMinter, identity_named, local_access_table
+from local.identity.keys import jwks_url
 from local.ports import PortInUse, ensure_port_free, free_port, wait_for_port
 from local.processes import die_with_parent
 from local.servicebus import DEFAULT_KEY, connection_string
@@ -51,7 +57,7 @@ _READY_TIMEOUT_SECONDS = 60.0
 # How often the launcher looks at its children while it serves.
 _SUPERVISE_SECONDS = 0.5
 
-Component = Literal["azurite", "emulator", "host"]
+Component = Literal["azurite", "emulator", "issuer", "host"]
 COMPONENTS: tuple[Component, ...] = get_args(Component)
 
 
@@ -146,6 +152,7 @@ class ExitedComponent:
 _TITLES: dict[Component, str] = {
     "azurite": "Azurite",
     "emulator": "the Service Bus emulator",
+    "issuer": "the token issuer",
     "host": "the Functions host",
 }
 
@@ -158,6 +165,8 @@ class LocalStack:
     azurite: Azurite
     emulator: ChildProcess
     host: ChildProcess
+    issuer: ChildProcess
+    minter: TokenMinter
     owns_work_dir: bool = False
     # Components killed or stopped on purpose through this object, until started again.
     taken_down: set[Component] = field(default_factory=set)
@@ -165,6 +174,14 @@ class LocalStack:
     @property
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.host.port}/api"
+
+    def token(self, identity: str = "local-producer", *, roles: tuple[str, ...] | None = None) -> str:
+        """A signed access token for one of local.identity's identities (its own roles by default)."""
+        return self.minter.token(identity_named(identity), roles=roles)
+
+    def auth_headers(self, identity: str = "local-producer") -> dict[str, str]:
+        """``Authorization: Bearer <token>`` for ``identity``: what every call to the API carries."""
+        return {"Authorization": f"Bearer {self.token(identity)}"}
 
     @property
     def servicebus_connection_string(self) -> str:
@@ -185,6 +202,7 @@ class LocalStack:
         codes: list[tuple[Component, int | None, Path]] = [
             ("azurite", self.azurite.process.poll(), self.azurite.log_path),
             ("emulator", self.emulator.exit_code(), self.emulator.log_path),
+            ("issuer", self.issuer.exit_code(), self.issuer.log_path),
             ("host", self.host.exit_code(), self.host.log_path),
         ]
         return [
@@ -227,14 +245,15 @@ class LocalStack:
         """Stop the emulator and start it again on the same port with the same data folder."""
         self.restart("emulator")
 
-    def _child(self, component: Literal["emulator", "host"]) -> ChildProcess:
-        return self.emulator if component == "emulator" else self.host
+    def _child(self, component: Literal["emulator", "issuer", "host"]) -> ChildProcess:
+        return {"emulator": self.emulator, "issuer": self.issuer, "host": self.host}[component]
 
     def stop(self) -> None:
         """Stop the host first (it settles in-flight work), then the emulator, then Azurite."""
         try:
             self.host.stop()
             self.emulator.stop()
+            self.issuer.stop()
         finally:
             # A throwaway stack's Storage data is about to be deleted: no need to let Azurite flush it.
             self.azurite.stop(flush=not self.owns_work_dir)
@@ -256,6 +275,7 @@ def start_stack(
     topology: Topology | None = None,
     host_port: int | None = None,
     emulator_port: int | None = None,
+    issuer_port: int | None = None,
     app_path: Path = FUNCTION_APP,
     app_settings: Mapping[str, str] | None = None,
 ) -> LocalStack:
@@ -274,18 +294,28 @@ def start_stack(
     ensure_port_free(management_port, "Service Bus emulator management")
     if host_port:
         ensure_port_free(host_port, "functions host")
+    if issuer_port:
+        ensure_port_free(issuer_port, "token issuer")
     owns = work_dir is None
     folder = Path(tempfile.mkdtemp(prefix="claimcheck-stack-")) if work_dir is None else work_dir
     folder.mkdir(parents=True, exist_ok=True)
     config_path = write_emulator_config(topology or load_topology(), folder / "Config.json", clamp=False)
     azurite = start_azurite(folder / "azurite")
-    emulator = host = None
+    emulator = host = issuer = None
     try:
+        issuer, minter = _issuer_process(folder, issuer_port or free_port())
+        issuer.start()
         emulator = _emulator_process(folder, config_path, emulator_port or free_port(), management_port)
         emulator.start()
         bus_connection = connection_string(emulator.port, DEFAULT_KEY, host="127.0.0.1")
+        identity_settings = {
+            ISSUER_SETTING: minter.issuer,
+            AUDIENCE_SETTING: minter.audience,
+            JWKS_URI_SETTING: jwks_url(minter.base_url, minter.directory_tenant),
+            ACCESS_TABLE_SETTING: local_access_table().to_json(),
+        }
         settings_path = _write_local_settings(
-            folder, azurite.connection_string, bus_connection, app_settings or {}
+            folder, azurite.connection_string, bus_connection, {**identity_settings, **(app_settings or {})}
         )
         port = host_port or free_port()
         host = ChildProcess(
@@ -306,14 +336,29 @@ def start_stack(
         )
         host.start()
     except BaseException:
-        for started in (host, emulator):
+        for started in (host, emulator, issuer):
             if started is not None:
                 started.stop()
         azurite.stop(flush=not owns)
         if owns:
             shutil.rmtree(folder, ignore_errors=True)
         raise
-    return LocalStack(folder, azurite, emulator, host, owns)
+    return LocalStack(folder, azurite, emulator, host, issuer, minter, owns)
+
+
+def _issuer_process(folder: Path, port: int) -> tuple[ChildProcess, TokenMinter]:
+    """The local token issuer; its key is made here (kept in ``folder``) so that ``token()`` can sign too."""
+    key_path = folder / "identity-signing-key.pem"
+    key = SigningKey.load(key_path) if key_path.exists() else SigningKey.generate()
+    if not key_path.exists():
+        key.save(key_path)
+    process = ChildProcess(
+        name="token issuer",
+        command=[sys.executable, "-m", "local.identity", "--key", str(key_path), "--port", str(port)],
+        port=port,
+        log_path=folder / "identity.log",
+    )
+    return process, TokenMinter(key, base_url=f"http://127.0.0.1:{port}")
 
 
 def _emulator_process(folder: Path, config_path: Path, port: int, management_port: int) -> ChildProcess:
@@ -374,6 +419,12 @@ def main(argv: list[str] | None = None) -> int:
         help="emulator AMQP port (default: %(default)s; 0 = a free one)",
     )
     parser.add_argument(
+        "--issuer-port",
+        type=int,
+        default=7090,
+        help="local token issuer HTTP port (default: %(default)s; 0 = a free one)",
+    )
+    parser.add_argument(
         "--data",
         type=Path,
         default=REPO_ROOT / ".local-stack",
@@ -383,11 +434,24 @@ def main(argv: list[str] | None = None) -> int:
     stop_requested = threading.Event()
     for signal_number in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signal_number, lambda *_: stop_requested.set())
-    print("Starting Azurite, the Service Bus emulator and the Functions host...", flush=True)
+    print(
+        "Starting Azurite, the Service Bus emulator, the token issuer and the Functions host...",
+        flush=True,
+    )
     try:
-        stack = start_stack(work_dir=args.data, host_port=args.port, emulator_port=args.servicebus_port)
+        stack = start_stack(
+            work_dir=args.data,
+            host_port=args.port,
+            emulator_port=args.servicebus_port,
+            issuer_port=args.issuer_port,
+        )
     except PortInUse as exc:
-        flag = {"Service Bus emulator": "--servicebus-port", "functions host": "--port"}.get(exc.what)
+        flags = {
+            "Service Bus emulator": "--servicebus-port",
+            "functions host": "--port",
+            "token issuer": "--issuer-port",
+        }
+        flag = flags.get(exc.what)
         if exc.what == "Service Bus emulator management":
             flag = "--servicebus-port (any port but 5672 gets a free management port)"
         hint = f"; stop it, or choose another port with {flag}" if flag else ""
@@ -421,6 +485,7 @@ def _print_endpoints(stack: LocalStack) -> None:
     print(f"  (management)     {stack.servicebus_management_connection_string}")
     print(f"Blob storage       {stack.azurite.blob_endpoint}")
     print(f"Table storage      {stack.azurite.table_endpoint}")
+    print(f"Token issuer       {stack.minter.issuer}  (audience {stack.minter.audience})")
     print(f"Storage conn.      PayloadStorage in {data / 'local.settings.json'}")
     print(f"Logs and data      {data}")
     print("Press Ctrl-C to stop.", flush=True)

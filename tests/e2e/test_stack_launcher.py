@@ -19,6 +19,7 @@ import pytest
 import requests
 from azure.storage.blob import BlobServiceClient
 
+from local.identity.client import local_token
 from local.stack import REPO_ROOT, start_stack
 
 
@@ -44,6 +45,8 @@ def _command(data: Path, *ports: str) -> list[str]:
         "0",
         "--servicebus-port",
         "0",
+        "--issuer-port",
+        "0",
         *ports,
         "--data",
         str(data),
@@ -59,15 +62,20 @@ def _launch(data: Path) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
     return launcher, lines
 
 
-def test_ctrl_c_stops_azurite_emulator_and_host(tmp_path: Path) -> None:
-    """The launcher prints its endpoints, serves the API, and on SIGINT exits 0 leaving no child behind."""
+def test_ctrl_c_stops_azurite_emulator_issuer_and_host(tmp_path: Path) -> None:
+    """The launcher prints its endpoints, serves the API (to a caller with a token from the printed
+    issuer only), and on SIGINT exits 0 leaving no child behind."""
     launcher, lines = _launch(tmp_path)
     try:
         api = _wait_for(lines, r"Functions API").split()[2]
+        issuer_line = _wait_for(lines, r"Token issuer").split()
+        issuer, audience = issuer_line[2], issuer_line[4].rstrip(")")
         _wait_for(lines, r"Press Ctrl-C")
         children = psutil.Process(launcher.pid).children(recursive=True)
-        assert len(children) >= 3
-        assert requests.get(f"{api}/work-items/wi-none", timeout=30).status_code == 404
+        assert len(children) >= 4
+        assert requests.get(f"{api}/work-items/wi-none", timeout=30).status_code == 401
+        bearer = {"Authorization": f"Bearer {local_token(issuer, 'local-producer', audience)}"}
+        assert requests.get(f"{api}/work-items/wi-none", headers=bearer, timeout=30).status_code == 404
         launcher.send_signal(signal.SIGINT)
         assert launcher.wait(timeout=90) == 0
     finally:
@@ -77,13 +85,13 @@ def test_ctrl_c_stops_azurite_emulator_and_host(tmp_path: Path) -> None:
     assert alive == []
 
 
-def test_killed_launcher_leaves_no_azurite_emulator_or_host(tmp_path: Path) -> None:
-    """Even a SIGKILLed launcher takes Azurite, the emulator and the Functions host down with it."""
+def test_killed_launcher_leaves_no_azurite_emulator_issuer_or_host(tmp_path: Path) -> None:
+    """Even a SIGKILLed launcher takes Azurite, the emulator, the issuer and the host down with it."""
     launcher, lines = _launch(tmp_path)
     _wait_for(lines, r"Press Ctrl-C")
     children = psutil.Process(launcher.pid).children(recursive=True)
     names = sorted(child.name() for child in children)
-    assert sum("python" in name for name in names) == 2, names
+    assert sum("python" in name for name in names) == 3, names  # emulator, token issuer, host
     assert "node" in names, names
     launcher.kill()
     launcher.wait(timeout=30)
@@ -105,7 +113,7 @@ def taken_port() -> Iterator[int]:
         yield int(listener.getsockname()[1])
 
 
-@pytest.mark.parametrize("flag", ["--port", "--servicebus-port"])
+@pytest.mark.parametrize("flag", ["--port", "--servicebus-port", "--issuer-port"])
 def test_a_taken_port_is_refused_naming_it(tmp_path: Path, taken_port: int, flag: str) -> None:
     """Another listener on the host or emulator port: one error line naming the port and the flag, exit 1,
     and no "ready" (before, the other listener answered the readiness probe while our child died)."""
@@ -168,4 +176,5 @@ def test_components_can_be_killed_and_started_again_in_place(tmp_path: Path) -> 
 
         stack.restart("host")
         assert stack.exited() == []
-        assert requests.get(f"{stack.api_url}/work-items/wi-none", timeout=30).status_code < 500
+        answer = requests.get(f"{stack.api_url}/work-items/wi-none", headers=stack.auth_headers(), timeout=30)
+        assert answer.status_code == 404

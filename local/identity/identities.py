@@ -1,0 +1,68 @@
+"""The local callers: who they are (object id, app id), which app roles they hold, which tenants.
+
+This table is the local stack's one source of truth for identity: the issuer puts the roles in the
+tokens it mints (as Entra puts the app-role assignments there), and local/stack.py writes the
+access table derived from it into the Function App's settings (as infra/ does from the stack config).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from claimcheck.access import AccessGrant, AccessTable
+from claimcheck.auth import AppRole
+
+# A fixed directory (tenant) id and application ID URI, shaped like Entra's.
+LOCAL_DIRECTORY_TENANT = "9c0ffee0-0000-4000-8000-00000000c1a1"
+LOCAL_AUDIENCE = "api://claimcheck-local"
+
+
+@dataclass(frozen=True)
+class LocalIdentity:
+    name: str  # also its client id at the local token endpoint
+    object_id: str
+    app_id: str
+    roles: tuple[AppRole, ...]
+    tenants: tuple[str, ...]
+
+    def grant(self) -> AccessGrant:
+        return AccessGrant(name=self.name, principal=self.object_id, tenants=self.tenants)
+
+
+LOCAL_IDENTITIES = (
+    # What `make demo` submits and reads as.
+    LocalIdentity(
+        "local-producer",
+        "0b1ec7a1-0000-4000-8000-000000000001",
+        "a99a0000-0000-4000-8000-000000000001",
+        (AppRole.SUBMIT, AppRole.READ),
+        ("acme", "globex", "initech"),
+    ),
+    # What claimcheck-ops uses locally.
+    LocalIdentity(
+        "local-operator",
+        "0b1ec7a1-0000-4000-8000-000000000002",
+        "a99a0000-0000-4000-8000-000000000002",
+        (AppRole.SUBMIT, AppRole.READ, AppRole.OPERATE),
+        ("acme", "globex", "initech"),
+    ),
+    # What the end-to-end tests use: every tenant whose id starts with t-.
+    LocalIdentity(
+        "local-tests",
+        "0b1ec7a1-0000-4000-8000-000000000003",
+        "a99a0000-0000-4000-8000-000000000003",
+        (AppRole.SUBMIT, AppRole.READ),
+        ("t-*",),
+    ),
+)
+
+
+def identity_named(name: str) -> LocalIdentity:
+    for identity in LOCAL_IDENTITIES:
+        if identity.name == name:
+            return identity
+    raise KeyError(f"no local identity {name!r}; known: {[i.name for i in LOCAL_IDENTITIES]}")
+
+
+def local_access_table() -> AccessTable:
+    return AccessTable(tuple(identity.grant() for identity in LOCAL_IDENTITIES))
