@@ -2,7 +2,11 @@
 
 - ``POST /api/documents``: intake (producer.submit) → 202 with the work item, status URL and receipt.
 - ``GET /api/work-items/{id}``: work-item status, optionally "at least version N".
-- ``GET /api/openapi.json``: the HTTP contract (openapi.json next to this file), served anonymously.
+- ``GET /api/openapi.json``: the HTTP contract (openapi.json next to this file) (any of the API's app roles).
+
+Every HTTP route starts with ``_gate``: an Entra ID bearer token (claimcheck.auth) with the route's app
+role, then the access table (claimcheck.access) decides which tenants the caller may use. The routes
+keep AuthLevel.FUNCTION, but a function key identifies nobody: without a valid token it gets a 401.
 - ``consume_document``: Service Bus trigger on the ``documents`` session queue with explicit settlement.
 - ``reconcile``: timer trigger running the reconciler.
 
@@ -29,6 +33,8 @@ from claimcheck.settings import DOCUMENTS_QUEUE, SERVICEBUS_CONNECTION, STORAGE_
 
 if TYPE_CHECKING:
     from claimcheck import ClaimCheck
+    from claimcheck.access import AccessTable
+    from claimcheck.auth import AppRole, Caller, SigningKeys, TokenRules
 
 logger = logging.getLogger("claimcheck.function_app")
 
@@ -45,6 +51,7 @@ RETRY_PAUSE_CAP = timedelta(seconds=30)
 
 _claimcheck: "ClaimCheck | None" = None
 _claimcheck_lock = threading.Lock()
+_identity: "tuple[TokenRules, SigningKeys, AccessTable] | None" = None
 
 
 def claimcheck() -> "ClaimCheck":
@@ -90,6 +97,58 @@ def _build_claimcheck(env: Mapping[str, str]) -> "ClaimCheck":
     )
 
 
+def identity() -> "tuple[TokenRules, SigningKeys, AccessTable]":
+    """The worker's token rules, cached signing keys and access table, built on first use."""
+    global _identity
+    with _claimcheck_lock:
+        if _identity is None:
+            from claimcheck.access import AccessTable
+            from claimcheck.adapters.jwks import jwks_fetcher
+            from claimcheck.auth import TokenRules
+            from claimcheck.signing_keys import CachedSigningKeys
+
+            rules = TokenRules.from_env(os.environ)
+            keys = CachedSigningKeys(jwks_fetcher(rules.jwks_uri))
+            _identity = (rules, keys, AccessTable.from_env(os.environ))
+        return _identity
+
+
+def _gate(req: func.HttpRequest, *roles: "AppRole") -> "Caller | func.HttpResponse":
+    """The caller a valid bearer token proves, if it holds one of ``roles``; else the refusal to answer.
+
+    401 and 403 bodies are fixed: which check failed goes to the log (never the token itself).
+    """
+    from claimcheck.auth import (
+        MISSING_ROLE_BODY,
+        UNAUTHENTICATED_BODY,
+        WWW_AUTHENTICATE,
+        KeysUnavailable,
+        MissingRole,
+        Unauthenticated,
+        authenticate,
+        require_role,
+    )
+
+    try:
+        rules, keys, _ = identity()
+        caller = authenticate(req.headers.get("authorization"), rules, keys)
+        require_role(caller, roles)
+    except SettingsError as error:
+        logger.error("refusing %s: %s", req.method, error)
+        return _json(503, {"error": "unavailable", "message": "the API's identity settings are incomplete"})
+    except KeysUnavailable as error:
+        logger.warning("refusing %s: %s", req.method, error)
+        unavailable = {"error": "unavailable", "message": "cannot verify tokens now"}
+        return _json(503, unavailable, {"Retry-After": "5"})
+    except Unauthenticated as error:
+        logger.info("401 for %s: %s", req.method, error)
+        return _json(401, UNAUTHENTICATED_BODY, {"WWW-Authenticate": WWW_AUTHENTICATE})
+    except MissingRole as error:
+        logger.info("403 for %s: %s", req.method, error)
+        return _json(403, MISSING_ROLE_BODY)
+    return caller
+
+
 def _required(env: Mapping[str, str], name: str) -> str:
     value = env.get(name)
     if not value:
@@ -101,13 +160,28 @@ def _required(env: Mapping[str, str], name: str) -> str:
 def submit_document(req: func.HttpRequest) -> func.HttpResponse:
     """Intake: the body (or the multipart part ``document``) is the document; metadata in headers/fields."""
     from claimcheck import IntakeRejected
+    from claimcheck.access import FORBIDDEN_BODY, AccessForbidden
+    from claimcheck.auth import AppRole
     from claimcheck.errors import PublishNotConfirmed
 
+    caller = _gate(req, AppRole.SUBMIT)
+    if isinstance(caller, func.HttpResponse):
+        return caller
     try:
         submission = read_submission(req.headers, req.get_body())
+        fields = submission.fields
+        if fields.get("tenant_id"):  # a missing tenant is the producer's 400 missing_tenant
+            identity()[2].check(
+                caller,
+                tenant_id=str(fields["tenant_id"]),
+                purpose=str(fields.get("purpose", "")),
+                classification=str(fields.get("classification", "")),
+            )
         receipt = claimcheck().producer.submit(
             submission.document, content_type=submission.content_type, **submission.fields
         )
+    except AccessForbidden:
+        return _json(403, FORBIDDEN_BODY)
     except PublishNotConfirmed as unavailable:
         return _json(
             unavailable.http_status,
@@ -125,22 +199,43 @@ def submit_document(req: func.HttpRequest) -> func.HttpResponse:
 
 @app.route(route="work-items/{id}", methods=["GET"])
 def get_work_item(req: func.HttpRequest) -> func.HttpResponse:
-    """Work-item state, payload state, result summary and receipt versions; never payload bytes."""
+    """Work-item state, payload state, result summary and receipt versions; never payload bytes.
+
+    Scoped to the caller's tenants (narrowed by X-Tenant-Id when given): another tenant's work item
+    answers exactly like an unknown id.
+    """
+    from claimcheck.auth import AppRole
+
+    caller = _gate(req, AppRole.READ, AppRole.OPERATE)
+    if isinstance(caller, func.HttpResponse):
+        return caller
     try:
         work_item_id = check_work_item_id(req.route_params["id"])
         min_version = parse_min_version(req.params.get("min_version"))
     except BadRequest as bad:
         return _json(400, {"error": bad.code, "message": str(bad)})
-    view = claimcheck().status.get(work_item_id, min_version=min_version)
+    access, selected = identity()[2], req.headers.get("x-tenant-id")
+
+    def visible(tenant_id: str) -> bool:
+        return access.may_see_tenant(caller, tenant_id) and selected in (None, tenant_id)
+
+    view = claimcheck().status.get(work_item_id, min_version=min_version, tenant_visible=visible)
     if view is None:
-        return _json(404, {"error": "not_found", "message": f"no work item {work_item_id}"})
+        # No echo of the id: an unknown id and another tenant's answer byte for byte the same.
+        return _json(404, {"error": "not_found", "message": "no such work item for this caller"})
     return _json(200, view.to_dict())
 
 
-@app.route(route="openapi.json", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+@app.route(route="openapi.json", methods=["GET"])
 def get_openapi_document(req: func.HttpRequest) -> func.HttpResponse:
-    """The contract, without authentication: it describes the API, holds no tenant data or secret, and a
-    client needs it to learn how to call (and authenticate to) everything else."""
+    """The contract, for any caller holding one of the API's app roles: no route is anonymous (the
+    document holds no tenant data, but an anonymous route is one the policy pack cannot tell apart from
+    a forgotten gate; a client learns the audience and roles from the stack outputs or the README)."""
+    from claimcheck.auth import AppRole
+
+    caller = _gate(req, AppRole.SUBMIT, AppRole.READ, AppRole.OPERATE)
+    if isinstance(caller, func.HttpResponse):
+        return caller
     return func.HttpResponse(OPENAPI_DOCUMENT.read_bytes(), status_code=200, mimetype="application/json")
 
 

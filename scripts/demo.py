@@ -32,6 +32,7 @@ from claimcheck.settings import DOCUMENTS_QUEUE, PAYLOAD_CONTAINER, RESULTS_TOPI
 from rich.console import Console
 from rich.live import Live
 
+from local.identity import SigningKey, TokenMinter, identity_named
 from local.stack import LocalStack, start_stack
 from scripts.demo_cases import COMPLETED, Case, demo_cases
 from scripts.demo_report import (
@@ -57,6 +58,8 @@ class Demo:
         self.stack = stack
         self.console = console
         self.http = requests.Session()
+        # The demo calls the API as local-producer (granted acme, globex and initech), like any caller.
+        self.http.headers.update(stack.auth_headers("local-producer"))
         self.bus = ServiceBusClient.from_connection_string(stack.servicebus_connection_string)
         self.blobs = BlobServiceClient.from_connection_string(stack.storage_connection_string)
         self.started = time.monotonic()
@@ -139,6 +142,8 @@ class Demo:
             "X-Work-Item-Id": work_item_id or case.work_item_id,
             "Content-Type": case.content_type,
         }
+        if case.signer == "foreign":
+            headers["Authorization"] = f"Bearer {self._foreign_token()}"
         response = self.http.post(
             f"{self.stack.api_url}/documents",
             data=(SAMPLES / case.sample).read_bytes(),
@@ -158,6 +163,12 @@ class Demo:
             return
         case.message_id, case.transport = receipt["message_id"], receipt["transport"]
         self.say(case, "intake", queued)
+
+    def _foreign_token(self) -> str:
+        """Right issuer, audience, roles and kid, but signed by a key of the demo's own: a forgery."""
+        forger = TokenMinter(SigningKey.generate(), base_url=self.stack.minter.base_url)
+        claims = forger.claims(identity_named("local-producer"))
+        return forger.sign(claims, kid=self.stack.minter.key.kid)
 
     def _send_forged(self, case: Case) -> None:
         """Submit a document for globex, copy its envelope, and send the copy as tenant acme."""

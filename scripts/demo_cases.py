@@ -26,6 +26,7 @@ class Case:
     expected_subscriptions: frozenset[str] = frozenset()
     classification: str = "internal"
     how: str = "http"  # http | tampered | forged | invalid
+    signer: str = "issuer"  # issuer | foreign: the token is signed by a key the issuer does not publish
     label: str = ""  # short name for progress lines; the sample's file name when empty
     work_item_id: str = field(default_factory=lambda: f"wi-demo-{uuid.uuid4().hex[:12]}")
     # Observed: intake
@@ -109,6 +110,21 @@ def demo_cases() -> list[Case]:
             classification="confidential",
             how="forged",
             label="forged supply-agreement.pdf",
+        ),
+        Case(
+            "Refused: a tenant the caller is not granted",
+            "service-agreement.txt",
+            "umbrella",
+            "forbidden",
+            label="tenant umbrella (not granted)",
+        ),
+        Case(
+            "Refused: a token the issuer never signed",
+            "service-agreement.txt",
+            "acme",
+            "unauthenticated",
+            signer="foreign",
+            label="foreign-signed token",
         ),
         Case(
             "Invalid envelope sent straight to the queue",

@@ -9,7 +9,7 @@ version is below N, never "not found".
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -209,16 +209,23 @@ class WorkItemStatus:
         self._registry = registry
 
     def get(
-        self, work_item_id: str, *, min_version: int | None = None, tenant_id: str | None = None
+        self,
+        work_item_id: str,
+        *,
+        min_version: int | None = None,
+        tenant_id: str | None = None,
+        tenant_visible: Callable[[str], bool] | None = None,
     ) -> WorkItemView | None:
         """The work item as the authoritative table holds it now.
 
         With ``min_version``, an absent row or a lower confirmed version means the accepted write is
-        not visible yet: the answer is ``awaiting_visibility``, never "not found". With ``tenant_id``,
-        another tenant's work item reads as absent.
+        not visible yet: the answer is ``awaiting_visibility``, never "not found". With ``tenant_id``
+        (or ``tenant_visible``, the caller's tenant scope), another tenant's work item reads as absent.
         """
         record = self._store.get(work_item_id)
         if record is not None and tenant_id is not None and record.tenant_id != tenant_id:
+            record = None
+        if record is not None and tenant_visible is not None and not tenant_visible(record.tenant_id):
             record = None
         confirmed = 0 if record is None else record.version
         if record is None or confirmed == 0 or (min_version is not None and confirmed < min_version):

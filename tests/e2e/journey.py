@@ -1,4 +1,8 @@
-"""What the e2e tests do to and read from the stack: submit over HTTP, poll status, read the bus."""
+"""What the e2e tests do to and read from the stack: submit over HTTP, poll status, read the bus.
+
+Every HTTP call carries a bearer token of the local issuer for ``TEST_IDENTITY`` (local/identity/),
+whose access-table grant covers every tenant id starting with ``t-``.
+"""
 
 from __future__ import annotations
 
@@ -13,13 +17,21 @@ from typing import Any
 import requests
 from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage, ServiceBusSubQueue
 
+from local.stack import LocalStack
+
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "contracts"
 FINAL_STATES = frozenset({"completed", "failed", "expired"})
 SUBSCRIPTIONS = ("audit", "notifications", "review", "contracts")
+TEST_IDENTITY = "local-tests"
+
+
+def auth(stack: LocalStack, identity: str = TEST_IDENTITY) -> dict[str, str]:
+    """The Authorization header of ``identity`` (a fresh token from the stack's local issuer)."""
+    return stack.auth_headers(identity)
 
 
 def submit(
-    api: str,
+    stack: LocalStack,
     document: bytes,
     *,
     tenant: str,
@@ -29,6 +41,7 @@ def submit(
     work_item_id: str | None = None,
 ) -> dict[str, Any]:
     headers = {
+        **auth(stack),
         "X-Tenant-Id": tenant,
         "X-Purpose": purpose,
         "X-Classification": classification,
@@ -36,13 +49,16 @@ def submit(
     }
     if work_item_id is not None:
         headers["X-Work-Item-Id"] = work_item_id
-    response = requests.post(f"{api}/documents", data=document, headers=headers, timeout=60)
+    response = requests.post(f"{stack.api_url}/documents", data=document, headers=headers, timeout=60)
     assert response.status_code == 202, response.text
     return dict(response.json())
 
 
 def wait_for_states(
-    api: str, work_item_ids: Collection[str], states: Collection[str] = ("completed",), timeout: float = 120.0
+    stack: LocalStack,
+    work_item_ids: Collection[str],
+    states: Collection[str] = ("completed",),
+    timeout: float = 120.0,
 ) -> dict[str, dict[str, Any]]:
     """Poll the status API until every work item is in one of ``states``; fail after ``timeout``."""
     deadline = time.monotonic() + timeout
@@ -50,13 +66,16 @@ def wait_for_states(
     last_seen: dict[str, str] = {}
     pending = set(work_item_ids)
     with requests.Session() as session:
+        session.headers.update(auth(stack))
         while pending and time.monotonic() < deadline:
             for work_item_id in sorted(pending):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
                 try:
-                    response = session.get(f"{api}/work-items/{work_item_id}", timeout=min(30.0, remaining))
+                    response = session.get(
+                        f"{stack.api_url}/work-items/{work_item_id}", timeout=min(30.0, remaining)
+                    )
                 except requests.RequestException as exc:  # a host too busy to answer: keep polling
                     last_seen[work_item_id] = f"no answer ({type(exc).__name__})"
                     continue

@@ -21,13 +21,13 @@ def _tenant() -> str:
 def test_results_reach_only_the_matching_subscriptions(stack: LocalStack, bus: ServiceBusClient) -> None:
     """A high-priority result reaches notifications; a normal contract reaches contracts and review."""
     tenant = _tenant()
-    urgent = submit(stack.api_url, (SAMPLES / "urgent-notice.txt").read_bytes(), tenant=tenant)[
+    urgent = submit(stack, (SAMPLES / "urgent-notice.txt").read_bytes(), tenant=tenant)[
         "work_item_id"
     ]
-    contract = submit(stack.api_url, (SAMPLES / "service-agreement.txt").read_bytes(), tenant=tenant)[
+    contract = submit(stack, (SAMPLES / "service-agreement.txt").read_bytes(), tenant=tenant)[
         "work_item_id"
     ]
-    wait_for_states(stack.api_url, [urgent, contract])
+    wait_for_states(stack, [urgent, contract])
     routed = {(event.work_item_id, event.subscription) for event in result_events(bus, [urgent, contract])}
     assert routed == {
         (urgent, "audit"),
@@ -41,16 +41,16 @@ def test_results_reach_only_the_matching_subscriptions(stack: LocalStack, bus: S
 def test_pdf_over_the_inline_threshold_travels_by_reference(stack: LocalStack) -> None:
     """A large text and a PDF are stored by reference, read back verified and analyzed."""
     tenant = _tenant()
-    large = submit(stack.api_url, (SAMPLES / "master-agreement-large.txt").read_bytes(), tenant=tenant)
+    large = submit(stack, (SAMPLES / "master-agreement-large.txt").read_bytes(), tenant=tenant)
     pdf = submit(
-        stack.api_url,
+        stack,
         (SAMPLES / "supply-agreement.pdf").read_bytes(),
         tenant=tenant,
         content_type="application/pdf",
         classification="confidential",
     )
     assert (large["receipt"]["transport"], pdf["receipt"]["transport"]) == ("reference", "reference")
-    views = wait_for_states(stack.api_url, [large["work_item_id"], pdf["work_item_id"]])
+    views = wait_for_states(stack, [large["work_item_id"], pdf["work_item_id"]])
     assert views[large["work_item_id"]]["result"]["obligations"] == 120
     assert views[pdf["work_item_id"]]["result"]["page_count"] == 3
 
@@ -74,8 +74,8 @@ def test_older_version_queued_with_a_newer_is_superseded(stack: LocalStack, bus:
     with bus.get_queue_receiver("documents", session_id=work_item_id) as hold:
         hold.peek_messages(max_message_count=1)  # holding the session keeps the consumer away from it
         for sample in ("service-agreement.txt", "contrato-prestacao-servicos.txt"):
-            submit(stack.api_url, (SAMPLES / sample).read_bytes(), tenant=tenant, work_item_id=work_item_id)
-    views = wait_for_states(stack.api_url, [work_item_id])
+            submit(stack, (SAMPLES / sample).read_bytes(), tenant=tenant, work_item_id=work_item_id)
+    views = wait_for_states(stack, [work_item_id])
     assert (views[work_item_id]["version"], views[work_item_id]["result"]["version"]) == (2, 2)
     assert [
         event.version for event in result_events(bus, [work_item_id]) if event.subscription == "audit"
@@ -97,13 +97,13 @@ def test_burst_of_200_documents_across_20_tenants(stack: LocalStack, bus: Servic
 
     def send(index: int) -> str:
         assert time.monotonic() < deadline, f"the burst was not even sent within {BURST_BUDGET_SECONDS:.0f} s"
-        receipt = submit(stack.api_url, documents[index % 2], tenant=tenants[index % 20])
+        receipt = submit(stack, documents[index % 2], tenant=tenants[index % 20])
         return str(receipt["work_item_id"])
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         work_item_ids = list(pool.map(send, range(200)))
     assert len(set(work_item_ids)) == 200
-    wait_for_states(stack.api_url, work_item_ids, timeout=max(1.0, deadline - time.monotonic()))
+    wait_for_states(stack, work_item_ids, timeout=max(1.0, deadline - time.monotonic()))
     audit = [
         event.work_item_id for event in result_events(bus, work_item_ids) if event.subscription == "audit"
     ]

@@ -46,7 +46,7 @@ def test_host_killed_mid_processing_redelivers_and_yields_one_result(
     document = (SAMPLES / "master-agreement-large.txt").read_bytes()
     with bus.get_queue_receiver("documents", session_id=work_item_id) as hold:
         hold.peek_messages(max_message_count=1)  # keep the consumer away until storage is frozen
-        submit(stack.api_url, document, tenant=f"t-{uuid.uuid4().hex[:8]}", work_item_id=work_item_id)
+        submit(stack, document, tenant=f"t-{uuid.uuid4().hex[:8]}", work_item_id=work_item_id)
         with _frozen_storage(stack):
             hold.close()  # the consumer takes the session now and blocks on storage
             time.sleep(1.5)  # its session workers poll every second; checking sooner would steal the session
@@ -56,7 +56,7 @@ def test_host_killed_mid_processing_redelivers_and_yields_one_result(
                 time.sleep(0.2)
             stack.host.kill()
     stack.host.start()
-    wait_for_states(stack.api_url, [work_item_id])
+    wait_for_states(stack, [work_item_id])
     audit = [event for event in result_events(bus, [work_item_id]) if event.subscription == "audit"]
     assert len(audit) == 1
 
@@ -65,10 +65,10 @@ def test_emulator_restart_mid_run_loses_nothing(stack: LocalStack, bus: ServiceB
     """Documents sent before and after an emulator restart all complete, each with exactly one result."""
     tenant = f"t-{uuid.uuid4().hex[:8]}"
     document = (SAMPLES / "service-agreement.txt").read_bytes()
-    before = [submit(stack.api_url, document, tenant=tenant)["work_item_id"] for _ in range(10)]
+    before = [submit(stack, document, tenant=tenant)["work_item_id"] for _ in range(10)]
     stack.restart_emulator()
-    after = [submit(stack.api_url, document, tenant=tenant)["work_item_id"] for _ in range(10)]
-    wait_for_states(stack.api_url, before + after)
+    after = [submit(stack, document, tenant=tenant)["work_item_id"] for _ in range(10)]
+    wait_for_states(stack, before + after)
     with ServiceBusClient.from_connection_string(stack.servicebus_connection_string) as fresh:
         audit = [
             event.work_item_id

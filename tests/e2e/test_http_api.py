@@ -10,10 +10,10 @@ import requests
 from local.stack import LocalStack
 
 from .conftest import MAX_PAYLOAD_BYTES
-from .journey import SAMPLES, wait_for_states
+from .journey import SAMPLES, auth, wait_for_states
 
 VALID = {
-    "X-Tenant-Id": "acme",
+    "X-Tenant-Id": "t-http-api",
     "X-Purpose": "contract-review",
     "X-Classification": "internal",
     "Content-Type": "text/plain",
@@ -34,7 +34,8 @@ def test_bad_intake_gets_a_4xx_naming_the_problem(
     stack: LocalStack, changes: dict[str, str | None], body: bytes, status: int, error: str
 ) -> None:
     """Missing tenant, unknown purpose, forbidden type, oversize body, non-boolean flag: a JSON 4xx."""
-    headers = {name: value for name, value in {**VALID, **changes}.items() if value is not None}
+    sent = {**VALID, **auth(stack), **changes}
+    headers = {name: value for name, value in sent.items() if value is not None}
     response = requests.post(f"{stack.api_url}/documents", data=body, headers=headers, timeout=60)
     assert response.status_code == status
     assert response.json()["error"] == error
@@ -53,30 +54,33 @@ def test_multipart_intake_with_form_fields(stack: LocalStack) -> None:
             "purpose": "contract-review",
             "classification": "internal",
         },
+        headers=auth(stack),
         timeout=60,
     )
     assert response.status_code == 202, response.text
     work_item_id = response.json()["work_item_id"]
     assert response.headers["Location"] == response.json()["status_url"] == f"/api/work-items/{work_item_id}"
-    views = wait_for_states(stack.api_url, [work_item_id])
+    views = wait_for_states(stack, [work_item_id])
     assert views[work_item_id]["result"]["page_count"] == 3
 
 
 def test_status_of_unknown_work_item_is_404_and_bad_min_version_is_400(stack: LocalStack) -> None:
     """Unknown ids answer 404; a min_version that is not a number answers 400."""
-    assert requests.get(f"{stack.api_url}/work-items/wi-unknown", timeout=30).status_code == 404
-    assert requests.get(f"{stack.api_url}/work-items/wi-x?min_version=abc", timeout=30).status_code == 400
+    api, headers = stack.api_url, auth(stack)
+    assert requests.get(f"{api}/work-items/wi-unknown", headers=headers, timeout=30).status_code == 404
+    bad_version = requests.get(f"{api}/work-items/wi-x?min_version=abc", headers=headers, timeout=30)
+    assert bad_version.status_code == 400
 
 
 def test_status_never_contains_payload_bytes(stack: LocalStack) -> None:
     """The status view reports states, receipt and summary, but not the document's text."""
     document = (SAMPLES / "service-agreement.txt").read_bytes()
-    headers = {**VALID, "X-Tenant-Id": f"t-{uuid.uuid4().hex[:8]}"}
+    headers = {**VALID, **auth(stack), "X-Tenant-Id": f"t-{uuid.uuid4().hex[:8]}"}
     work_item_id = requests.post(
         f"{stack.api_url}/documents", data=document, headers=headers, timeout=60
     ).json()["work_item_id"]
-    wait_for_states(stack.api_url, [work_item_id])
-    status = requests.get(f"{stack.api_url}/work-items/{work_item_id}", timeout=30).text
+    wait_for_states(stack, [work_item_id])
+    status = requests.get(f"{stack.api_url}/work-items/{work_item_id}", headers=auth(stack), timeout=30).text
     assert document.decode().splitlines()[0] not in status
 
 

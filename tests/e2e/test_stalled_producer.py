@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from local.stack import LocalStack
 from scripts.ops import app as ops_app
 
-from .journey import SAMPLES, dead_letters, result_events, submit, wait_for_states
+from .journey import SAMPLES, auth, dead_letters, result_events, submit, wait_for_states
 
 # The consumer gives up on a version that stays invisible after five deliveries with backoff (about
 # 20-30 s on an idle machine); the rest is headroom for a loaded one.
@@ -122,7 +122,7 @@ def test_dead_lettered_message_is_replayed_once_after_its_cause_is_fixed(
     sequence_number = str(dead_letter["sequence_number"])
     code, replayed = _ops(stack, "dlq", "replay", "documents", sequence_number)
     assert (code, [entry["status"] for entry in replayed]) == (0, ["replayed"])
-    view = wait_for_states(stack.api_url, [work_item_id])[work_item_id]
+    view = wait_for_states(stack, [work_item_id])[work_item_id]
     assert (view["version"], view["result"]["version"]) == (1, 1)
     assert _audit_events(bus, work_item_id) == [1]
 
@@ -153,7 +153,7 @@ def test_next_message_of_a_session_waits_while_the_first_is_retried(
             assert stalling_bus.published.wait(60), "the producer never published version 1"
             # Version 2 is confirmed at once: processable, but queued behind version 1 in the session.
             assert (
-                submit(stack.api_url, document, tenant=tenant, work_item_id=work_item_id)["receipt"][
+                submit(stack, document, tenant=tenant, work_item_id=work_item_id)["receipt"][
                     "version"
                 ]
                 == 2
@@ -163,7 +163,7 @@ def test_next_message_of_a_session_waits_while_the_first_is_retried(
             stalling_bus.resume.set()
         stalled.result(timeout=60)  # the late producer confirms nothing: version 2 is already visible
     assert waited > 0, "version 1 was dead-lettered before version 2 could be seen waiting"
-    view = wait_for_states(stack.api_url, [work_item_id])[work_item_id]
+    view = wait_for_states(stack, [work_item_id])[work_item_id]
     assert (view["version"], view["result"]["version"]) == (2, 2)
     assert _audit_events(bus, work_item_id) == [2]
 
@@ -175,7 +175,7 @@ def _observe_until_dead_lettered(stack: LocalStack, bus: ServiceBusClient, sessi
     deadline = time.monotonic() + DEAD_LETTER_TIMEOUT_SECONDS
     waited = 0
     while time.monotonic() < deadline:
-        response = requests.get(f"{stack.api_url}/work-items/{session_id}", timeout=30)
+        response = requests.get(f"{stack.api_url}/work-items/{session_id}", headers=auth(stack), timeout=30)
         state = response.json()["state"]
         if any(message.session_id == session_id for message in dead_letters(bus)):
             return waited

@@ -1,0 +1,212 @@
+"""Caller identity over HTTP on the local stack, with real tokens of the local issuer (issue 8).
+
+Every refusal is checked for its status, its fixed body (no hint of which check failed, no other
+tenant named) and, for intake, that nothing was created: no work item, no registry record.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import re
+import time
+import uuid
+from typing import Any
+
+import pytest
+import requests
+from azure.data.tables import TableServiceClient
+
+from local.functions_host import DEFAULT_APP
+from local.functions_host.app_loader import HttpFunction, load_function_app
+from local.identity import SigningKey, TokenMinter, identity_named
+from local.stack import LocalStack
+
+from .journey import SAMPLES, TEST_IDENTITY, auth
+
+DOCUMENT = (SAMPLES / "service-agreement.txt").read_bytes()
+UNAUTHENTICATED = {"error": "unauthenticated", "message": "a valid bearer token for this API is required"}
+FORBIDDEN_TENANT = {
+    "error": "forbidden",
+    "message": "this caller may not use that tenant, purpose or classification",
+}
+NOT_FOUND = {"error": "not_found", "message": "no such work item for this caller"}
+
+
+@pytest.fixture(scope="module")
+def refused_work_items() -> list[str]:
+    """Work item ids of refused submissions; at the end none of them may exist anywhere."""
+    ids: list[str] = []
+    return ids
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _unsigned(header: dict[str, Any], claims: dict[str, Any], key: bytes | None) -> str:
+    head, body = _b64(json.dumps(header).encode()), _b64(json.dumps(claims).encode())
+    signature = b"" if key is None else hmac.new(key, f"{head}.{body}".encode(), hashlib.sha256).digest()
+    return f"{head}.{body}.{_b64(signature)}"
+
+
+def bad_authorizations(stack: LocalStack) -> dict[str, str | None]:
+    """One Authorization header per kind of bad token the issue lists."""
+    minter, tests = stack.minter, identity_named(TEST_IDENTITY)
+    now = int(time.time())
+
+    def claims(**changes: Any) -> dict[str, Any]:
+        return {**minter.claims(tests), **changes}
+
+    foreign = TokenMinter(SigningKey.generate(), minter.base_url)
+    tokens = {
+        "malformed": "not-a-jwt",
+        "expired": minter.sign(claims(iat=now - 7200, nbf=now - 7200, exp=now - 3600)),
+        "not yet valid": minter.sign(claims(nbf=now + 3600, exp=now + 7200)),
+        "wrong audience": minter.sign(claims(aud="api://another-api")),
+        "wrong issuer": minter.sign(claims(iss="https://login.microsoftonline.com/other-tenant/v2.0")),
+        "unknown kid": foreign.sign(claims()),
+        "foreign key, real kid": foreign.sign(claims(), kid=minter.key.kid),
+        "alg none": _unsigned({"alg": "none", "typ": "JWT", "kid": minter.key.kid}, claims(), None),
+        "HS256 keyed with the public key": _unsigned(
+            {"alg": "HS256", "typ": "JWT", "kid": minter.key.kid}, claims(), minter.key.public_pem()
+        ),
+    }
+    return {"no token": None, **{name: f"Bearer {token}" for name, token in tokens.items()}}
+
+
+BAD_KINDS = (
+    "no token",
+    "malformed",
+    "expired",
+    "not yet valid",
+    "wrong audience",
+    "wrong issuer",
+    "unknown kid",
+    "foreign key, real kid",
+    "alg none",
+    "HS256 keyed with the public key",
+)
+
+
+def _post(stack: LocalStack, headers: dict[str, str], work_item_id: str) -> requests.Response:
+    sent = {
+        "X-Tenant-Id": "t-identity",
+        "X-Purpose": "contract-review",
+        "X-Classification": "internal",
+        "Content-Type": "text/plain",
+        "X-Work-Item-Id": work_item_id,
+        **headers,
+    }
+    return requests.post(f"{stack.api_url}/documents", data=DOCUMENT, headers=sent, timeout=60)
+
+
+@pytest.mark.parametrize("kind", BAD_KINDS)
+def test_a_bad_token_gets_401_with_bearer_challenge_and_no_detail(
+    stack: LocalStack, refused_work_items: list[str], kind: str
+) -> None:
+    authorization = bad_authorizations(stack)[kind]
+    headers = {} if authorization is None else {"Authorization": authorization}
+    work_item_id = f"wi-refused-{uuid.uuid4().hex[:12]}"
+    refused_work_items.append(work_item_id)
+    submitted = _post(stack, headers, work_item_id)
+    read = requests.get(f"{stack.api_url}/work-items/{work_item_id}", headers=headers, timeout=30)
+    for response in (submitted, read):
+        assert response.status_code == 401
+        assert response.headers["WWW-Authenticate"].startswith("Bearer")
+        assert response.json() == UNAUTHENTICATED
+
+
+def test_every_http_route_of_the_app_refuses_a_function_key_alone(stack: LocalStack) -> None:
+    """Enumerated from function_app.py, so a route added later without the gate fails here."""
+    routes = load_function_app(DEFAULT_APP).of_type(HttpFunction)
+    assert routes
+    for route in routes:
+        path = re.sub(r"\{[^}]*\}", "wi-any", route.route)
+        for method in sorted(route.methods or {"GET"}):
+            response = requests.request(
+                method, f"{stack.api_url}/{path}", headers={"x-functions-key": "a-key"}, data=b"x", timeout=30
+            )
+            assert (route.route, method, response.status_code) == (route.route, method, 401)
+
+
+def test_a_valid_token_without_the_route_role_gets_403(
+    stack: LocalStack, refused_work_items: list[str]
+) -> None:
+    """No roles at all, or a reader submitting: 403; a caller with only Documents.Submit cannot read."""
+    no_roles = {"Authorization": f"Bearer {stack.token(TEST_IDENTITY, roles=())}"}
+    reader = {"Authorization": f"Bearer {stack.token(TEST_IDENTITY, roles=('WorkItems.Read',))}"}
+    submitter = {"Authorization": f"Bearer {stack.token(TEST_IDENTITY, roles=('Documents.Submit',))}"}
+    for headers in (no_roles, reader):
+        work_item_id = f"wi-refused-{uuid.uuid4().hex[:12]}"
+        refused_work_items.append(work_item_id)
+        response = _post(stack, headers, work_item_id)
+        assert response.status_code == 403
+        assert response.json()["error"] == "forbidden"
+    for headers in (no_roles, submitter):
+        response = requests.get(f"{stack.api_url}/work-items/wi-any", headers=headers, timeout=30)
+        assert response.status_code == 403
+
+
+def test_a_tenant_not_granted_gets_the_same_403_whether_it_exists_or_not(
+    stack: LocalStack, refused_work_items: list[str]
+) -> None:
+    """acme exists (local-producer submits there first); the test identity may use t-* only."""
+    assert (
+        _post(
+            stack, {**stack.auth_headers("local-producer"), "X-Tenant-Id": "acme"}, f"wi-{uuid.uuid4().hex}"
+        ).status_code
+        == 202
+    )
+    answers = []
+    for tenant in ("acme", "no-such-tenant", "t-x' or PartitionKey ne 'z", "t-a/b", "t-\u00e9", "*"):
+        work_item_id = f"wi-refused-{uuid.uuid4().hex[:12]}"
+        refused_work_items.append(work_item_id)
+        response = _post(stack, {**auth(stack), "X-Tenant-Id": tenant}, work_item_id)
+        answers.append((response.status_code, response.content))
+    assert answers == [(403, json.dumps(FORBIDDEN_TENANT).encode())] * len(answers)
+
+
+def test_status_of_another_tenants_work_item_reads_like_an_unknown_id(stack: LocalStack) -> None:
+    """Plain reads answer the same 404; "at least version 1" reads answer the same awaiting_visibility."""
+    work_item_id = f"wi-acme-{uuid.uuid4().hex[:12]}"
+    created = _post(stack, {**stack.auth_headers("local-producer"), "X-Tenant-Id": "acme"}, work_item_id)
+    assert created.status_code == 202
+    api, unknown = stack.api_url, f"wi-unknown-{uuid.uuid4().hex[:12]}"
+    owner = requests.get(
+        f"{api}/work-items/{work_item_id}", headers=stack.auth_headers("local-producer"), timeout=30
+    )
+    assert owner.status_code == 200
+    other_tenant = requests.get(f"{api}/work-items/{work_item_id}", headers=auth(stack), timeout=30)
+    never_existed = requests.get(f"{api}/work-items/{unknown}", headers=auth(stack), timeout=30)
+    assert (
+        (other_tenant.status_code, other_tenant.json())
+        == (never_existed.status_code, never_existed.json())
+        == (404, NOT_FOUND)
+    )
+    # The owner narrowing itself to another of its tenants sees nothing either.
+    narrowed = {**stack.auth_headers("local-producer"), "X-Tenant-Id": "globex"}
+    assert requests.get(f"{api}/work-items/{work_item_id}", headers=narrowed, timeout=30).json() == NOT_FOUND
+    views = [
+        requests.get(f"{api}/work-items/{item}?min_version=1", headers=auth(stack), timeout=30).json()
+        for item in (work_item_id, unknown)
+    ]
+    assert views[0]["state"] == views[1]["state"] == "awaiting_visibility"
+    assert {**views[0], "work_item_id": "-"} == {**views[1], "work_item_id": "-"}
+
+
+def test_zz_nothing_was_created_by_any_refused_submission(
+    stack: LocalStack, refused_work_items: list[str]
+) -> None:
+    """No work item row and no registry record for any refused submission of this module."""
+    assert len(refused_work_items) >= len(BAD_KINDS)
+    with TableServiceClient.from_connection_string(stack.storage_connection_string) as tables:
+        work_items = tables.get_table_client("workitems")
+        registry = tables.get_table_client("payloadregistry")
+        for work_item_id in refused_work_items:
+            assert (
+                list(work_items.query_entities("PartitionKey eq @id", parameters={"id": work_item_id})) == []
+            )
+            assert list(registry.query_entities("work_item_id eq @id", parameters={"id": work_item_id})) == []
