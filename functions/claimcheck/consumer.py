@@ -186,7 +186,11 @@ class Consumer:
         if now >= envelope.expires_at:
             raise EnvelopeExpired("the envelope expired before processing")
         policy = self._purposes.get(envelope.purpose)
-        if policy is None or envelope.environment != self._settings.environment:
+        if (
+            policy is None
+            or envelope.environment != self._settings.environment
+            or self._identity not in policy.readers  # this consumer may not read for the purpose at all
+        ):
             raise AccessDenied("reference does not resolve for this tenant, purpose and environment")
         key = idempotency_key(
             envelope.work_item_id, envelope.payload_version, envelope.purpose, RESULT_EFFECT
@@ -274,6 +278,7 @@ class Consumer:
         record = self._registry.get(envelope.payload_ref)
         request = ReadRequest(
             identity=self._identity,
+            work_item_id=envelope.work_item_id,
             tenant_id=envelope.tenant_id,
             purpose=envelope.purpose,
             environment=envelope.environment,

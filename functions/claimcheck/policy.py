@@ -135,6 +135,7 @@ class ReadRequest:
     """Facts about one read attempt, from the envelope and the consumer's own identity."""
 
     identity: str
+    work_item_id: str
     tenant_id: str
     purpose: str
     environment: str
@@ -149,6 +150,7 @@ class ReadRequest:
 class RecordFacts:
     """Facts about the stored object, from the trusted registry."""
 
+    work_item_id: str
     tenant_id: str
     purpose: str
     environment: str
@@ -179,8 +181,9 @@ def authorize(
 ) -> tuple[Verdict, str]:
     """Decide whether ``request`` may read ``record``; a denial comes with a reason safe to log.
 
-    Tenant, environment and purpose mismatches answer exactly like an unknown reference, so that a
-    caller cannot learn whether another tenant's object exists.
+    Work item, tenant, environment and purpose mismatches, and a consumer identity the purpose does not
+    allow, answer exactly like an unknown reference: the read is bound to the record it was registered
+    for, and a caller cannot learn whether another tenant's (or another work item's) object exists.
     """
     unresolvable = (
         Verdict.UNRESOLVABLE,
@@ -189,7 +192,8 @@ def authorize(
     policy = purposes.get(request.purpose)
     if record is None or policy is None or request.identity not in policy.readers:
         return unresolvable
-    if (request.tenant_id, request.environment, request.purpose) != (
+    if (request.work_item_id, request.tenant_id, request.environment, request.purpose) != (
+        record.work_item_id,
         record.tenant_id,
         record.environment,
         record.purpose,

@@ -43,6 +43,7 @@ class PayloadRecord:
 
     def facts(self) -> RecordFacts:
         return RecordFacts(
+            work_item_id=self.work_item_id,
             tenant_id=self.tenant_id,
             purpose=self.purpose,
             environment=self.environment,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -22,13 +22,13 @@ from claimcheck.policy import DEFAULT_PURPOSES, PurposePolicy
 from claimcheck.producer import Producer
 from claimcheck.reconciler import Reconciler
 from claimcheck.registry import PayloadRegistry
-from claimcheck.settings import Settings
+from claimcheck.settings import DEFAULT_CONSUMER_IDENTITY, PURPOSE_CONSUMERS_SETTING, Settings, SettingsError
 from claimcheck.workitems import WorkItemStatus, WorkItemStore
 
 if TYPE_CHECKING:
     from azure.core.credentials import TokenCredential
 
-SERVICE_IDENTITY = "claimcheck-consumer"
+SERVICE_IDENTITY = DEFAULT_CONSUMER_IDENTITY
 
 
 def utc_now() -> datetime:
@@ -54,13 +54,19 @@ class ClaimCheck:
         credential: TokenCredential | None = None,
         analyzer: Analyzer | None = None,
         purposes: Mapping[str, PurposePolicy] = DEFAULT_PURPOSES,
-        identity: str = SERVICE_IDENTITY,
+        identity: str | None = None,
         clock: Callable[[], datetime] = utc_now,
         sleep: Callable[[float], None] = time.sleep,
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     ) -> ClaimCheck:
         """Build from a connection string (local: Azurite, creates what is missing) or from service
-        URIs with a token credential (Azure: infra/ provisions the container and tables)."""
+        URIs with a token credential (Azure: infra/ provisions the container and tables).
+
+        ``identity`` defaults to the settings' consumer identity; the settings' allowed consumers per
+        purpose replace the purpose table's readers.
+        """
+        identity = identity or settings.consumer_identity
+        purposes = with_consumers(purposes, settings.purpose_consumers)
         from azure.data.tables import TableServiceClient
         from azure.storage.blob import BlobServiceClient
 
@@ -148,3 +154,15 @@ class ClaimCheck:
             ),
             status=WorkItemStatus(work_items, registry),
         )
+
+
+def with_consumers(
+    purposes: Mapping[str, PurposePolicy], consumers: Mapping[str, frozenset[str]]
+) -> Mapping[str, PurposePolicy]:
+    """The purpose table with each listed purpose's readers replaced; an unknown purpose is refused."""
+    unknown = sorted(set(consumers) - set(purposes))
+    if unknown:
+        raise SettingsError(f"{PURPOSE_CONSUMERS_SETTING} names unknown purposes {unknown}")
+    return {
+        name: replace(policy, readers=consumers.get(name, policy.readers)) for name, policy in purposes.items()
+    }

@@ -6,9 +6,10 @@ local.settings.json. Keeping the names here, in one place, is what lets a test p
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # Connection *names* (the `connection=` of a binding). On Azure each one is expanded by the host into
 # identity-based settings (`<NAME>__fullyQualifiedNamespace`, `<NAME>__blobServiceUri`, ...); locally
@@ -30,6 +31,13 @@ RESULTS_TABLE = "results"
 # deletes objects still carrying it after a day: the backstop behind the reconciler.
 PROVISIONAL_TAG_NAME = "claimcheck-state"
 PROVISIONAL_TAG_VALUE = "provisional"
+
+# Who this app is when it reads payloads (checked against each purpose's allowed consumers), and the
+# allowed consumers per purpose. infra/ writes both from the stack config; unset, the purpose table's
+# defaults apply (claimcheck.policy.DEFAULT_PURPOSES: readers = {"claimcheck-consumer"}).
+CONSUMER_IDENTITY_SETTING = "CLAIMCHECK_CONSUMER_IDENTITY"
+PURPOSE_CONSUMERS_SETTING = "CLAIMCHECK_PURPOSE_CONSUMERS"
+DEFAULT_CONSUMER_IDENTITY = "claimcheck-consumer"
 
 
 class SettingsError(ValueError):
@@ -75,6 +83,9 @@ class Settings:
     publish_timeout_seconds: int = 5
     # After a failed intake publish, intake answers 503 at once for this long, then tries again.
     publish_cool_down_seconds: int = 5
+    consumer_identity: str = DEFAULT_CONSUMER_IDENTITY
+    # purpose → the consumer identities allowed to read its payloads (overrides the purpose table).
+    purpose_consumers: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -100,7 +111,24 @@ class Settings:
             outage_wait_seconds=_positive_int(values, "CLAIMCHECK_OUTAGE_WAIT_SECONDS", 60),
             publish_timeout_seconds=_positive_int(values, "CLAIMCHECK_PUBLISH_TIMEOUT_SECONDS", 5),
             publish_cool_down_seconds=_positive_int(values, "CLAIMCHECK_PUBLISH_COOL_DOWN_SECONDS", 5),
+            consumer_identity=values.get(CONSUMER_IDENTITY_SETTING) or DEFAULT_CONSUMER_IDENTITY,
+            purpose_consumers=_purpose_consumers(values.get(PURPOSE_CONSUMERS_SETTING)),
         )
+
+
+def _purpose_consumers(raw: str | None) -> dict[str, frozenset[str]]:
+    if not raw:
+        return {}
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        raise SettingsError(f"{PURPOSE_CONSUMERS_SETTING} is not JSON") from None
+    if not isinstance(parsed, dict) or not all(
+        isinstance(readers, list) and all(isinstance(reader, str) and reader for reader in readers)
+        for readers in parsed.values()
+    ):
+        raise SettingsError(f"{PURPOSE_CONSUMERS_SETTING} must map each purpose to a list of identities")
+    return {str(purpose): frozenset(readers) for purpose, readers in parsed.items()}
 
 
 def _positive_int(values: Mapping[str, str], name: str, default: int) -> int:

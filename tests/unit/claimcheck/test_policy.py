@@ -85,6 +85,7 @@ def test_sensitive_classes_never_travel_inline() -> None:
 def _request() -> ReadRequest:
     return ReadRequest(
         identity="claimcheck-consumer",
+        work_item_id="wi-1",
         tenant_id="a",
         purpose="contract-review",
         environment="test",
@@ -98,6 +99,7 @@ def _request() -> ReadRequest:
 
 def _record() -> RecordFacts:
     return RecordFacts(
+        work_item_id="wi-1",
         tenant_id="a",
         purpose="contract-review",
         environment="test",
@@ -115,12 +117,14 @@ def test_matching_request_is_allowed() -> None:
 
 
 def test_other_tenant_looks_exactly_like_unknown() -> None:
-    """Another tenant's record yields the same verdict and reason as no record at all."""
+    """Another tenant's (or work item's) record, or a reader the purpose does not allow, yields the
+    same verdict and reason as no record at all."""
     unknown = authorize(_request(), None, DEFAULT_PURPOSES)
     other_tenant = authorize(_request(), replace(_record(), tenant_id="b"), DEFAULT_PURPOSES)
     other_env = authorize(_request(), replace(_record(), environment="prod"), DEFAULT_PURPOSES)
     stranger = authorize(replace(_request(), identity="someone"), _record(), DEFAULT_PURPOSES)
-    assert unknown == other_tenant == other_env == stranger
+    other_work_item = authorize(_request(), replace(_record(), work_item_id="wi-2"), DEFAULT_PURPOSES)
+    assert unknown == other_tenant == other_env == stranger == other_work_item
     assert unknown[0] is Verdict.UNRESOLVABLE
 
 

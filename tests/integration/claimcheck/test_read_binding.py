@@ -1,0 +1,104 @@
+"""The consumer's read is bound to the registry record, and to its own identity (issue 8), on Azurite.
+
+A same-tenant envelope for work item A that carries work item B's reference (and B's version,
+length and checksum) is access_denied: B's object, registry state and result stay untouched, and A's
+own message is still processed with A's own bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+from claimcheck import Complete, DeadLetter, DeadLetterReason, InboundMessage, Settings
+from claimcheck.service import with_consumers
+from claimcheck.settings import SettingsError
+
+from tests.integration.claimcheck.conftest import Harness, document
+from tests.integration.claimcheck.test_consumer import submit
+
+Build = Callable[..., Harness]
+
+
+def _as_work_item(message: InboundMessage, work_item_id: str) -> InboundMessage:
+    body = json.loads(message.body)
+    body["work_item_id"] = work_item_id
+    return InboundMessage(
+        body=json.dumps(body).encode(),
+        message_id="forged-same-tenant",
+        delivery_count=1,
+        session_id=work_item_id,
+        correlation_id=None,
+        application_properties={},
+        enqueued_time=None,
+    )
+
+
+def test_another_work_items_reference_in_a_same_tenant_envelope_is_access_denied(make_harness: Build) -> None:
+    harness = make_harness()
+    payload_a, payload_b = document(40_000, marker="DOC-A"), document(60_000, marker="DOC-B")
+    receipt_a = submit(harness, payload_a, work_item_id="wi-a")
+    message_a = harness.delivery()
+    receipt_b = submit(harness, payload_b, work_item_id="wi-b")
+    message_b = harness.delivery()
+    registry_before = sorted(
+        (row["PartitionKey"], row["state"]) for row in harness.rows(harness.settings.registry_table)
+    )
+
+    outcome = harness.claimcheck.consumer.handle(_as_work_item(message_b, "wi-a"))
+
+    assert isinstance(outcome, DeadLetter)
+    assert outcome.reason is DeadLetterReason.ACCESS_DENIED
+    assert harness.analyzer.seen == []
+    assert harness.results() == []
+    assert sorted(harness.blob_names()) == sorted([receipt_a.payload_ref, receipt_b.payload_ref])
+    registry_after = sorted(
+        (row["PartitionKey"], row["state"]) for row in harness.rows(harness.settings.registry_table)
+    )
+    assert registry_after == registry_before
+    for receipt in (receipt_a, receipt_b):
+        view = harness.claimcheck.status.get(receipt.work_item_id)
+        assert view is not None
+        assert (view.state, view.failure_reason) == ("accepted", None)
+    # Both real messages still run, each on its own bytes.
+    assert harness.claimcheck.consumer.handle(message_a) == Complete()
+    assert harness.claimcheck.consumer.handle(message_b) == Complete()
+    assert harness.analyzer.seen == [payload_a, payload_b]
+
+
+def test_a_consumer_identity_the_purpose_does_not_allow_reads_nothing(make_harness: Build) -> None:
+    """The same message read by an identity outside the purpose's consumers: access_denied, untouched."""
+    harness = make_harness(consumer_identity="claimcheck-consumer-other")
+    submit(harness, document(50_000))
+    inline = submit(harness, document(500), classification="internal")
+    for message in (harness.delivery(0), harness.delivery(1)):
+        outcome = harness.claimcheck.consumer.handle(message)
+        assert isinstance(outcome, DeadLetter)
+        assert outcome.reason is DeadLetterReason.ACCESS_DENIED
+    assert harness.analyzer.seen == []
+    assert inline.transport == "inline"
+    assert [row["state"] for row in harness.rows(harness.settings.registry_table)] == ["available"]
+
+
+def test_allowed_consumers_per_purpose_come_from_settings(make_harness: Build) -> None:
+    harness = make_harness(
+        consumer_identity="func-claimcheck-dev",
+        purpose_consumers={"contract-review": frozenset({"func-claimcheck-dev"})},
+    )
+    submit(harness, document(50_000))
+    assert harness.claimcheck.consumer.handle(harness.delivery()) == Complete()
+
+
+def test_purpose_consumer_settings_are_parsed_and_checked() -> None:
+    env = {
+        "CLAIMCHECK_CONSUMER_IDENTITY": "func-a",
+        "CLAIMCHECK_PURPOSE_CONSUMERS": json.dumps({"contract-review": ["func-a", "func-b"]}),
+    }
+    settings = Settings.from_env(env)
+    assert settings.consumer_identity == "func-a"
+    assert settings.purpose_consumers == {"contract-review": frozenset({"func-a", "func-b"})}
+    with pytest.raises(SettingsError, match="CLAIMCHECK_PURPOSE_CONSUMERS"):
+        Settings.from_env({"CLAIMCHECK_PURPOSE_CONSUMERS": '{"contract-review": "func-a"}'})
+    with pytest.raises(SettingsError, match=r"unknown purposes \['gossip'\]"):
+        with_consumers({}, {"gossip": frozenset({"x"})})
