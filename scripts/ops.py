@@ -38,6 +38,7 @@ from scripts.ops_servicebus import (
     show_dead_letter,
 )
 from scripts.ops_stats import entity_counts
+from scripts.ops_token import LOCAL_CLIENT_ID, TokenSource
 
 app = typer.Typer(
     help=__doc__,
@@ -77,6 +78,30 @@ FunctionKeyOption = Annotated[
         show_default=False,
         help="Function or host key for the API on Azure (sent as x-functions-key). Never printed.",
     ),
+]
+AudienceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--audience",
+        envvar="CLAIMCHECK_API_AUDIENCE",
+        show_default=False,
+        help="The API's application ID URI (pulumi stack output apiAudience); on Azure the token comes "
+        "from DefaultAzureCredential for <audience>/.default. Tokens are never printed.",
+    ),
+]
+TokenIssuerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--token-issuer",
+        envvar="CLAIMCHECK_TOKEN_ISSUER",
+        show_default=False,
+        help="The local stack's token issuer (printed by python -m local.stack); the default for a "
+        "loopback --api is the issuer on port 7090.",
+    ),
+]
+ClientIdOption = Annotated[
+    str,
+    typer.Option("--client-id", envvar="CLAIMCHECK_CLIENT_ID", help="Local identity to get a token for."),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of a table.")]
 SubscriptionOption = Annotated[
@@ -161,12 +186,16 @@ def send(
     work_item_id: Annotated[str | None, typer.Option(help="Reuse an existing work item id.")] = None,
     api: ApiOption = DEFAULT_API,
     function_key: FunctionKeyOption = None,
+    audience: AudienceOption = None,
+    token_issuer: TokenIssuerOption = None,
+    client_id: ClientIdOption = LOCAL_CLIENT_ID,
     as_json: JsonOption = False,
 ) -> None:
     """Submit a document to POST /documents and print the intake receipt."""
     request = DocumentRequest(file, tenant, purpose, classification, content_type, priority, work_item_id)
+    tokens = TokenSource(audience, token_issuer, client_id)
     with _reported_errors():
-        receipt = send_document(api, request, function_key)
+        receipt = send_document(api, request, tokens, function_key)
     print_record(f"Accepted {file.name}", receipt, as_json)
 
 
@@ -178,11 +207,15 @@ def show(
     ] = None,
     api: ApiOption = DEFAULT_API,
     function_key: FunctionKeyOption = None,
+    audience: AudienceOption = None,
+    token_issuer: TokenIssuerOption = None,
+    client_id: ClientIdOption = LOCAL_CLIENT_ID,
     as_json: JsonOption = False,
 ) -> None:
     """Show a work item's state, payload state, result summary and receipt versions."""
+    tokens = TokenSource(audience, token_issuer, client_id)
     with _reported_errors():
-        view = get_work_item(api, work_item_id, min_version, function_key)
+        view = get_work_item(api, work_item_id, tokens, min_version, function_key)
     print_record(f"Work item {work_item_id}", view, as_json)
 
 

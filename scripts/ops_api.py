@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from scripts.ops_errors import OpsError
+from scripts.ops_token import TokenSource
 
 DEFAULT_API = "http://localhost:7071/api"
 _TIMEOUT_SECONDS = 60.0
@@ -27,7 +28,8 @@ PURPOSE_HEADER = "X-Purpose"
 CLASSIFICATION_HEADER = "X-Classification"
 PRIORITY_HEADER = "X-Priority"
 WORK_ITEM_HEADER = "X-Work-Item-Id"
-# The Function App's routes use AuthLevel.FUNCTION: on Azure a function or host key must come along.
+# The Function App's routes use AuthLevel.FUNCTION: on Azure a function or host key comes along too,
+# but only the bearer token identifies the caller.
 FUNCTION_KEY_HEADER = "x-functions-key"
 
 
@@ -59,7 +61,9 @@ class DocumentRequest:
         return headers
 
 
-def send_document(api: str, request: DocumentRequest, function_key: str | None = None) -> dict[str, Any]:
+def send_document(
+    api: str, request: DocumentRequest, tokens: TokenSource, function_key: str | None = None
+) -> dict[str, Any]:
     """POST the document to `/documents`; return the receipt (the API's 202 JSON answer)."""
     try:
         size = request.path.stat().st_size
@@ -67,7 +71,7 @@ def send_document(api: str, request: DocumentRequest, function_key: str | None =
     except OSError as exc:
         raise OpsError(f"cannot read {request.path}: {exc.strerror}") from None
     with document:
-        headers = request.headers() | {"Content-Length": str(size)} | _key_header(function_key)
+        headers = request.headers() | {"Content-Length": str(size)} | _auth_headers(api, tokens, function_key)
         http_request = urllib.request.Request(  # noqa: S310 - the API base is an operator-given http(s) URL
             _url(api, "documents"), data=document, headers=headers, method="POST"
         )
@@ -75,18 +79,24 @@ def send_document(api: str, request: DocumentRequest, function_key: str | None =
 
 
 def get_work_item(
-    api: str, work_item_id: str, min_version: int | None = None, function_key: str | None = None
+    api: str,
+    work_item_id: str,
+    tokens: TokenSource,
+    min_version: int | None = None,
+    function_key: str | None = None,
 ) -> dict[str, Any]:
     """GET `/work-items/{id}`, optionally asking for at least version `min_version`."""
     query = f"?{urllib.parse.urlencode({'min_version': min_version})}" if min_version is not None else ""
     url = _url(api, f"work-items/{urllib.parse.quote(work_item_id, safe='')}") + query
-    headers = {"Accept": "application/json"} | _key_header(function_key)
+    headers = {"Accept": "application/json"} | _auth_headers(api, tokens, function_key)
     http_request = urllib.request.Request(url, headers=headers)  # noqa: S310
     return _call(http_request, what=f"work item {work_item_id}")
 
 
-def _key_header(function_key: str | None) -> dict[str, str]:
-    return {FUNCTION_KEY_HEADER: function_key} if function_key else {}
+def _auth_headers(api: str, tokens: TokenSource, function_key: str | None) -> dict[str, str]:
+    _url(api, "")  # a malformed API URL is named before any token is asked for
+    headers = {"Authorization": f"Bearer {tokens.token(api)}"}
+    return headers | ({FUNCTION_KEY_HEADER: function_key} if function_key else {})
 
 
 def _url(api: str, path: str) -> str:

@@ -20,6 +20,8 @@ def run_ops(*args: str, env: Mapping[str, str] | None = None) -> Result:
         "CLAIMCHECK_SERVICEBUS_MANAGEMENT_CONNECTION": None,
         "CLAIMCHECK_API": None,
         "CLAIMCHECK_API_KEY": None,
+        "CLAIMCHECK_API_AUDIENCE": None,
+        "CLAIMCHECK_CLIENT_ID": None,
     }
     environment |= _ENV
     environment |= dict(env or {})

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from claimcheck.auth import TokenRules, authenticate
 
+from local.identity import TokenMinter, identity_named
 from local.ports import free_port
 from scripts.ops_api import (
     CLASSIFICATION_HEADER,
@@ -138,3 +141,61 @@ def test_a_malformed_api_url_is_rejected() -> None:
     result = run_ops("show", "wi-1", "--api", "file:///etc/passwd")
     assert result.exit_code == 1
     assert "--api must be an http(s) URL" in result.stderr
+
+
+def test_send_and_show_carry_a_local_issuer_token_that_is_never_printed(
+    api: ApiStub, contract: Path, token_minter: TokenMinter
+) -> None:
+    """Locally the token comes from the issuer's client-credentials endpoint, for local-operator."""
+    api.answers[("POST", "/api/documents")] = (202, RECEIPT)
+    api.answers[("GET", "/api/work-items/wi-42")] = (200, {"work_item_id": "wi-42", "state": "completed"})
+    sent = run_ops(
+        "send", str(contract), "--tenant", "acme", "--purpose", "contract-review",
+        "--classification", "internal", "--api", api.base_url,
+    )  # fmt: skip
+    shown = run_ops("show", "wi-42", "--api", api.base_url, "--json")
+    assert (sent.exit_code, shown.exit_code) == (0, 0), sent.output + shown.output
+    rules = TokenRules(token_minter.issuer, (token_minter.audience,), "unused")
+    keys = {token_minter.key.kid: token_minter.key.private_key.public_key()}
+    for request, result in zip(api.requests, (sent, shown), strict=True):
+        scheme, token = request.headers["authorization"].split(" ")
+        assert scheme == "Bearer"
+        caller = authenticate(f"Bearer {token}", rules, SimpleNamespace(key_for=keys.get))
+        assert caller.object_id == identity_named("local-operator").object_id
+        assert token not in result.output
+        assert token.split(".")[2] not in result.output
+
+
+def test_on_azure_the_token_comes_from_default_azure_credential_for_the_audience(
+    api: ApiStub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With --audience and no local issuer, DefaultAzureCredential is asked for <audience>/.default."""
+    scopes: list[str] = []
+
+    class Credential:
+        def __enter__(self) -> Credential:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+        def get_token(self, scope: str) -> SimpleNamespace:
+            scopes.append(scope)
+            return SimpleNamespace(token="entra-token-value")
+
+    import azure.identity
+
+    monkeypatch.setattr(azure.identity, "DefaultAzureCredential", Credential)
+    monkeypatch.delenv("CLAIMCHECK_TOKEN_ISSUER")
+    api.answers[("GET", "/api/work-items/wi-42")] = (200, {"work_item_id": "wi-42"})
+    remote = api.base_url.replace("127.0.0.1", "127.0.0.2")  # not the local stack: the Azure path
+    result = run_ops("show", "wi-42", "--api", remote, "--audience", "api://claimcheck-dev")
+    assert scopes == ["api://claimcheck-dev/.default"], result.output
+    assert "entra-token-value" not in result.output
+
+
+def test_without_any_token_source_a_remote_api_is_refused_in_one_line() -> None:
+    remote = "https://claimcheck.example.net/api"
+    result = run_ops("show", "wi-1", "--api", remote, env={"CLAIMCHECK_TOKEN_ISSUER": ""})
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: no token source: give --audience")

@@ -1,0 +1,75 @@
+"""The bearer token `claimcheck-ops` sends to the API: from Entra ID on Azure, the local issuer locally.
+
+On Azure: `DefaultAzureCredential().get_token("<audience>/.default")` (az login, a managed identity,
+or workload identity in CI); the audience is the API's application ID URI (`pulumi stack output
+apiAudience`). Locally: the client-credentials endpoint of the stack's token issuer (local/identity/),
+as the client id `local-operator` unless told otherwise. The token is only ever put in the
+Authorization header: never printed, never in an error line.
+"""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.parse
+from dataclasses import dataclass
+
+from scripts.ops_errors import OpsError
+
+LOCAL_CLIENT_ID = "local-operator"
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+@dataclass(frozen=True)
+class TokenSource:
+    audience: str | None = None  # the API's application ID URI
+    issuer: str | None = None  # the local issuer's URL; None on Azure
+    client_id: str = LOCAL_CLIENT_ID
+
+    def token(self, api: str) -> str:
+        issuer = self.issuer or _default_local_issuer(api)
+        if issuer is not None:
+            return _local_token(issuer, self.client_id, self.audience)
+        if not self.audience:
+            raise OpsError(
+                "no token source: give --audience (the API's application ID URI, "
+                "`pulumi stack output apiAudience`) or, for the local stack, --token-issuer"
+            )
+        return _entra_token(self.audience)
+
+
+def _default_local_issuer(api: str) -> str | None:
+    """A loopback API is the local stack's, whose issuer listens on its default port."""
+    from local.identity import LOCAL_DIRECTORY_TENANT, issuer_url
+
+    if urllib.parse.urlsplit(api).hostname in _LOOPBACK:
+        return issuer_url("http://127.0.0.1:7090", LOCAL_DIRECTORY_TENANT)
+    return None
+
+
+def _local_token(issuer: str, client_id: str, audience: str | None) -> str:
+    from local.identity import LOCAL_AUDIENCE
+    from local.identity.client import local_token
+
+    try:
+        return local_token(issuer, client_id, audience or LOCAL_AUDIENCE)
+    except urllib.error.HTTPError as error:
+        raise OpsError(
+            f"the local token issuer at {issuer} refused client {client_id!r}: HTTP {error.code}"
+        ) from None
+    except (urllib.error.URLError, OSError, ValueError, KeyError) as error:
+        raise OpsError(
+            f"cannot get a token from the local issuer at {issuer} ({type(error).__name__}); "
+            "is `python -m local.stack` running? (--token-issuer / CLAIMCHECK_TOKEN_ISSUER)"
+        ) from None
+
+
+def _entra_token(audience: str) -> str:
+    from azure.core.exceptions import ClientAuthenticationError
+    from azure.identity import DefaultAzureCredential
+
+    try:
+        with DefaultAzureCredential() as credential:
+            return credential.get_token(f"{audience.rstrip('/')}/.default").token
+    except ClientAuthenticationError as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise OpsError(f"not signed in to Entra ID for {audience}: {first}") from None
