@@ -21,6 +21,7 @@ from scripts.ops_smoke import (
     result_event_matches,
     run_smoke,
 )
+from scripts.ops_token import LOCAL_CLIENT_ID, TokenSource
 
 DEFAULT_PACKAGE = Path("dist/claimcheck-functions.zip")
 
@@ -109,6 +110,16 @@ def smoke(
     function_key: Annotated[str | None, typer.Option(
         "--function-key", envvar="CLAIMCHECK_API_KEY", show_default=False,
         help="Function or host key for the API on Azure (sent as x-functions-key). Never printed.")] = None,
+    audience: Annotated[str | None, typer.Option(
+        "--audience", envvar="CLAIMCHECK_API_AUDIENCE", show_default=False,
+        help="The API's application ID URI (pulumi stack output apiAudience); the token comes from "
+             "DefaultAzureCredential for <audience>/.default. Never printed.")] = None,
+    token_issuer: Annotated[str | None, typer.Option(
+        "--token-issuer", envvar="CLAIMCHECK_TOKEN_ISSUER", show_default=False,
+        help="The local stack's token issuer (printed by python -m local.stack).")] = None,
+    client_id: Annotated[str, typer.Option(
+        "--client-id", envvar="CLAIMCHECK_CLIENT_ID", help="Local identity to get a token for.")
+    ] = LOCAL_CLIENT_ID,
     timeout: Annotated[float, typer.Option(min=1, help="Seconds for the whole test.")] = 300,
     peek_limit: Annotated[int, typer.Option(min=1, help="At most this many audit messages peeked per look.")
                           ] = 5000,
@@ -122,6 +133,7 @@ def smoke(
     """
     from azure.core.exceptions import AzureError
 
+    tokens = TokenSource(audience, token_issuer, client_id)
     bus = BusTarget(connection_string=connection_string or None, namespace=namespace or None) \
         if (connection_string or namespace) else None
     if bus is None:
@@ -132,10 +144,10 @@ def smoke(
             path = Path(folder) / "smoke-contract.txt"
             path.write_bytes(document)
             request = DocumentRequest(path, tenant, SMOKE_PURPOSE, SMOKE_CLASSIFICATION, SMOKE_CONTENT_TYPE)
-            return send_document(api, request, function_key)
+            return send_document(api, request, tokens, function_key)
 
     def status(work_item_id: str) -> dict[str, Any]:
-        return get_work_item(api, work_item_id, None, function_key)
+        return get_work_item(api, work_item_id, tokens, None, function_key)
 
     try:
         report = run_smoke(submit, status, _audit_finder(bus, results_topic, audit_subscription, peek_limit),

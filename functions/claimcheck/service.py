@@ -164,5 +164,6 @@ def with_consumers(
     if unknown:
         raise SettingsError(f"{PURPOSE_CONSUMERS_SETTING} names unknown purposes {unknown}")
     return {
-        name: replace(policy, readers=consumers.get(name, policy.readers)) for name, policy in purposes.items()
+        name: replace(policy, readers=consumers.get(name, policy.readers))
+        for name, policy in purposes.items()
     }

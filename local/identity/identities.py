@@ -38,13 +38,13 @@ LOCAL_IDENTITIES = (
         (AppRole.SUBMIT, AppRole.READ),
         ("acme", "globex", "initech"),
     ),
-    # What claimcheck-ops uses locally.
+    # What claimcheck-ops uses locally (smoke-test: the tenant of `claimcheck-ops smoke`).
     LocalIdentity(
         "local-operator",
         "0b1ec7a1-0000-4000-8000-000000000002",
         "a99a0000-0000-4000-8000-000000000002",
         (AppRole.SUBMIT, AppRole.READ, AppRole.OPERATE),
-        ("acme", "globex", "initech"),
+        ("acme", "globex", "initech", "smoke-test"),
     ),
     # What the end-to-end tests use: every tenant whose id starts with t-.
     LocalIdentity(

@@ -11,7 +11,7 @@ import requests
 
 from local.stack import LocalStack
 
-from .journey import SAMPLES, submit, wait_for_states, wait_until
+from .journey import SAMPLES, auth, submit, wait_for_states, wait_until
 
 CLIENTS = 40
 # Generous on a shared 2-core machine; the old behaviour (one send lock, ~11 s per request in turn)
@@ -19,12 +19,13 @@ CLIENTS = 40
 ANSWER_BOUND_SECONDS = 60.0
 
 
-def _post(api: str, document: bytes, tenant: str) -> tuple[int, str | None, str, float]:
+def _post(stack: LocalStack, document: bytes, tenant: str) -> tuple[int, str | None, str, float]:
     started = time.monotonic()
     response = requests.post(
-        f"{api}/documents",
+        f"{stack.api_url}/documents",
         data=document,
         headers={
+            **auth(stack),
             "X-Tenant-Id": tenant,
             "X-Purpose": "contract-review",
             "X-Classification": "internal",
@@ -44,7 +45,7 @@ def test_intake_with_the_broker_down_answers_503_fast_and_recovers(stack: LocalS
     stack.kill("emulator")
     try:
         with ThreadPoolExecutor(max_workers=CLIENTS) as pool:
-            answers = list(pool.map(lambda _: _post(stack.api_url, document, tenant), range(CLIENTS)))
+            answers = list(pool.map(lambda _: _post(stack, document, tenant), range(CLIENTS)))
     finally:
         stack.start("emulator")
     print(
@@ -60,12 +61,12 @@ def test_intake_with_the_broker_down_answers_503_fast_and_recovers(stack: LocalS
     accepted: list[str] = []
 
     def accepted_again() -> bool:
-        status, _, _, _ = _post(stack.api_url, document, tenant)
+        status, _, _, _ = _post(stack, document, tenant)
         return status == 202
 
     wait_until(accepted_again, "intake did not accept documents again after the broker returned", 120)
-    accepted.append(submit(stack.api_url, document, tenant=tenant)["work_item_id"])
-    wait_for_states(stack.api_url, accepted)
+    accepted.append(submit(stack, document, tenant=tenant)["work_item_id"])
+    wait_for_states(stack, accepted)
 
     # The host's receivers backed off and said so once, not once per attempt.
     with host_log.open("rb") as log:

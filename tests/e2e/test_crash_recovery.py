@@ -33,7 +33,7 @@ def _submit_batch(stack: LocalStack) -> list[str]:
     # ~0.9 MB each (under the e2e stack's 1 MiB limit), so that processing takes long enough to be hit.
     document = (SAMPLES / "master-agreement-large.txt").read_bytes() * 20
     return [
-        submit(stack.api_url, document + f"\n{index}\n".encode(), tenant=tenant, purpose=PURPOSE)[
+        submit(stack, document + f"\n{index}\n".encode(), tenant=tenant, purpose=PURPOSE)[
             "work_item_id"
         ]
         for index in range(DOCUMENTS)
@@ -55,7 +55,7 @@ def _wait_for_a_claim(stack: LocalStack, work_item_ids: list[str], timeout: floa
 
 
 def _assert_each_completed_exactly_once(stack: LocalStack, work_item_ids: list[str]) -> None:
-    wait_for_states(stack.api_url, work_item_ids, timeout=240)
+    wait_for_states(stack, work_item_ids, timeout=240)
     with ServiceBusClient.from_connection_string(stack.servicebus_connection_string) as bus:
         audit = [event for event in result_events(bus, work_item_ids) if event.subscription == "audit"]
         dead = [

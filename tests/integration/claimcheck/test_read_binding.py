@@ -52,7 +52,7 @@ def test_another_work_items_reference_in_a_same_tenant_envelope_is_access_denied
     assert outcome.reason is DeadLetterReason.ACCESS_DENIED
     assert harness.analyzer.seen == []
     assert harness.results() == []
-    assert sorted(harness.blob_names()) == sorted([receipt_a.payload_ref, receipt_b.payload_ref])
+    assert sorted(harness.blob_names()) == sorted([str(receipt_a.payload_ref), str(receipt_b.payload_ref)])
     registry_after = sorted(
         (row["PartitionKey"], row["state"]) for row in harness.rows(harness.settings.registry_table)
     )
