@@ -221,8 +221,8 @@ def get_work_item(req: func.HttpRequest) -> func.HttpResponse:
 
     view = claimcheck().status.get(work_item_id, min_version=min_version, tenant_visible=visible)
     if view is None:
-        # No echo of the id: an unknown id and another tenant's answer byte for byte the same.
-        return _json(404, {"error": "not_found", "message": "no such work item for this caller"})
+        # The same answer for an unknown id and another tenant's (it names only what the caller sent).
+        return _json(404, {"error": "not_found", "message": f"no work item {work_item_id}"})
     return _json(200, view.to_dict())
 
 

@@ -37,8 +37,13 @@ from types import TracebackType
 from typing import Literal, get_args
 
 from claimcheck.access import ACCESS_TABLE_SETTING
-from claimcheck.auth import AUDIENCE_SETTING, ISSUER_SETTING, JWKS_URI_SETTING
-from claimcheck.settings import SERVICEBUS_CONNECTION, STORAGE_CONNECTION
+from claimcheck.settings import (
+    AUDIENCE_SETTING,
+    ISSUER_SETTING,
+    JWKS_URI_SETTING,
+    SERVICEBUS_CONNECTION,
+    STORAGE_CONNECTION,
+)
 
 from infra.emulator_config import write_emulator_config
 from infra.topology import Topology, load_topology

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from claimcheck.auth import Caller
+from claimcheck.callers import Caller
 from claimcheck.policy import Classification
 from claimcheck.settings import SettingsError
 

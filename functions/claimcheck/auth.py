@@ -13,18 +13,21 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Protocol
 
 import jwt
 
-from claimcheck.settings import SettingsError
+from claimcheck.callers import AppRole, Caller
+from claimcheck.settings import (
+    AUDIENCE_SETTING,
+    ISSUER_SETTING,
+    JWKS_URI_SETTING,
+    LEEWAY_SETTING,
+    SettingsError,
+)
 
-# App settings the Function App reads; infra/ writes them, local/stack.py writes the local issuer's.
-ISSUER_SETTING = "CLAIMCHECK_AUTH_ISSUER"
-AUDIENCE_SETTING = "CLAIMCHECK_AUTH_AUDIENCES"  # comma-separated: the application ID URI and client id
-JWKS_URI_SETTING = "CLAIMCHECK_AUTH_JWKS_URI"
-LEEWAY_SETTING = "CLAIMCHECK_AUTH_LEEWAY_SECONDS"
+__all__ = ["AppRole", "Caller"]  # re-exported: they belong to the caller model, used here and in access
+
 
 # Entra ID signs access tokens with RS256; any other algorithm (none, HS256 keyed with the public key)
 # is refused before a key is even looked up.
@@ -39,14 +42,6 @@ UNAUTHENTICATED_BODY = {
     "message": "a valid bearer token for this API is required",
 }
 MISSING_ROLE_BODY = {"error": "forbidden", "message": "the caller lacks the app role this route requires"}
-
-
-class AppRole(StrEnum):
-    """The API's app roles (declared on its app registration by infra/components/identity.py)."""
-
-    SUBMIT = "Documents.Submit"
-    READ = "WorkItems.Read"
-    OPERATE = "Operations.Manage"
 
 
 class Unauthenticated(Exception):
@@ -64,21 +59,6 @@ class KeysUnavailable(Exception):
 class SigningKeys(Protocol):
     def key_for(self, kid: str) -> Any | None:
         """The verification key with this ``kid`` (a PyJWK's ``.key``), or None when the issuer has none."""
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who called, as the token proves it: its object id, its client (app) id, its roles."""
-
-    object_id: str
-    app_id: str
-    directory_tenant: str
-    roles: frozenset[str]
-
-    @property
-    def principal_ids(self) -> tuple[str, ...]:
-        """The ids an access-table entry may name this caller by."""
-        return tuple(value for value in (self.object_id, self.app_id) if value)
 
 
 @dataclass(frozen=True)

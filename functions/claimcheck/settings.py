@@ -39,6 +39,13 @@ CONSUMER_IDENTITY_SETTING = "CLAIMCHECK_CONSUMER_IDENTITY"
 PURPOSE_CONSUMERS_SETTING = "CLAIMCHECK_PURPOSE_CONSUMERS"
 DEFAULT_CONSUMER_IDENTITY = "claimcheck-consumer"
 
+# Bearer-token validation (claimcheck.auth); infra/ writes Entra ID's values, local/stack.py the local
+# issuer's. Without them every HTTP route answers 503: the app never runs without its token gate.
+ISSUER_SETTING = "CLAIMCHECK_AUTH_ISSUER"
+AUDIENCE_SETTING = "CLAIMCHECK_AUTH_AUDIENCES"  # comma-separated: the application ID URI and client id
+JWKS_URI_SETTING = "CLAIMCHECK_AUTH_JWKS_URI"
+LEEWAY_SETTING = "CLAIMCHECK_AUTH_LEEWAY_SECONDS"
+
 
 class SettingsError(ValueError):
     """A required setting is missing or malformed; the message names the setting."""

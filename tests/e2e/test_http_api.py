@@ -87,9 +87,12 @@ def test_status_never_contains_payload_bytes(stack: LocalStack) -> None:
 def test_ids_are_validated_alike_on_every_route_before_storage(stack: LocalStack) -> None:
     """A 60,000-character id is the same 400 on the status route as on intake (it never reaches storage)."""
     long_id = "x" * 60_000
-    status = requests.get(f"{stack.api_url}/work-items/{long_id}", timeout=30)
+    status = requests.get(f"{stack.api_url}/work-items/{long_id}", headers=auth(stack), timeout=30)
     intake = requests.post(
-        f"{stack.api_url}/documents", data=b"text", headers={**VALID, "X-Work-Item-Id": long_id}, timeout=30
+        f"{stack.api_url}/documents",
+        data=b"text",
+        headers={**VALID, **auth(stack), "X-Work-Item-Id": long_id},
+        timeout=30,
     )
     assert status.status_code == intake.status_code == 400
     assert status.json() == intake.json()
@@ -98,13 +101,15 @@ def test_ids_are_validated_alike_on_every_route_before_storage(stack: LocalStack
 
 def test_min_version_must_be_ascii_digits(stack: LocalStack) -> None:
     """'²' passes str.isdigit(); it is still a 400, not a 500."""
-    response = requests.get(f"{stack.api_url}/work-items/wi-x", params={"min_version": "²"}, timeout=30)
+    response = requests.get(
+        f"{stack.api_url}/work-items/wi-x", params={"min_version": "²"}, headers=auth(stack), timeout=30
+    )
     assert response.status_code == 400
     assert response.json()["error"] == "bad_request"
 
 
 def test_route_ids_arrive_url_decoded(stack: LocalStack) -> None:
     """'order%3A42' is the work item 'order:42', as on Azure."""
-    response = requests.get(f"{stack.api_url}/work-items/order%3A42", timeout=30)
+    response = requests.get(f"{stack.api_url}/work-items/order%3A42", headers=auth(stack), timeout=30)
     assert response.status_code == 404
     assert response.json()["message"] == "no work item order:42"
