@@ -2,13 +2,13 @@
 
 - ``POST /api/documents``: intake (producer.submit) → 202 with the work item, status URL and receipt.
 - ``GET /api/work-items/{id}``: work-item status, optionally "at least version N".
-- ``GET /api/openapi.json``: the HTTP contract (openapi.json next to this file) (any of the API's app roles).
+- ``GET /api/openapi.json``: the HTTP contract (openapi.json next to this file).
+- ``consume_document``: Service Bus trigger on the ``documents`` session queue with explicit settlement.
+- ``reconcile``: timer trigger running the reconciler.
 
 Every HTTP route starts with ``_gate``: an Entra ID bearer token (claimcheck.auth) with the route's app
 role, then the access table (claimcheck.access) decides which tenants the caller may use. The routes
 keep AuthLevel.FUNCTION, but a function key identifies nobody: without a valid token it gets a 401.
-- ``consume_document``: Service Bus trigger on the ``documents`` session queue with explicit settlement.
-- ``reconcile``: timer trigger running the reconciler.
 
 Cold start: only ``azure.functions`` and the Service Bus binding extension are imported here, because
 the worker reads the trigger's parameter annotations when it indexes the app (the extension itself

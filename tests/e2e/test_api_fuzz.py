@@ -1,7 +1,9 @@
 """Schemathesis against the running local stack, reading the OpenAPI document the app serves.
 
 Bounded and repeatable: a fixed number of examples per operation, derandomized (the same inputs every
-run), no example database. Every response must be no 5xx and conform to the document: status code,
+run), no example database. Every call carries a token of local-producer (granted acme, the document's
+example tenant; other generated tenants are a documented 403). Every response must be no 5xx and
+conform to the document: status code,
 content type, headers and body schema. The stateful part follows the document's link from a 202 intake
 to the status of that very work item (submit → status at the receipt's version).
 """
@@ -50,10 +52,11 @@ BOUNDED = settings(
 )
 
 
-def test_the_app_serves_the_checked_in_document_without_credentials(stack: LocalStack) -> None:
+def test_the_app_serves_the_checked_in_document_to_an_authenticated_caller(stack: LocalStack) -> None:
     """GET /api/openapi.json is the file in the repository (Schemathesis skips the operation serving the
-    document it reads, so this checks it directly)."""
-    response = requests.get(f"{stack.api_url}/openapi.json", timeout=60)
+    document it reads, so this checks it directly); without a token it is a 401 like every route."""
+    assert requests.get(f"{stack.api_url}/openapi.json", timeout=60).status_code == 401
+    response = requests.get(f"{stack.api_url}/openapi.json", headers=stack.auth_headers(), timeout=60)
     assert response.status_code == 200
     assert response.headers["Content-Type"].startswith("application/json")
     assert response.json() == json.loads(OPENAPI_DOCUMENT.read_text(encoding="utf-8"))
@@ -62,8 +65,9 @@ def test_the_app_serves_the_checked_in_document_without_credentials(stack: Local
 @pytest.fixture(scope="module")
 def api_schema(stack: LocalStack) -> Any:
     """The document as the app serves it, aimed at the stack's API."""
-    schema = schemathesis.openapi.from_url(f"{stack.api_url}/openapi.json", timeout=60)
-    schema.config.update(base_url=stack.api_url)
+    headers = stack.auth_headers("local-producer")
+    schema = schemathesis.openapi.from_url(f"{stack.api_url}/openapi.json", headers=headers, timeout=60)
+    schema.config.update(base_url=stack.api_url, headers=headers)
     return schema
 
 
