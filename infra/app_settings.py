@@ -12,7 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from claimcheck.settings import SERVICEBUS_CONNECTION, STORAGE_CONNECTION
+from claimcheck.access import ACCESS_TABLE_SETTING, AccessTable
+from claimcheck.settings import (
+    AUDIENCE_SETTING,
+    ISSUER_SETTING,
+    JWKS_URI_SETTING,
+    SERVICEBUS_CONNECTION,
+    STORAGE_CONNECTION,
+)
 
 from infra.topology import Topology
 
@@ -59,4 +66,24 @@ def build_app_settings(endpoints: AppEndpoints, topology: Topology, environment:
         # PYTHON_ENABLE_INIT_INDEXING is not needed: it only moves function indexing to worker start
         # for HTTP streaming (the FastAPI extension); SDK-type bindings are indexed either way.
         "PYTHON_ISOLATE_WORKER_DEPENDENCIES": "1",
+    }
+
+
+@dataclass(frozen=True)
+class ApiAuth:
+    """How the app validates bearer tokens (claimcheck.auth) and who may use which tenants."""
+
+    issuer: str  # https://login.microsoftonline.com/<tenant>/v2.0
+    audiences: str  # "api://<client id>,<client id>"
+    jwks_uri: str  # https://login.microsoftonline.com/<tenant>/discovery/v2.0/keys
+    access_table: AccessTable
+
+
+def auth_settings(auth: ApiAuth) -> dict[str, str]:
+    """The identity app settings: one source of truth is the stack config's producerPrincipals."""
+    return {
+        ISSUER_SETTING: auth.issuer,
+        AUDIENCE_SETTING: auth.audiences,
+        JWKS_URI_SETTING: auth.jwks_uri,
+        ACCESS_TABLE_SETTING: auth.access_table.to_json(),
     }

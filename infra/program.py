@@ -6,10 +6,13 @@ import re
 from typing import Any
 
 import pulumi
-from pulumi_azure_native import resources
+from claimcheck.access import AccessTable
+from pulumi_azure_native import authorization, resources
 
+from infra.app_settings import ApiAuth
 from infra.components.access import Access, Grant
 from infra.components.function_app import FunctionApp
+from infra.components.identity import ApiIdentity
 from infra.components.messaging import Messaging
 from infra.components.observability import Alerts, Monitoring
 from infra.components.storage import PayloadStorage
@@ -43,6 +46,16 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
                               blob_delete_retention_days=settings.blob_delete_retention_days,
                               container_delete_retention_days=settings.container_delete_retention_days,
                               topology=topology, account_opts=stateful)
+    # The API's Entra ID app registration; its audience, issuer and the producers' access grants go into
+    # the app settings that claimcheck.auth and claimcheck.access read.
+    api = ApiIdentity(f"{prefix}-api", environment=settings.environment,
+                      tenant_id=authorization.get_client_config_output().tenant_id,
+                      producers=settings.producer_principals)
+    access_table = AccessTable(tuple(grant for producer in settings.producer_principals
+                                     if (grant := producer.grant()) is not None))
+    auth = pulumi.Output.all(api.issuer, api.audiences, api.jwks_uri).apply(
+        lambda values: ApiAuth(issuer=values[0], audiences=values[1], jwks_uri=values[2],
+                               access_table=access_table))
     functions = FunctionApp(f"{prefix}-functions", resource_group_name=rg, location=location,
                             host_account_logical_name=f"cchost{short_env}",
                             storage_sku=settings.storage_sku, topology=topology,
@@ -51,7 +64,7 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
                             payload_table_endpoint=payloads.table_endpoint,
                             app_insights_connection_string=monitoring.app_insights.connection_string,
                             maximum_instances=settings.function_maximum_instances,
-                            instance_memory_mb=settings.function_instance_memory_mb)
+                            instance_memory_mb=settings.function_instance_memory_mb, auth=auth)
 
     bindings = topology.bindings
     documents_queue = messaging.queues[bindings.documents_queue].id
@@ -115,6 +128,12 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
         "functionAppPrincipalId": functions.principal_id,
         "deploymentStorageAccount": functions.host_account.name,
         "producerPrincipalIds": [producer.object_id for producer in settings.producer_principals],
+        # What callers need: the token audience (`<apiAudience>/.default` is the scope to ask Entra
+        # for), the API's client id, the issuer the app trusts and the app roles it checks.
+        "apiAudience": api.audience,
+        "apiClientId": api.registration.client_id,
+        "apiIssuer": api.issuer,
+        "apiAppRoles": [role.value for role in api.roles],
     }
     for key, value in outputs.items():
         pulumi.export(key, value)

@@ -7,6 +7,7 @@ expected form. Keys are camelCase, as Pulumi stack files write them. The topolog
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import Mapping
@@ -15,6 +16,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
+from claimcheck.access import AccessGrant, AccessTable
+from claimcheck.callers import AppRole
+from claimcheck.policy import Classification
+from claimcheck.settings import SettingsError
 
 from infra.topology import Topology, load_topology
 
@@ -49,10 +54,27 @@ class StackConfigError(ValueError):
 
 @dataclass(frozen=True)
 class ProducerPrincipal:
-    """A service principal allowed to send documents: Sender on the queue, blob writer on the container."""
+    """A service principal allowed to send documents: Sender on the queue, blob writer on the container
+    (the Python API), and app roles on the API with an access-table grant (the HTTP API)."""
 
     name: str
     object_id: str
+    # The API's app roles assigned to it (Entra puts them in its tokens).
+    app_roles: tuple[AppRole, ...] = (AppRole.SUBMIT, AppRole.READ)
+    # Its access-table grant: tenant ids (or prefix*), and optionally purposes and classifications
+    # (None = all). No tenants: no grant, so every HTTP call for a tenant is refused.
+    tenants: tuple[str, ...] = ()
+    purposes: tuple[str, ...] | None = None
+    classifications: tuple[str, ...] | None = None
+
+    def grant(self) -> AccessGrant | None:
+        if not self.tenants:
+            return None
+        return AccessGrant(
+            name=self.name, principal=self.object_id, tenants=self.tenants,
+            purposes=None if self.purposes is None else frozenset(self.purposes),
+            classifications=None if self.classifications is None
+            else frozenset(Classification(value) for value in self.classifications))
 
 
 @dataclass(frozen=True)
@@ -209,19 +231,21 @@ class _Reader:
         value = self._get(key)
         if value is None:
             return ()
-        form = "a list of {name: <lower-case-name>, objectId: <GUID of a service principal>}"
+        form = ("a list of {name: <lower-case-name>, objectId: <GUID of a service principal>, "
+                "optional appRoles, tenants, purposes, classifications: lists of strings}")
         if not isinstance(value, list):
             raise StackConfigError(f"{PROJECT}:{key}: expected {form}, got {value!r}")
         principals = []
         for index, entry in enumerate(value):
             where = f"{PROJECT}:{key}[{index}]"
-            if not isinstance(entry, Mapping) or set(entry) != {"name", "objectId"}:
+            if not isinstance(entry, Mapping) or not {"name", "objectId"} <= set(entry) <= _PRINCIPAL_KEYS:
                 raise StackConfigError(f"{where}: expected {form}, got {entry!r}")
             name, object_id = entry["name"], entry["objectId"]
             if not isinstance(name, str) or not _LOGICAL_NAME.fullmatch(name):
                 raise StackConfigError(f"{where}.name: {name!r} must be 1-31 lower-case letters, digits "
                                        "or '-', starting with a letter")
-            principals.append(ProducerPrincipal(name=name, object_id=_guid(object_id, f"{where}.objectId")))
+            principal = ProducerPrincipal(name=name, object_id=_guid(object_id, f"{where}.objectId"))
+            principals.append(_with_api_access(principal, entry, where))
         if len({principal.name for principal in principals}) != len(principals):
             raise StackConfigError(f"{PROJECT}:{key}: principal names must be unique")
         return tuple(principals)
@@ -231,6 +255,41 @@ class _Reader:
         if unknown:
             raise StackConfigError(f"unknown config key(s) {[f'{PROJECT}:{key}' for key in unknown]}; "
                                    f"known keys: {sorted(self._read)}")
+
+
+_PRINCIPAL_KEYS = {"name", "objectId", "appRoles", "tenants", "purposes", "classifications"}
+
+
+def _with_api_access(principal: ProducerPrincipal, entry: Mapping[str, Any], where: str) -> ProducerPrincipal:
+    """The API access of a producer principal: app roles (checked names) and its access-table grant
+    (checked by the same parser the Function App uses on the app setting)."""
+    lists: dict[str, tuple[str, ...] | None] = {}
+    for key in ("appRoles", "tenants", "purposes", "classifications"):
+        raw = entry.get(key)
+        if raw is not None and (not isinstance(raw, list) or not all(isinstance(item, str) for item in raw)):
+            raise StackConfigError(f"{where}.{key}: expected a list of strings, got {raw!r}")
+        lists[key] = None if raw is None else tuple(raw)
+    roles = lists["appRoles"]
+    try:
+        app_roles = principal.app_roles if roles is None else tuple(AppRole(role) for role in roles)
+    except ValueError:
+        raise StackConfigError(f"{where}.appRoles: expected roles among {[r.value for r in AppRole]}, "
+                               f"got {list(roles or ())}") from None
+    with_access = ProducerPrincipal(principal.name, principal.object_id, app_roles, lists["tenants"] or (),
+                                    lists["purposes"], lists["classifications"])
+    grant: dict[str, Any] = {"name": principal.name, "principal": principal.object_id,
+                             "tenants": list(lists["tenants"] or ())}
+    grant |= {key: list(values) for key in ("purposes", "classifications")
+              if (values := lists[key]) is not None}
+    if grant["tenants"]:
+        try:
+            AccessTable.parse(json.dumps([grant]))
+        except SettingsError as error:
+            detail = str(error).replace("CLAIMCHECK_ACCESS_TABLE[0]", "grant")
+            raise StackConfigError(f"{where}: {detail}") from None
+    elif lists["purposes"] is not None or lists["classifications"] is not None:
+        raise StackConfigError(f"{where}: purposes and classifications need tenants")
+    return with_access
 
 
 def _guid(value: object, where: str) -> str:

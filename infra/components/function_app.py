@@ -12,7 +12,7 @@ from __future__ import annotations
 import pulumi
 from pulumi_azure_native import storage, web
 
-from infra.app_settings import AppEndpoints, build_app_settings
+from infra.app_settings import ApiAuth, AppEndpoints, auth_settings, build_app_settings
 from infra.components.storage import secure_storage_account
 from infra.topology import Topology
 
@@ -26,7 +26,8 @@ class FunctionApp(pulumi.ComponentResource):
                  service_bus_fqdn: pulumi.Input[str], payload_blob_endpoint: pulumi.Input[str],
                  payload_table_endpoint: pulumi.Input[str],
                  app_insights_connection_string: pulumi.Input[str], maximum_instances: int,
-                 instance_memory_mb: int, opts: pulumi.ResourceOptions | None = None) -> None:
+                 instance_memory_mb: int, auth: pulumi.Input[ApiAuth],
+                 opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("claimcheck:functions:FunctionApp", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         # The host's own account (AzureWebJobsStorage and the deployment package), separate from
@@ -44,11 +45,11 @@ class FunctionApp(pulumi.ComponentResource):
             sku=web.SkuDescriptionArgs(name="FC1", tier="FlexConsumption"), opts=child)
         app_settings = pulumi.Output.all(
             service_bus_fqdn, payload_blob_endpoint, payload_table_endpoint, self.host_account.name,
-            app_insights_connection_string,
+            app_insights_connection_string, auth,
         ).apply(lambda values: build_app_settings(
             AppEndpoints(service_bus_fqdn=values[0], payload_blob_uri=values[1], payload_table_uri=values[2],
                          host_storage_account=values[3], app_insights_connection_string=values[4]),
-            topology, environment))
+            topology, environment) | auth_settings(values[5]))
         self.app_settings = app_settings
         package_url = pulumi.Output.concat(
             self.host_account.primary_endpoints.apply(lambda endpoints: endpoints.blob), DEPLOYMENT_CONTAINER)

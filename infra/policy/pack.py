@@ -30,6 +30,12 @@ def _for_type(resource_type: str) -> ResourceValidate:
     return validate
 
 
+def _no_anonymous_routes(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    if args.resource_type == "azure-native:web:WebApp":
+        for problem in rules.token_gate_violations(args.props):
+            report_violation(problem, None)
+
+
 def _no_sas_rules(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     for problem in rules.sas_rule_violations(args.resource_type):
         report_violation(problem, None)
@@ -61,6 +67,10 @@ def build_policy_pack() -> PolicyPack:
             ResourceValidationPolicy("functions-no-secrets-in-app-settings",
                                      "App settings hold no connection strings, account keys or SAS.",
                                      _for_type("azure-native:web:WebApp")),
+            ResourceValidationPolicy("functions-no-anonymous-routes",
+                                     "Every HTTP route needs an Entra ID bearer token: a Function App "
+                                     "carries its token gate's issuer, audiences and JWKS URI.",
+                                     _no_anonymous_routes),
             ResourceValidationPolicy("rbac-custom-roles-narrow",
                                      "Custom roles name their data actions (no wildcard, no management "
                                      "actions) and are assignable no wider than a resource group.",

@@ -86,6 +86,33 @@ def web_app_violations(props: Mapping[str, Any]) -> list[str]:
     return app_settings_violations(settings)
 
 
+# The Function App's token gate (claimcheck.auth): without these settings its HTTP routes would be open.
+TOKEN_GATE_SETTINGS = ("CLAIMCHECK_AUTH_ISSUER", "CLAIMCHECK_AUTH_AUDIENCES", "CLAIMCHECK_AUTH_JWKS_URI")
+
+
+def token_gate_violations(props: Mapping[str, Any]) -> list[str]:
+    """No HTTP route with anonymous access, as the program can see it: a Function App must carry its
+    in-app token gate's settings (issuer and JWKS over HTTPS, an audience). The routes themselves are
+    code (function_app.py), checked by a test that every route answers 401 without a token."""
+    kind = str(props.get("kind", ""))
+    if "functionapp" not in kind.lower():
+        return []
+    site_config = props.get("siteConfig")
+    pairs = site_config.get("appSettings") if isinstance(site_config, Mapping) else None
+    settings = {str(pair.get("name")): pair.get("value") for pair in pairs or [] if isinstance(pair, Mapping)}
+    problems = []
+    for name in TOKEN_GATE_SETTINGS:
+        value = settings.get(name)
+        if is_unknown(value):
+            continue
+        if not isinstance(value, str) or not value.strip():
+            problems.append(f"app setting {name!r} is missing: the app's HTTP routes would accept anonymous "
+                            "calls (every route needs an Entra ID bearer token)")
+        elif name != "CLAIMCHECK_AUTH_AUDIENCES" and not value.startswith("https://"):
+            problems.append(f"app setting {name!r} must be an https URL (tokens are verified against it)")
+    return problems
+
+
 def host_storage_accounts(web_apps: Iterable[Mapping[str, Any]]) -> set[str]:
     """Accounts that Function Apps use as AzureWebJobsStorage: account-wide host roles are expected there."""
     accounts = set()

@@ -18,6 +18,8 @@ from pulumi.runtime.mocks import MockMonitor
 SUBSCRIPTION_ID = "00000000-1111-2222-3333-444444444444"
 TENANT_ID = "99999999-8888-7777-6666-555555555555"
 APP_PRINCIPAL_ID = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
+API_CLIENT_ID = "c1e70000-0000-4000-8000-0000000000a1"  # the API's app registration (Entra ID)
+API_SERVICE_PRINCIPAL_ID = "5e7f0000-0000-4000-8000-0000000000a2"
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,11 @@ class AzureMocks(pulumi.runtime.Mocks):
             outputs["identity"] = {"type": "SystemAssigned", "principalId": APP_PRINCIPAL_ID,
                                    "tenantId": TENANT_ID}
             outputs["defaultHostName"] = f"{name}.azurewebsites.net"
+        elif args.typ == "azuread:index/applicationRegistration:ApplicationRegistration":
+            outputs["clientId"] = API_CLIENT_ID
+            outputs["objectId"] = "0bb1ec70-0000-4000-8000-00000000a001"
+        elif args.typ == "azuread:index/servicePrincipal:ServicePrincipal":
+            outputs["objectId"] = API_SERVICE_PRINCIPAL_ID
         elif args.typ == "azure-native:applicationinsights:Component":
             outputs["connectionString"] = ("InstrumentationKey=00000000-0000-0000-0000-000000000000;"
                                            "IngestionEndpoint=https://westeurope-5.in.applicationinsights.azure.com/")

@@ -9,7 +9,8 @@ from tests.infra.pulumi_harness import ProgramRun, Registered, run_program
 # "prod+producer" is prod's stack file plus one producer principal, so producer grants and the writer
 # role stay covered although prod ships with none.
 STACKS = ("dev", "prod", "prod+producer")
-PRODUCER = {"name": "intake-service", "objectId": "3f2b8c1e-7d4a-4e6b-9c2f-1a5d8e7b6c4f"}
+PRODUCER = {"name": "intake-service", "objectId": "3f2b8c1e-7d4a-4e6b-9c2f-1a5d8e7b6c4f",
+            "tenants": ["acme", "acme-eu"], "classifications": ["internal", "confidential"]}
 Stack = tuple[StackSettings, ProgramRun]
 _RUNS: dict[str, Stack] = {}
 

@@ -225,7 +225,8 @@ def test_components_use_claimcheck_type_tokens() -> None:
     components = {resource.type for resource in run.resources if resource.type.startswith("claimcheck:")}
     assert components == {"claimcheck:messaging:Messaging", "claimcheck:storage:PayloadStorage",
                           "claimcheck:functions:FunctionApp", "claimcheck:access:Access",
-                          "claimcheck:observability:Monitoring", "claimcheck:observability:Alerts"}
+                          "claimcheck:observability:Monitoring", "claimcheck:observability:Alerts",
+                          "claimcheck:identity:ApiIdentity"}
 
 
 def test_entry_point_turns_bad_config_into_a_run_error() -> None:

@@ -1,0 +1,81 @@
+"""The API's Entra ID identity: its app registration, app roles, identifier URI and service principal,
+and the app-role assignments of the stack's producer principals (pulumi-azuread).
+
+Callers get access tokens for ``api://<client id>`` (the application ID URI, exported as
+``apiAudience``); the Function App validates them itself (claimcheck.auth; the README's "Who may
+call" section says why in-app validation rather than App Service Authentication). ``app_role_assignment_required`` makes
+Entra refuse a token to any application without one of these roles, so the roles are checked twice:
+by Entra when it issues the token and by the app on every request.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+import pulumi
+import pulumi_azuread as azuread
+from claimcheck.callers import AppRole
+
+from infra.stack_config import ProducerPrincipal
+
+# A fixed namespace so a role's id is the same on every run (an app role's id must never change: the
+# assignments and issued tokens refer to it).
+_ROLE_NAMESPACE = uuid.UUID("5d1f3a52-8c55-4f0e-9f3b-2b8f1d0c7a61")
+
+ROLE_DESCRIPTIONS = {
+    AppRole.SUBMIT: "Submit documents to the claim-check intake (POST /api/documents)",
+    AppRole.READ: "Read work-item status of the caller's tenants (GET /api/work-items/{id})",
+    AppRole.OPERATE: "Operate the claim-check stack (status of the caller's tenants, ops commands)",
+}
+
+
+def app_role_id(environment: str, role: AppRole) -> str:
+    return str(uuid.uuid5(_ROLE_NAMESPACE, f"claimcheck/{environment}/{role.value}"))
+
+
+def entra_issuer(tenant_id: str) -> str:
+    return f"https://login.microsoftonline.com/{tenant_id}/v2.0"
+
+
+def entra_jwks_uri(tenant_id: str) -> str:
+    return f"https://login.microsoftonline.com/{tenant_id}/discovery/v2.0/keys"
+
+
+class ApiIdentity(pulumi.ComponentResource):
+    def __init__(self, name: str, *, environment: str, tenant_id: pulumi.Input[str],
+                 producers: Sequence[ProducerPrincipal], opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("claimcheck:identity:ApiIdentity", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.registration = azuread.ApplicationRegistration(
+            f"{name}-app", display_name=f"claimcheck-api-{environment}", sign_in_audience="AzureADMyOrg",
+            # v2.0 tokens: iss https://login.microsoftonline.com/<tenant>/v2.0, azp = the caller's client id.
+            requested_access_token_version=2, opts=child)
+        self.roles = {
+            role: azuread.ApplicationAppRole(
+                f"{name}-role-{role.value.lower().replace('.', '-')}", application_id=self.registration.id,
+                role_id=app_role_id(environment, role), value=role.value, display_name=role.value,
+                description=ROLE_DESCRIPTIONS[role], allowed_member_types=["Application"], opts=child)
+            for role in AppRole
+        }
+        self.audience = pulumi.Output.concat("api://", self.registration.client_id)
+        self.identifier_uri = azuread.ApplicationIdentifierUri(
+            f"{name}-uri", application_id=self.registration.id, identifier_uri=self.audience, opts=child)
+        self.service_principal = azuread.ServicePrincipal(
+            f"{name}-sp", client_id=self.registration.client_id, app_role_assignment_required=True,
+            opts=child)
+        self.assignments = [
+            azuread.AppRoleAssignment(
+                f"{name}-{producer.name}-{role.value.lower().replace('.', '-')}",
+                app_role_id=app_role_id(environment, role), principal_object_id=producer.object_id,
+                resource_object_id=self.service_principal.object_id,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.roles[role]]))
+            for producer in producers for role in producer.app_roles
+        ]
+        self.issuer = pulumi.Output.from_input(tenant_id).apply(entra_issuer)
+        self.jwks_uri = pulumi.Output.from_input(tenant_id).apply(entra_jwks_uri)
+        # Both forms of the audience: v1.0 tokens carry the URI, v2.0 tokens the client id.
+        self.audiences = pulumi.Output.all(self.audience, self.registration.client_id).apply(
+            lambda values: f"{values[0]},{values[1]}")
+        self.register_outputs({"audience": self.audience, "clientId": self.registration.client_id,
+                               "issuer": self.issuer})
