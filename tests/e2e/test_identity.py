@@ -18,13 +18,14 @@ from typing import Any
 import pytest
 import requests
 from azure.data.tables import TableServiceClient
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from local.functions_host import DEFAULT_APP
 from local.functions_host.app_loader import HttpFunction, load_function_app
 from local.identity import SigningKey, TokenMinter, identity_named
 from local.stack import LocalStack
 
-from .journey import SAMPLES, TEST_IDENTITY, auth
+from .journey import SAMPLES, TEST_IDENTITY, auth, dead_letters, submit, wait_for_states, wait_until
 
 DOCUMENT = (SAMPLES / "service-agreement.txt").read_bytes()
 UNAUTHENTICATED = {"error": "unauthenticated", "message": "a valid bearer token for this API is required"}
@@ -216,3 +217,68 @@ def test_zz_nothing_was_created_by_any_refused_submission(
                 list(work_items.query_entities("PartitionKey eq @id", parameters={"id": work_item_id})) == []
             )
             assert list(registry.query_entities("work_item_id eq @id", parameters={"id": work_item_id})) == []
+
+
+def test_a_forged_same_tenant_envelope_cannot_read_another_work_items_object(
+    stack: LocalStack, bus: ServiceBusClient
+) -> None:
+    """Against the whole stack (emulator, Azurite, host): the envelope of work item B, rewritten to name
+    work item A and sent into A's session ahead of A's own message, is dead-lettered access_denied;
+    A still completes with A's own document, B with B's (before: B's bytes became A's result, A's real
+    message completed as a "duplicate", and B's object was cleaned up under it: payload_missing)."""
+    tenant = f"t-{uuid.uuid4().hex[:8]}"
+    item_a, item_b = f"wi-a-{uuid.uuid4().hex[:12]}", f"wi-b-{uuid.uuid4().hex[:12]}"
+    # Both sessions are held (as a second consumer would) so nothing is consumed while the test forges.
+    with (
+        bus.get_queue_receiver("documents", session_id=item_b) as hold_b,
+        bus.get_queue_receiver("documents", session_id=item_a) as hold_a,
+    ):
+        hold_b.peek_messages(max_message_count=1)
+        hold_a.peek_messages(max_message_count=1)
+        confidential = {"classification": "confidential"}
+        submit(
+            stack,
+            (SAMPLES / "service-agreement.txt").read_bytes(),
+            tenant=tenant,
+            work_item_id=item_b,
+            **confidential,
+        )
+        [queued_b] = hold_b.peek_messages(max_message_count=1)
+        envelope = json.loads(b"".join(queued_b.body))
+        forged_message_id = f"forged-{uuid.uuid4().hex[:8]}"
+        forged = {**envelope, "work_item_id": item_a}
+        with bus.get_queue_sender("documents") as sender:
+            sender.send_messages(
+                ServiceBusMessage(
+                    json.dumps(forged).encode(),
+                    session_id=item_a,
+                    message_id=forged_message_id,
+                    content_type="application/json",
+                    application_properties=dict(queued_b.application_properties or {}),
+                )
+            )
+        submit(
+            stack,
+            (SAMPLES / "urgent-notice.txt").read_bytes(),
+            tenant=tenant,
+            work_item_id=item_a,
+            **confidential,
+        )
+    views = wait_for_states(stack, [item_a, item_b])
+    wait_until(
+        lambda: any(message.message_id == forged_message_id for message in dead_letters(bus)),
+        "the forged envelope was not dead-lettered",
+    )
+    [dead] = [message for message in dead_letters(bus) if message.message_id == forged_message_id]
+    assert dead.dead_letter_reason == "access_denied"
+    # A's result is urgent-notice.txt's (high priority, not a contract), B's the service agreement's.
+    assert (views[item_a]["result"]["priority"], views[item_a]["result"]["document_type"]) != (
+        "normal",
+        "contract",
+    )
+    assert views[item_a]["result"]["priority"] == "high"
+    assert (views[item_b]["result"]["priority"], views[item_b]["result"]["document_type"]) == (
+        "normal",
+        "contract",
+    )
+    assert views[item_b]["payload_state"] == "removed"  # B's own sync cleanup, after B's own effect

@@ -42,13 +42,19 @@ def _stack_logs(stack: LocalStack) -> dict[Path, str]:
     log holds start-up lines, never requests; data files are not logs and are not read).
 
     Known exception, left out here and reported: the emulator prints its own connection string, with
-    its public development key, as its start-up line (local/servicebus/__main__.py). Only that exact
-    line is dropped; the key anywhere else still fails the test.
+    its public development key, as its start-up lines (local/servicebus/__main__.py: AMQP, then the
+    management plane). Only those exact lines are dropped; the key anywhere else still fails the test.
     """
     banner = connection_string(stack.emulator.port, DEFAULT_KEY)
+    (management_port,) = stack.emulator.other_ports
+    # Its management-plane twin, printed on the next line (local/servicebus/__main__.py).
+    management_banner = connection_string(management_port, DEFAULT_KEY) + "  (management)"
+    banners = {banner, management_banner}
     return {
         path: "\n".join(
-            line for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line != banner
+            line
+            for line in path.read_text(encoding="utf-8", errors="replace").splitlines()
+            if line not in banners
         )
         for path in stack.work_dir.rglob("*.log")
     }
