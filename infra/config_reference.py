@@ -70,12 +70,17 @@ KEYS: tuple[Key, ...] = (
         "alert_emails"),
     Key("backlogAlertThreshold", "integer 1-10000000", "Active messages that, for 15 minutes, raise the "
         "backlog alert.", "backlog_alert_threshold"),
-    Key("producerPrincipals", "list of `{name, objectId}`", "Service principals that send documents with "
+    Key("producerPrincipals", "list of `{name, objectId}`, optional `appRoles`, `tenants`, `purposes`, "
+        "`classifications`", "Service principals that send documents with "
         "the Python API: Sender on the queue, the payload writer role, registry and work-item tables. "
-        "Placeholder GUIDs are refused.", "producer_principals"),
+        "Placeholder GUIDs are refused. For the HTTP API: `appRoles` assigned on the API's app "
+        "registration (default `Documents.Submit`, `WorkItems.Read`), and an access-table grant of "
+        "`tenants` (ids or `prefix*`; none: no tenant), `purposes` and `classifications` (default all).",
+        "producer_principals"),
     Key("smokeTestPrincipals", "list of `{name, objectId}`", "Identities that run `claimcheck-ops smoke` "
         "(the CI deploy identity): Azure Service Bus Data Receiver on the `audit` subscription only, to "
-        "peek for the smoke document's result event.", "smoke_test_principals"),
+        "peek for the smoke document's result event; `Documents.Submit` and `WorkItems.Read` on the API "
+        "for the tenant `smoke-test` (or the entry's own `tenants`).", "smoke_test_principals"),
     Key("functionMaximumInstances", "integer 40-1000", "Flex Consumption scale-out limit.",
         "function_maximum_instances"),
     Key("functionInstanceMemoryMb", _choices(INSTANCE_MEMORY_MB), "Flex Consumption instance memory.",

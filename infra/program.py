@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 import pulumi
@@ -17,7 +18,10 @@ from infra.components.messaging import Messaging
 from infra.components.observability import Alerts, Monitoring
 from infra.components.storage import PayloadStorage
 from infra.roles import PAYLOAD_OPERATOR, PAYLOAD_WRITER, BuiltInRole
-from infra.stack_config import SMOKE_AUDIT_SUBSCRIPTION, StackSettings
+from infra.stack_config import SMOKE_AUDIT_SUBSCRIPTION, ProducerPrincipal, StackSettings
+
+# The tenant `claimcheck-ops smoke` submits for (scripts/ops_release.py's default).
+SMOKE_TENANT = "smoke-test"
 
 
 def deploy(settings: StackSettings) -> dict[str, Any]:
@@ -48,11 +52,10 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
                               topology=topology, account_opts=stateful)
     # The API's Entra ID app registration; its audience, issuer and the producers' access grants go into
     # the app settings that claimcheck.auth and claimcheck.access read.
+    callers = api_callers(settings)
     api = ApiIdentity(f"{prefix}-api", environment=settings.environment,
-                      tenant_id=authorization.get_client_config_output().tenant_id,
-                      producers=settings.producer_principals)
-    access_table = AccessTable(tuple(grant for producer in settings.producer_principals
-                                     if (grant := producer.grant()) is not None))
+                      tenant_id=authorization.get_client_config_output().tenant_id, callers=callers)
+    access_table = AccessTable(tuple(grant for caller in callers if (grant := caller.grant()) is not None))
     auth = pulumi.Output.all(api.issuer, api.audiences, api.jwks_uri).apply(
         lambda values: ApiAuth(issuer=values[0], audiences=values[1], jwks_uri=values[2],
                                access_table=access_table))
@@ -138,3 +141,11 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
     for key, value in outputs.items():
         pulumi.export(key, value)
     return outputs
+
+
+def api_callers(settings: StackSettings) -> tuple[ProducerPrincipal, ...]:
+    """Who gets app roles on the API and an access-table grant: the producer principals, and the smoke
+    test identities (which submit for the tenant `smoke-test` unless their entry names tenants)."""
+    smoke = tuple(principal if principal.tenants else replace(principal, tenants=(SMOKE_TENANT,))
+                  for principal in settings.smoke_test_principals)
+    return settings.producer_principals + smoke

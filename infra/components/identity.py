@@ -45,7 +45,7 @@ def entra_jwks_uri(tenant_id: str) -> str:
 
 class ApiIdentity(pulumi.ComponentResource):
     def __init__(self, name: str, *, environment: str, tenant_id: pulumi.Input[str],
-                 producers: Sequence[ProducerPrincipal], opts: pulumi.ResourceOptions | None = None) -> None:
+                 callers: Sequence[ProducerPrincipal], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("claimcheck:identity:ApiIdentity", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.registration = azuread.ApplicationRegistration(
@@ -67,11 +67,12 @@ class ApiIdentity(pulumi.ComponentResource):
             opts=child)
         self.assignments = [
             azuread.AppRoleAssignment(
-                f"{name}-{producer.name}-{role.value.lower().replace('.', '-')}",
-                app_role_id=app_role_id(environment, role), principal_object_id=producer.object_id,
+                f"{name}-{caller.object_id}-{role.value.lower().replace('.', '-')}",
+                app_role_id=app_role_id(environment, role), principal_object_id=caller.object_id,
                 resource_object_id=self.service_principal.object_id,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.roles[role]]))
-            for producer in producers for role in producer.app_roles
+            for caller in {caller.object_id: caller for caller in callers}.values()
+            for role in caller.app_roles
         ]
         self.issuer = pulumi.Output.from_input(tenant_id).apply(entra_issuer)
         self.jwks_uri = pulumi.Output.from_input(tenant_id).apply(entra_jwks_uri)

@@ -4,6 +4,7 @@ producer app-role assignments, the token-gate app settings and the access table,
 from __future__ import annotations
 
 import json
+from inspect import signature
 from typing import Any
 
 import pytest
@@ -13,9 +14,19 @@ from claimcheck.settings import AUDIENCE_SETTING, ISSUER_SETTING, JWKS_URI_SETTI
 
 from infra.components.identity import app_role_id
 from infra.policy import rules
-from infra.stack_config import StackConfigError, load_settings
-from tests.infra.pulumi_harness import API_CLIENT_ID, API_SERVICE_PRINCIPAL_ID, TENANT_ID, ProgramRun
+from infra.program import SMOKE_TENANT, deploy
+from infra.stack_config import StackConfigError, load_settings, read_stack_config
+from scripts.ops_release import smoke
+from tests.infra.pulumi_harness import (
+    API_CLIENT_ID,
+    API_SERVICE_PRINCIPAL_ID,
+    TENANT_ID,
+    ProgramRun,
+    run_program,
+)
 from tests.infra.stacks import PRODUCER, stack_run
+
+SMOKE_OBJECT_ID = "7c1d2e3f-4a5b-4c6d-8e9f-0a1b2c3d4e5f"
 
 
 def _app_settings(run: ProgramRun) -> dict[str, Any]:
@@ -48,8 +59,10 @@ def test_role_ids_are_stable_per_environment_and_differ_between_roles() -> None:
 
 def test_each_producer_is_assigned_its_app_roles_on_the_api() -> None:
     settings, run = stack_run("prod+producer")
-    assignments = {(a.inputs["appRoleId"], a.inputs["principalObjectId"], a.inputs["resourceObjectId"])
-                   for a in run.of_type("AppRoleAssignment")}
+    assignments = {
+        (a.inputs["appRoleId"], a.inputs["principalObjectId"], a.inputs["resourceObjectId"])
+        for a in run.of_type("AppRoleAssignment")
+    }
     assert assignments == {
         (app_role_id(settings.environment, role), PRODUCER["objectId"], API_SERVICE_PRINCIPAL_ID)
         for role in (AppRole.SUBMIT, AppRole.READ)
@@ -64,10 +77,14 @@ def test_the_app_gets_the_token_gate_and_the_access_table_from_the_stack_config(
     assert settings[JWKS_URI_SETTING] == f"https://login.microsoftonline.com/{TENANT_ID}/discovery/v2.0/keys"
     assert settings[AUDIENCE_SETTING] == f"api://{API_CLIENT_ID},{API_CLIENT_ID}"
     table = AccessTable.parse(settings[ACCESS_TABLE_SETTING])
-    assert [grant.to_json() for grant in table.grants] == [{
-        "name": "intake-service", "principal": PRODUCER["objectId"], "tenants": ["acme", "acme-eu"],
-        "classifications": ["confidential", "internal"],
-    }]
+    assert [grant.to_json() for grant in table.grants] == [
+        {
+            "name": "intake-service",
+            "principal": PRODUCER["objectId"],
+            "tenants": ["acme", "acme-eu"],
+            "classifications": ["confidential", "internal"],
+        }
+    ]
     assert json.loads(_app_settings(stack_run("prod")[1])[ACCESS_TABLE_SETTING]) == []
 
 
@@ -108,9 +125,30 @@ def test_policy_refuses_a_function_app_without_its_token_gate() -> None:
         app = {"kind": "functionapp,linux", "siteConfig": {"appSettings": pairs}}
         (problem,) = rules.token_gate_violations(app)
         assert name in problem
-    plain_http = [{"name": key, "value": "http://127.0.0.1:7090/x" if key == ISSUER_SETTING else value}
-                  for key, value in settings.items()]
+    plain_http = [
+        {"name": key, "value": "http://127.0.0.1:7090/x" if key == ISSUER_SETTING else value}
+        for key, value in settings.items()
+    ]
     app = {"kind": "functionapp,linux", "siteConfig": {"appSettings": plain_http}}
     (problem,) = rules.token_gate_violations(app)
     assert "https" in problem
     assert rules.token_gate_violations({"kind": "app", "siteConfig": {"appSettings": []}}) == []
+
+
+def test_smoke_test_identities_may_submit_and_read_for_the_smoke_tenant() -> None:
+    """claimcheck-ops smoke runs as the CI identity: it gets the API roles and the `smoke-test` tenant."""
+    config = read_stack_config("dev")
+    config["smokeTestPrincipals"] = [{"name": "ci-deploy", "objectId": SMOKE_OBJECT_ID}]
+    settings = load_settings(config, "dev")
+    run = run_program(lambda: deploy(settings), stack="dev")
+    assignments = {
+        (a.inputs["appRoleId"], a.inputs["principalObjectId"]) for a in run.of_type("AppRoleAssignment")
+    }
+    assert assignments == {
+        (app_role_id("dev", role), SMOKE_OBJECT_ID) for role in (AppRole.SUBMIT, AppRole.READ)
+    }
+    table = AccessTable.parse(_app_settings(run)[ACCESS_TABLE_SETTING])
+    assert [(grant.principal, grant.tenants) for grant in table.grants] == [
+        (SMOKE_OBJECT_ID, (SMOKE_TENANT,))
+    ]
+    assert signature(smoke).parameters["tenant"].default == SMOKE_TENANT
