@@ -45,7 +45,9 @@ from claimcheck.testing import InMemoryBus
 from local.stack import LocalStack, start_stack
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "contracts"
-TENANTS = ("chaos-tenant-a", "chaos-tenant-b", "chaos-tenant-c")
+# Tenants of the local identity the run calls the API as (local/identity: local-tests may use t-*).
+CALLER = "local-tests"
+TENANTS = ("t-chaos-a", "t-chaos-b", "t-chaos-c")
 COMPONENTS = ("host", "emulator", "azurite")
 # A short lease and visibility grace so that a run settles in about a minute after its last crash.
 APP_SETTINGS = {"CLAIMCHECK_CLAIM_LEASE_SECONDS": "9", "CLAIMCHECK_VISIBILITY_GRACE_SECONDS": "20"}
@@ -124,6 +126,7 @@ class Client:
                     f"{self._stack.api_url}/documents",
                     data=document.body,
                     headers={
+                        **self._stack.auth_headers(CALLER),
                         "X-Tenant-Id": document.tenant,
                         "X-Purpose": "contract-review",
                         "X-Classification": document.classification,
@@ -155,7 +158,9 @@ class Client:
         while time.monotonic() < self._deadline:
             try:
                 response = requests.get(
-                    f"{self._stack.api_url}/work-items/{document.work_item_id}", timeout=30
+                    f"{self._stack.api_url}/work-items/{document.work_item_id}",
+                    headers=self._stack.auth_headers(CALLER),
+                    timeout=30,
                 )
             except requests.RequestException:
                 failures += 1
@@ -245,7 +250,9 @@ def _send_poison(stack: LocalStack, count: int, seed: int) -> set[str]:
 
 def _status(stack: LocalStack, work_item_id: str) -> dict[str, Any] | None:
     try:
-        response = requests.get(f"{stack.api_url}/work-items/{work_item_id}", timeout=30)
+        response = requests.get(
+            f"{stack.api_url}/work-items/{work_item_id}", headers=stack.auth_headers(CALLER), timeout=30
+        )
     except requests.RequestException:
         return None
     return dict(response.json()) if response.status_code == 200 else None
