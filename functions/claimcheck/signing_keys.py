@@ -41,7 +41,8 @@ class CachedSigningKeys:
         self._clock = clock
         self._lock = threading.Lock()
         self._keys: dict[str, Any] = {}
-        self._fetched_at: float | None = None
+        self._fetched_at: float | None = None  # last successful fetch (ages the keys)
+        self._attempted_at: float | None = None  # last fetch, successful or not (what the rate bounds)
         self.fetches = 0  # how many times the JWKS was fetched (observable by tests and logs)
 
     def key_for(self, kid: str) -> Any | None:
@@ -50,26 +51,24 @@ class CachedSigningKeys:
             stale = self._fetched_at is None or now - self._fetched_at >= self._max_age
             if (stale or kid not in self._keys) and self._may_refresh(now):
                 self._refresh(now)
+            if not self._keys:
+                raise KeysUnavailable("no signing keys: the last fetch failed (retried at a bounded rate)")
             return self._keys.get(kid)
 
     def _may_refresh(self, now: float) -> bool:
-        return self._fetched_at is None or now - self._fetched_at >= self._min_refresh_interval
+        return self._attempted_at is None or now - self._attempted_at >= self._min_refresh_interval
 
     def _refresh(self, now: float) -> None:
         self.fetches += 1
+        self._attempted_at = now
         try:
             document = self._fetch()
             key_set = jwt.PyJWKSet.from_dict(dict(document))
         except (jwt.PyJWTError, OSError, ValueError) as error:
-            if not self._keys:
-                raise KeysUnavailable(f"signing keys unavailable ({type(error).__name__})") from None
-            # Keep serving the keys we have; the next refresh is still rate-bounded.
+            # Keep serving the keys we have; with none, 503 until a later (rate-bounded) fetch succeeds.
             log.warning(
-                "signing key refresh failed (%s); keeping %d cached keys",
-                type(error).__name__,
-                len(self._keys),
+                "signing key fetch failed (%s); %d cached key(s)", type(error).__name__, len(self._keys)
             )
-            self._fetched_at = now
             return
         self._keys = {key.key_id: key.key for key in key_set.keys if key.key_id}
         self._fetched_at = now
