@@ -120,6 +120,9 @@ class Broker:
         self.store.put(queue.path, entry)
         self._seq_dirty.add(queue)
 
+    def update(self, queue: MessageQueue, entry: Entry) -> None:
+        self.store.update(queue.path, entry)
+
     def forget(self, queue: MessageQueue, seq: int) -> None:
         self.store.remove(queue.path, seq)
 
@@ -254,7 +257,8 @@ class Broker:
 
     def fan_out(self, topic: Topic, message: AmqpMessage, hops: int) -> None:
         """Copy ``message`` to every subscription with a matching rule."""
-        message.annotations.pop(Symbol("x-opt-scheduled-enqueue-time"), None)
+        if message.annotations.pop(Symbol("x-opt-scheduled-enqueue-time"), None) is not None:
+            message.changed()
         view = filter_view(message, sequence_number=0, enqueued_ms=now_ms(), size=len(message.body))
         for sub in topic.subscriptions:
             copy = apply_rules(sub.rules, message, view)

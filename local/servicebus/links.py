@@ -206,13 +206,25 @@ class OutgoingLink(Link):
             f"The session lock has expired on the MessageSession '{self.session_id}'.",
         )
 
+    def _unsettled_in(self, first: int, last: int) -> list[int]:
+        """Unsettled delivery ids in first..last, in order. The SDK settles one delivery at a time,
+        so a short range is looked up; a long one (peer-controlled, up to 2**32 ids) walks what is
+        unsettled instead."""
+        if last - first < len(self.unsettled):
+            return [d for d in range(first, last + 1) if d in self.unsettled]
+        return sorted(d for d in self.unsettled if first <= d <= last)
+
+    def settles_any(self, first: int, last: int) -> bool:
+        if first == last:
+            return first in self.unsettled
+        return bool(self._unsettled_in(first, last))
+
     def on_disposition(self, first: int, last: int, settled: bool, state: Any) -> None:
         """The client settled deliveries: apply the outcome, echo it (or the failure) settled."""
         outcome = composite_name(state)
         if outcome not in _TERMINAL_OUTCOMES or self.queue is None:
             return  # e.g. "received": progress only, the delivery stays unsettled
-        # Walk what is unsettled, not the peer-controlled range (which may span 2**32 ids).
-        for delivery_id in sorted(d for d in self.unsettled if first <= d <= last):
+        for delivery_id in self._unsettled_in(first, last):
             token = self.unsettled.pop(delivery_id)
             echo = state
             try:

@@ -68,6 +68,8 @@ class AmqpMessage:
     application_properties: dict[Any, Any] = field(default_factory=dict)
     body: bytes = b""
     _tail: bytes | None = field(default=None, repr=False, compare=False)
+    # The bytes it was parsed from, while nothing changed: storing a fresh message needs no encoding.
+    _raw: bytes | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def parse(cls, raw: bytes | memoryview) -> AmqpMessage:
@@ -97,11 +99,13 @@ class AmqpMessage:
                     raise MessageFormatError(f"unknown message section 0x{code:x}")
         except ValueError as exc:
             raise MessageFormatError(f"malformed message: {exc}") from exc
+        message._raw = bytes(buf)
         return message
 
     def changed(self) -> None:
-        """Forget the cached encoding after properties or application properties were modified."""
+        """Forget the cached encodings after any section was modified."""
         self._tail = None
+        self._raw = None
 
     def tail(self) -> bytes:
         """Properties, application properties and body, encoded (cached: they rarely change)."""
@@ -119,6 +123,8 @@ class AmqpMessage:
         self, *, delivery_count: int | None = None, annotations: dict[Any, Any] | None = None
     ) -> bytes:
         """The whole message; ``delivery_count`` and ``annotations`` are the broker's additions."""
+        if delivery_count is None and not annotations and self._raw is not None:
+            return self._raw
         out = bytearray()
         header = dict(self.header)
         if delivery_count is not None:
@@ -140,6 +146,7 @@ class AmqpMessage:
             dict(self.application_properties),
             self.body,
             self._tail,
+            self._raw,
         )
 
     def body_sections(self) -> Iterator[Described]:

@@ -162,7 +162,7 @@ class MessageQueue:
                     entry.lock_token, entry.owner = token, consumer
                     entry.locked_until_ms = now_ms() + self.lock_ms
                     self.locks[token] = entry
-                    self.router.persist(self, entry)
+                    self.router.update(self, entry)
                     consumer.deliver(entry, token)
 
     @property
@@ -207,7 +207,7 @@ class MessageQueue:
         entry = self.locked(token)
         self._drop_lock(entry)
         entry.state = DEFERRED
-        self.router.persist(self, entry)
+        self.router.update(self, entry)
 
     def dead_letter(self, token: uuid.UUID, reason: str, description: str) -> None:
         entry = self.locked(token)
@@ -241,7 +241,7 @@ class MessageQueue:
                 f"Message could not be consumed after {entry.delivery_count} delivery attempts.",
             )
             return
-        self.router.persist(self, entry)
+        self.router.update(self, entry)
         if not was_deferred:
             self._make_available(entry)
 
@@ -272,7 +272,7 @@ class MessageQueue:
             due = self.entries.get(seq)
             if due is not None and due.state == SCHEDULED:
                 due.state, due.scheduled_ms = ACTIVE, None
-                self.router.persist(self, due)
+                self.router.update(self, due)
                 self._make_available(due)
         while self.expiries and self.expiries[0][0] <= now:
             _, seq = heapq.heappop(self.expiries)

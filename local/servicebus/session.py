@@ -169,5 +169,5 @@ class Session:
         first = int(fields["first"])
         last = int(fields["last"]) if fields.get("last") is not None else first
         for link in list(self.outgoing_by_handle.values()):
-            if any(first <= delivery_id <= last for delivery_id in link.unsettled):
+            if link.unsettled and link.settles_any(first, last):
                 link.on_disposition(first, last, bool(fields.get("settled")), fields.get("state"))

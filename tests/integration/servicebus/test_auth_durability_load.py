@@ -166,3 +166,46 @@ def test_concurrent_senders_and_receivers_lose_and_duplicate_nothing(
     assert set(completed) == expected
     assert max(completed.values()) == 1
     assert emulator.runtime_properties("work")["active_message_count"] == 0
+
+
+def test_sigkill_right_after_an_acknowledgement_loses_nothing(tmp_path: Path) -> None:
+    """Group commit still commits before each acknowledgement: a SIGKILL the moment a batch send or a
+    completion is acknowledged keeps every sent message and resurrects no completed one."""
+    config = tmp_path / "Config.json"
+    config.write_text(json.dumps(emulator_config()))
+    data = tmp_path / "data"
+    sent = [f"m{index:02d}" for index in range(50)]
+    first = start_emulator_process(config, data_dir=data)
+    try:
+        with ServiceBusClient.from_connection_string(first.connection_string) as client:
+            with client.get_queue_sender("work") as sender:
+                sender.send_messages([ServiceBusMessage(body) for body in sent])
+            first.kill()  # the batch was acknowledged: nothing of it may be lost
+    finally:
+        first.stop()
+
+    second = start_emulator_process(config, data_dir=data)
+    completed: list[str] = []
+    try:
+        with (
+            ServiceBusClient.from_connection_string(second.connection_string) as client,
+            client.get_queue_receiver("work", max_wait_time=5) as receiver,
+        ):
+            assert sorted(str(m) for m in receiver.peek_messages(max_message_count=100)) == sent
+            while len(completed) < 20:
+                for message in receiver.receive_messages(
+                    max_message_count=20 - len(completed), max_wait_time=5
+                ):
+                    receiver.complete_message(message)
+                    completed.append(str(message))
+            second.kill()  # right after the 20th completion was acknowledged
+    finally:
+        second.stop()
+
+    with (
+        start_emulator_process(config, data_dir=data) as third,
+        ServiceBusClient.from_connection_string(third.connection_string) as client,
+        client.get_queue_receiver("work", max_wait_time=5) as receiver,
+    ):
+        remaining = sorted(str(m) for m in receiver.peek_messages(max_message_count=100))
+    assert remaining == sorted(set(sent) - set(completed))

@@ -41,6 +41,9 @@ class FakeRouter:
     def persist(self, queue: MessageQueue, entry: Entry) -> None:
         """Nothing to store in these tests."""
 
+    def update(self, queue: MessageQueue, entry: Entry) -> None:
+        """Nothing to store in these tests."""
+
     def forget(self, queue: MessageQueue, seq: int) -> None:
         """Nothing to store in these tests."""
 
