@@ -76,3 +76,18 @@ def test_a_malformed_table_is_refused_naming_the_entry(entry: dict[str, object],
 
 def test_the_table_round_trips_through_its_setting() -> None:
     assert AccessTable.parse(TABLE.to_json()) == TABLE
+
+
+def test_the_example_local_settings_match_the_local_issuer_and_identities() -> None:
+    """functions/local.settings.example.json (for running the host by hand next to `python -m
+    local.stack`) holds what local/stack.py writes: the issuer on its default port and the access table."""
+    from local.identity import LOCAL_AUDIENCE, issuer_url, local_access_table
+    from local.identity.keys import jwks_url
+    from local.stack import REPO_ROOT
+
+    example = json.loads((REPO_ROOT / "functions" / "local.settings.example.json").read_text())["Values"]
+    base = "http://127.0.0.1:7090"
+    assert example["CLAIMCHECK_AUTH_ISSUER"] == issuer_url(base)
+    assert example["CLAIMCHECK_AUTH_JWKS_URI"] == jwks_url(base)
+    assert example["CLAIMCHECK_AUTH_AUDIENCES"] == LOCAL_AUDIENCE
+    assert AccessTable.parse(example["CLAIMCHECK_ACCESS_TABLE"]) == local_access_table()
