@@ -1,10 +1,10 @@
 """Schemathesis against the running local stack, reading the OpenAPI document the app serves.
 
 Bounded and repeatable: a fixed number of examples per operation, derandomized (the same inputs every
-run), no example database. Every call carries a token of local-producer (granted acme, the document's
-example tenant; other generated tenants are a documented 403). Every response must be no 5xx and
-conform to the document: status code,
-content type, headers and body schema. The stateful part follows the document's link from a 202 intake
+run), no example database. Every call carries a token of local-producer (granted acme, globex and
+initech; other generated tenants are a documented 403, so half of the well-formed ones are swapped for
+a granted one). Every response must be no 5xx and conform to the document: status code, content type,
+headers and body schema; a negative example must also be refused with a 4xx. The stateful part follows the document's link from a 202 intake
 to the status of that very work item (submit → status at the receipt's version).
 """
 
@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 import requests
 import schemathesis
+from claimcheck.envelope import IDENTIFIER
 from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -29,9 +31,11 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from local.functions_host import DEFAULT_APP
+from local.identity import identity_named
 from local.stack import LocalStack
 
 OPENAPI_DOCUMENT = DEFAULT_APP.with_name("openapi.json")
+FUZZ_IDENTITY = "local-producer"  # Documents.Submit and WorkItems.Read for acme, globex and initech
 
 CHECKS = [
     not_a_server_error,
@@ -65,10 +69,37 @@ def test_the_app_serves_the_checked_in_document_to_an_authenticated_caller(stack
 @pytest.fixture(scope="module")
 def api_schema(stack: LocalStack) -> Any:
     """The document as the app serves it, aimed at the stack's API."""
-    headers = stack.auth_headers("local-producer")
+    headers = stack.auth_headers(FUZZ_IDENTITY)
     schema = schemathesis.openapi.from_url(f"{stack.api_url}/openapi.json", headers=headers, timeout=60)
     schema.config.update(base_url=stack.api_url, headers=headers)
+    schema.hooks.register_hook_with_name(_granted_tenant_in_headers, "flatmap_headers")
+    schema.hooks.register_hook_with_name(_granted_tenant_in_body, "flatmap_body")
     return schema
+
+
+# Generated tenants are almost never the caller's, and every one of those is the same documented 403.
+# So a well-formed tenant is, half the time, swapped for one of the caller's own: the fuzzer then also
+# reaches acceptance, storage and the status reads behind it. A malformed one stays, so a negative case
+# keeps exactly what made it negative.
+GRANTED_TENANTS = identity_named(FUZZ_IDENTITY).tenants
+
+
+def _granted_tenant(value: object) -> st.SearchStrategy[object]:
+    if isinstance(value, str) and IDENTIFIER.fullmatch(value):
+        return st.sampled_from([value, *GRANTED_TENANTS])
+    return st.just(value)
+
+
+def _granted_tenant_in_headers(context: Any, headers: Any) -> st.SearchStrategy[Any]:
+    if not isinstance(headers, dict) or "X-Tenant-Id" not in headers:
+        return st.just(headers)
+    return _granted_tenant(headers["X-Tenant-Id"]).map(lambda tenant: {**headers, "X-Tenant-Id": tenant})
+
+
+def _granted_tenant_in_body(context: Any, body: Any) -> st.SearchStrategy[Any]:
+    if not isinstance(body, dict) or "tenant_id" not in body:
+        return st.just(body)
+    return _granted_tenant(body["tenant_id"]).map(lambda tenant: {**body, "tenant_id": tenant})
 
 
 @pytest.fixture(scope="module")

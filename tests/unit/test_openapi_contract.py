@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import schemathesis
+from claimcheck.auth import MISSING_ROLE_BODY, UNAUTHENTICATED_BODY
 from claimcheck.errors import IntakeRejected
 from claimcheck.http_api import DOCUMENT_PART, FORM_FIELDS, HEADER_FIELDS
 from claimcheck.policy import DEFAULT_PURPOSES, Classification
@@ -23,6 +24,8 @@ DOCUMENT_PATH = DEFAULT_APP.with_name("openapi.json")
 DOCUMENT: dict[str, Any] = json.loads(DOCUMENT_PATH.read_text(encoding="utf-8"))
 
 # What the host answers itself in front of any function: oversize headers, saturation, a raising function.
+# ``_json(<status>, {"error": "<code>"`` as the handlers and the gate write their literal answers.
+LITERAL_ANSWER = re.compile(r'_json\(\s*(\d{3}),\s*\{"error":\s*"(\w+)"')
 HOST_ANSWERS = {431: {"request_header_fields_too_large"}, 500: {"internal_error"}, 503: {"service_busy"}}
 
 
@@ -139,3 +142,41 @@ def test_form_fields_and_headers_are_the_ones_intake_reads() -> None:
     form = set(operation["requestBody"]["content"]["multipart/form-data"]["schema"]["properties"])
     assert headers == set(HEADER_FIELDS)
     assert form == {DOCUMENT_PART, *FORM_FIELDS}
+
+
+def test_every_gated_route_documents_the_gates_answers() -> None:
+    """A handler that calls ``_gate`` can answer whatever ``_gate`` answers (401 with its challenge,
+    403, 503); the document says so for that operation, and declares the bearer scheme for it."""
+    import function_app
+
+    gate = inspect.getsource(function_app._gate)
+    gate_answers = {
+        (401, UNAUTHENTICATED_BODY["error"]),
+        (403, MISSING_ROLE_BODY["error"]),
+        *((int(status), code) for status, code in LITERAL_ANSWER.findall(gate)),
+    }
+    assert {status for status, _ in gate_answers} == {401, 403, 503}
+    schemes = DOCUMENT["components"]["securitySchemes"]
+    for function in _http_functions():
+        assert "_gate(" in inspect.getsource(function.handler), f"{function.route} is not gated"
+        for method in function.methods or ():
+            operation = _operation(function, method)
+            security = operation.get("security", DOCUMENT["security"])
+            assert security, f"{function.route} declares no security"
+            assert all(schemes[name]["scheme"] == "bearer" for entry in security for name in entry)
+            for status, code in gate_answers:
+                assert code in _documented_codes(operation, status), f"{function.route}: {status} {code}"
+            assert "WWW-Authenticate" in operation["responses"]["401"]["headers"]
+
+
+def test_status_reads_the_headers_it_documents() -> None:
+    """The status route reads X-Tenant-Id (narrowing to one tenant); the document lists it."""
+    [status] = [function for function in _http_functions() if function.route == "work-items/{id}"]
+    source = inspect.getsource(status.handler)
+    read = {name.lower() for name in re.findall(r'headers\.get\("([\w-]+)"\)', source)}
+    documented = {
+        parameter["name"].lower()
+        for parameter in DOCUMENT["paths"]["/work-items/{id}"]["get"]["parameters"]
+        if parameter["in"] == "header"
+    }
+    assert read == documented == {"x-tenant-id"}
