@@ -4,8 +4,9 @@ Bounded and repeatable: a fixed number of examples per operation, derandomized (
 run), no example database. Every call carries a token of local-producer (granted acme, globex and
 initech; other generated tenants are a documented 403, so half of the well-formed ones are swapped for
 a granted one). Every response must be no 5xx and conform to the document: status code, content type,
-headers and body schema; a negative example must also be refused with a 4xx. The stateful part follows the document's link from a 202 intake
-to the status of that very work item (submit → status at the receipt's version).
+headers and body schema; a negative example must also be refused with a 4xx. The stateful part
+follows the document's link from a 202 intake to the status of that very work item (submit → status
+at the receipt's version).
 """
 
 from __future__ import annotations
