@@ -323,8 +323,59 @@ def _encode_array(value: Array, out: bytearray) -> None:
     out += body
 
 
+def _encode_none(value: Any, out: bytearray) -> None:
+    out.append(0x40)
+
+
+def _encode_bool(value: Any, out: bytearray) -> None:
+    out.append(0x41 if value else 0x42)
+
+
+def _encode_described(value: Any, out: bytearray) -> None:
+    out.append(0x00)
+    encode_value(value.descriptor, out)
+    encode_value(value.value, out)
+
+
+def _encode_list(value: Any, out: bytearray) -> None:
+    if not value:
+        out.append(0x45)
+    else:
+        _encode_compound(list(value), len(value), 0xC0, 0xD0, out)
+
+
+def _encode_map(value: Any, out: bytearray) -> None:
+    flat = [part for pair in value.items() for part in pair]
+    _encode_compound(flat, len(flat), 0xC1, 0xD1, out)
+
+
+def _encode_binary(value: Any, out: bytearray) -> None:
+    size = len(value)
+    out += (b"\xa0" + _U8.pack(size)) if size < 256 else (b"\xb0" + _U32.pack(size))
+    out += value
+
+
+# The frequent exact types first (one dict lookup instead of a chain of isinstance checks);
+# anything else, subclasses included, takes the general path below.
+_BY_TYPE: dict[type, Any] = {
+    type(None): _encode_none,
+    bool: _encode_bool,
+    Described: _encode_described,
+    list: _encode_list,
+    dict: _encode_map,
+    bytes: _encode_binary,
+}
+
+
 def encode_value(value: Any, out: bytearray) -> None:
     """Append the AMQP encoding of ``value`` to ``out``."""
+    fast = _BY_TYPE.get(type(value))
+    if fast is not None:
+        fast(value, out)
+        return
+    if isinstance(value, int) and type(value) in (UInt, ULong, int, Long, Int):
+        _encode_int(value, out)
+        return
     if value is None:
         out.append(0x40)
     elif value is True:

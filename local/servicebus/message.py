@@ -7,6 +7,7 @@ kept as the raw bytes the client sent and copied through untouched.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +43,9 @@ PROPERTY_FIELDS = (
 )
 
 
+_ANNOTATIONS_DESCRIPTOR = b"\x00\x53\x72"  # described, smallulong 0x72 (message-annotations)
+
+
 class MessageFormatError(FrameError):
     """The transfer payload is not a well-formed AMQP message."""
 
@@ -70,6 +74,8 @@ class AmqpMessage:
     _tail: bytes | None = field(default=None, repr=False, compare=False)
     # The bytes it was parsed from, while nothing changed: storing a fresh message needs no encoding.
     _raw: bytes | None = field(default=None, repr=False, compare=False)
+    # The message's own annotations, encoded as map items, and their count (see ``encode``).
+    _annotation_items: tuple[bytes, int] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def parse(cls, raw: bytes | memoryview) -> AmqpMessage:
@@ -77,6 +83,7 @@ class AmqpMessage:
         buf = memoryview(raw)
         message = cls()
         offset = 0
+        tail_start: int | None = None  # the client's own encoding of the tail sections, reused
         try:
             while offset < len(buf):
                 start = offset
@@ -84,6 +91,10 @@ class AmqpMessage:
                 if not isinstance(section, Described) or not isinstance(section.descriptor, int):
                     raise MessageFormatError("a message section is not a described type")
                 code = section.descriptor
+                if code in (PROPERTIES, APPLICATION_PROPERTIES, DATA, AMQP_SEQUENCE, AMQP_VALUE):
+                    tail_start = start if tail_start is None else tail_start
+                elif tail_start is not None:
+                    tail_start = -1  # sections out of the standard order: encode the tail ourselves
                 if code == HEADER:
                     message.header = _fields(HEADER_FIELDS, section.value)
                 elif code == MESSAGE_ANNOTATIONS and isinstance(section.value, dict):
@@ -100,12 +111,15 @@ class AmqpMessage:
         except ValueError as exc:
             raise MessageFormatError(f"malformed message: {exc}") from exc
         message._raw = bytes(buf)
+        if tail_start is not None and tail_start >= 0 and message.body:
+            message._tail = message._raw[tail_start:]
         return message
 
     def changed(self) -> None:
         """Forget the cached encodings after any section was modified."""
         self._tail = None
         self._raw = None
+        self._annotation_items = None
 
     def tail(self) -> bytes:
         """Properties, application properties and body, encoded (cached: they rarely change)."""
@@ -131,11 +145,38 @@ class AmqpMessage:
             header["delivery_count"] = UInt(delivery_count)
         if header:
             encode_value(Described(ULong(HEADER), _as_list(HEADER_FIELDS, header)), out)
-        merged = {**self.annotations, **annotations} if annotations else self.annotations
-        if merged:
-            encode_value(Described(ULong(MESSAGE_ANNOTATIONS), merged), out)
+        if annotations and not any(key in self.annotations for key in annotations):
+            self._encode_annotations(annotations, out)
+        else:
+            merged = {**self.annotations, **annotations} if annotations else self.annotations
+            if merged:
+                encode_value(Described(ULong(MESSAGE_ANNOTATIONS), merged), out)
         out += self.tail()
         return bytes(out)
+
+    def _encode_annotations(self, extra: dict[Any, Any], out: bytearray) -> None:
+        """The message annotations section of the message's own plus ``extra`` (disjoint keys),
+        byte for byte what ``encode_value`` writes for the merged map, with the message's own
+        items encoded once per message instead of once per delivery."""
+        if self._annotation_items is None:
+            items = bytearray()
+            for key, value in self.annotations.items():
+                encode_value(key, items)
+                encode_value(value, items)
+            self._annotation_items = (bytes(items), 2 * len(self.annotations))
+        own, count = self._annotation_items
+        body = bytearray(own)
+        for key, value in extra.items():
+            encode_value(key, body)
+            encode_value(value, body)
+        count += 2 * len(extra)
+        out += _ANNOTATIONS_DESCRIPTOR
+        if len(body) < 255 and count < 256:
+            out += bytes((0xC1, len(body) + 1, count))
+        else:
+            out.append(0xD1)
+            out += struct.pack(">II", len(body) + 4, count)
+        out += body
 
     def copy(self) -> AmqpMessage:
         """An independent copy (each subscription or DLQ gets its own)."""
@@ -147,6 +188,7 @@ class AmqpMessage:
             self.body,
             self._tail,
             self._raw,
+            self._annotation_items,
         )
 
     def body_sections(self) -> Iterator[Described]:
