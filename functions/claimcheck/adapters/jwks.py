@@ -8,6 +8,8 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from claimcheck.settings import JWKS_URI_SETTING, SettingsError
+
 _TIMEOUT_SECONDS = 10.0
 _MAX_BYTES = 1024 * 1024
 
@@ -17,7 +19,7 @@ def jwks_fetcher(uri: str) -> Callable[[], Mapping[str, Any]]:
     parsed = urllib.parse.urlsplit(uri)
     loopback = parsed.hostname in ("127.0.0.1", "localhost", "::1")
     if parsed.scheme != "https" and not (parsed.scheme == "http" and loopback):
-        raise ValueError("the JWKS URI must be https (or http on loopback for the local issuer)")
+        raise SettingsError(f"{JWKS_URI_SETTING} must be https (or http on loopback for the local issuer)")
 
     def fetch() -> Mapping[str, Any]:
         request = urllib.request.Request(uri, headers={"Accept": "application/json"})  # noqa: S310

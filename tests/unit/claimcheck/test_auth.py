@@ -11,6 +11,7 @@ from typing import Any
 
 import jwt
 import pytest
+from claimcheck.adapters.jwks import jwks_fetcher
 from claimcheck.auth import (
     AppRole,
     KeysUnavailable,
@@ -198,3 +199,11 @@ def test_pyjwt_refuses_the_public_key_as_an_hmac_secret() -> None:
     """Belt and braces: even asked for HS256, PyJWT will not take a PEM public key as a secret."""
     with pytest.raises(jwt.InvalidKeyError):
         jwt.decode(_forged_hs256(), KEY.public_pem(), algorithms=["HS256"])
+
+
+def test_the_jwks_uri_must_be_https_or_loopback() -> None:
+    """A plain-HTTP key source off this machine is a refused setting (a 503 naming it), never used."""
+    with pytest.raises(SettingsError, match="CLAIMCHECK_AUTH_JWKS_URI"):
+        jwks_fetcher("http://login.example.net/common/discovery/v2.0/keys")
+    assert callable(jwks_fetcher("https://login.microsoftonline.com/t/discovery/v2.0/keys"))
+    assert callable(jwks_fetcher("http://127.0.0.1:7090/t/discovery/v2.0/keys"))
