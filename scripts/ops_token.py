@@ -38,12 +38,16 @@ class TokenSource:
 
 
 def _default_local_issuer(api: str) -> str | None:
-    """A loopback API is the local stack's, whose issuer listens on its default port."""
+    """A loopback API is the local stack's, whose issuer listens on its default port.
+
+    local.identity is imported only then: it needs the claimcheck package (functions/), which a CI
+    job that installs only requirements-ops.txt to smoke-test Azure does not have on its path.
+    """
+    if urllib.parse.urlsplit(api).hostname not in _LOOPBACK:
+        return None
     from local.identity import LOCAL_DIRECTORY_TENANT, issuer_url
 
-    if urllib.parse.urlsplit(api).hostname in _LOOPBACK:
-        return issuer_url("http://127.0.0.1:7090", LOCAL_DIRECTORY_TENANT)
-    return None
+    return issuer_url("http://127.0.0.1:7090", LOCAL_DIRECTORY_TENANT)
 
 
 def _local_token(issuer: str, client_id: str, audience: str | None) -> str:
