@@ -17,7 +17,7 @@ SCRIPTS = Path(__file__).parent / "js"
 REPO = Path(__file__).resolve().parents[3]
 
 
-@pytest.mark.parametrize("group", ["queues", "sessions", "topics"])
+@pytest.mark.parametrize("group", ["queues", "sessions", "topics", "features"])
 def test_javascript_sdk_scenarios(group: str, emulator: RunningEmulator) -> None:
     node = shutil.which("node")
     assert node is not None, "Node.js is needed (a machine with Node 20; `make deps` installs the SDK)"
