@@ -81,6 +81,13 @@ KEYS: tuple[Key, ...] = (
         "(the CI deploy identity): Azure Service Bus Data Receiver on the `audit` subscription only, to "
         "peek for the smoke document's result event; `Documents.Submit` and `WorkItems.Read` on the API "
         "for the tenant `smoke-test` (or the entry's own `tenants`).", "smoke_test_principals"),
+    Key("operatorPrincipals", "list of `{name, objectId}`", "Identities that run `claimcheck-ops` "
+        "against the stack (`dlq list/show/replay`, `peek`, `stats`): Azure Service Bus Data Owner on each "
+        "queue and subscription (dead-letter receive, replay send, runtime counts need the Manage claim), "
+        "Data Sender on each topic (a subscription's replayed copy); no payload or table access.",
+        "operator_principals"),
+    Key("owner", "tag value", "`owner` tag on every resource that takes tags.", "owner"),
+    Key("costCenter", "tag value", "`costCenter` tag on every resource that takes tags.", "cost_center"),
     Key("functionMaximumInstances", "integer 40-1000", "Flex Consumption scale-out limit.",
         "function_maximum_instances"),
     Key("functionInstanceMemoryMb", _choices(INSTANCE_MEMORY_MB), "Flex Consumption instance memory.",

@@ -19,6 +19,7 @@ from infra.components.observability import Alerts, Monitoring
 from infra.components.storage import PayloadStorage
 from infra.roles import PAYLOAD_OPERATOR, PAYLOAD_WRITER, BuiltInRole
 from infra.stack_config import SMOKE_AUDIT_SUBSCRIPTION, ProducerPrincipal, StackSettings
+from infra.tags import stack_tags, tagging
 
 # The tenant `claimcheck-ops smoke` submits for (scripts/ops_release.py's default).
 SMOKE_TENANT = "smoke-test"
@@ -34,22 +35,27 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
     short_env = re.sub(r"[^a-z0-9]", "", settings.stack_slug)[:8]
     # Outside dev the data-bearing resources are protected: a delete or a replacement (e.g. a changed
     # resource group name) stops `pulumi up` instead of losing payloads or in-flight messages.
+    # Tags on every resource that takes them: each top-level declaration gets the transformation and
+    # hands it to the resources its component declares.
+    tagged = pulumi.ResourceOptions(transformations=[
+        tagging(stack_tags(settings.environment, settings.owner, settings.cost_center))])
     stateful = pulumi.ResourceOptions(protect=settings.protect_stateful_resources)
     group = resources.ResourceGroup(prefix, resource_group_name=settings.resource_group_name,
-                                    location=settings.location)
+                                    location=settings.location, opts=tagged)
     rg, location = group.name, settings.location
 
     monitoring = Monitoring(f"{prefix}-monitoring", resource_group_name=rg, location=location,
-                            retention_days=settings.log_retention_days, alert_emails=settings.alert_emails)
+                            retention_days=settings.log_retention_days, alert_emails=settings.alert_emails,
+                            opts=tagged)
     messaging = Messaging(f"{prefix}-messaging", resource_group_name=rg, location=location,
                           sku=settings.service_bus_sku, capacity=settings.service_bus_capacity,
                           public_network_access=settings.public_network_access, topology=topology,
-                          namespace_opts=stateful)
+                          namespace_opts=stateful, opts=tagged)
     payloads = PayloadStorage(f"{prefix}-storage", resource_group_name=rg, location=location,
                               sku=settings.storage_sku, account_logical_name=f"ccpay{short_env}",
                               blob_delete_retention_days=settings.blob_delete_retention_days,
                               container_delete_retention_days=settings.container_delete_retention_days,
-                              topology=topology, account_opts=stateful)
+                              topology=topology, account_opts=stateful, opts=tagged)
     # The API's Entra ID app registration; its audience, issuer and the producers' access grants go into
     # the app settings that claimcheck.auth and claimcheck.access read.
     callers = api_callers(settings)
@@ -67,7 +73,8 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
                             payload_table_endpoint=payloads.table_endpoint,
                             app_insights_connection_string=monitoring.app_insights.connection_string,
                             maximum_instances=settings.function_maximum_instances,
-                            instance_memory_mb=settings.function_instance_memory_mb, auth=auth)
+                            instance_memory_mb=settings.function_instance_memory_mb, auth=auth,
+                            opts=tagged)
 
     bindings = topology.bindings
     documents_queue = messaging.queues[bindings.documents_queue].id
@@ -75,9 +82,13 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
     payload_container = payloads.containers[bindings.payload_container].id
     app = functions.principal_id
     grants = [
-        Grant("app-receive-documents", BuiltInRole.SERVICE_BUS_DATA_RECEIVER, documents_queue, app),
-        # The HTTP intake function publishes the envelope to the same queue.
-        Grant("app-send-documents", BuiltInRole.SERVICE_BUS_DATA_SENDER, documents_queue, app),
+        # The trigger receives, the HTTP intake publishes, and target-based scaling reads the queue's
+        # runtime properties with the app's identity: the Functions Service Bus extension's
+        # ServiceBusMetricsProvider calls GetQueueRuntimePropertiesAsync, which needs the Manage claim
+        # (its warning: "does not have 'Manage Claim' ... Unable to determine active message count").
+        # Only Azure Service Bus Data Owner carries it (the binding docs list it beside Receiver for
+        # triggers), held here on this one queue. docs/deploy.md, "Operator access and scaling".
+        Grant("app-own-documents", BuiltInRole.SERVICE_BUS_DATA_OWNER, documents_queue, app),
         Grant("app-send-results", BuiltInRole.SERVICE_BUS_DATA_SENDER, results_topic, app),
         # Blob Data Contributor lacks the blob index tag actions the provisional/active state needs.
         Grant("app-payload-blobs", PAYLOAD_OPERATOR, payload_container, app),
@@ -104,12 +115,14 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
         audit = messaging.subscriptions[f"{bindings.results_topic}/{SMOKE_AUDIT_SUBSCRIPTION}"]
         grants += [Grant(f"smoke-{principal.name}-peek-audit", BuiltInRole.SERVICE_BUS_DATA_RECEIVER,
                          audit.id, principal.object_id) for principal in settings.smoke_test_principals]
+    grants += operator_grants(settings, messaging)
     Access(f"{prefix}-access", grants=grants, custom_role_scope=group.id,
            stack_label=f"{pulumi.get_project()}/{pulumi.get_stack()}")
     Alerts(f"{prefix}-alerts", resource_group_name=group.name, monitoring=monitoring,
            namespace_id=messaging.namespace.id, payload_account_id=payloads.account.id,
            function_app_id=functions.app.id, backlog_threshold=settings.backlog_alert_threshold,
-           location=location, provisional_grace_days=topology.lifecycle.provisional_grace_days)
+           location=location, provisional_grace_days=topology.lifecycle.provisional_grace_days,
+           opts=tagged)
 
     outputs: dict[str, Any] = {
         "resourceGroupName": group.name,
@@ -141,6 +154,25 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
     for key, value in outputs.items():
         pulumi.export(key, value)
     return outputs
+
+
+def operator_grants(settings: StackSettings, messaging: Messaging) -> list[Grant]:
+    """What `claimcheck-ops` needs per operator, entity by entity: `dlq list/show/replay` and `peek`
+    receive (peek-lock) from a queue's or subscription's dead-letter queue and send the copy back to the
+    queue or the subscription's topic; `stats` reads runtime properties (message counts), which need
+    the Manage claim, so Data Owner on each queue and subscription. Sender on each topic for the
+    replayed copy of a subscription's message. Nothing on payloads or tables."""
+    grants: list[Grant] = []
+    for operator in settings.operator_principals:
+        who, principal = f"operator-{operator.name}", operator.object_id
+        owner, sender = BuiltInRole.SERVICE_BUS_DATA_OWNER, BuiltInRole.SERVICE_BUS_DATA_SENDER
+        grants += [Grant(f"{who}-queue-{name}", owner, queue.id, principal)
+                   for name, queue in messaging.queues.items()]
+        grants += [Grant(f"{who}-topic-{name}", sender, topic.id, principal)
+                   for name, topic in messaging.topics.items()]
+        grants += [Grant(f"{who}-sub-{path.replace('/', '-')}", owner, subscription.id, principal)
+                   for path, subscription in messaging.subscriptions.items()]
+    return grants
 
 
 def api_callers(settings: StackSettings) -> tuple[ProducerPrincipal, ...]:

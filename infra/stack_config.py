@@ -11,7 +11,7 @@ import json
 import re
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,6 +35,10 @@ INSTANCE_MEMORY_MB = (512, 2048, 4096)  # Flex Consumption instance sizes
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _LOCATION = re.compile(r"^[a-z][a-z0-9]{2,30}$")
 _ENVIRONMENT = re.compile(r"^[a-z][a-z0-9-]{0,15}$")
+# Azure tag values: up to 256 characters; '<', '>', '%', '&', '\\', '?' and '/' are refused in tag names
+# and kept out of values too so cost reports and policies can match them.
+_TAG_VALUE = re.compile(r"^[^<>%&\\?/\s][^<>%&\\?/]{0,255}$")
+_TAG_FORM = "1-256 characters without < > % & \\ ? / (a tag value), not starting with a space"
 _LOGICAL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 # GUIDs that are never a real Entra object id: the nil and max GUIDs, one hex digit repeated, and the
 # "00000000-0000-0000-0000-00000000000N" kind that sample files ship as placeholders.
@@ -99,6 +103,12 @@ class StackSettings:
     # Identities that run `claimcheck-ops smoke` (the CI deploy identity): Receiver on the audit
     # subscription only, to peek for the smoke document's result event.
     smoke_test_principals: tuple[ProducerPrincipal, ...]
+    # Who runs `claimcheck-ops` against this stack (dlq list/show/replay, peek, stats): Azure Service
+    # Bus Data Owner on each queue and subscription, Sender on each topic; no payload or table access.
+    operator_principals: tuple[ProducerPrincipal, ...]
+    # Tags on every resource that takes them (infra/tags.py).
+    owner: str
+    cost_center: str
     function_maximum_instances: int
     function_instance_memory_mb: int
     protect_stateful_resources: bool
@@ -148,6 +158,9 @@ def load_settings(config: Mapping[str, Any], stack: str) -> StackSettings:
         backlog_alert_threshold=reader.integer("backlogAlertThreshold", 1000, 1, 10_000_000),
         producer_principals=reader.principals("producerPrincipals"),
         smoke_test_principals=reader.principals("smokeTestPrincipals"),
+        operator_principals=reader.principals("operatorPrincipals", api_access=False),
+        owner=reader.string("owner", "unassigned", _TAG_VALUE, _TAG_FORM),
+        cost_center=reader.string("costCenter", "unassigned", _TAG_VALUE, _TAG_FORM),
         function_maximum_instances=reader.integer("functionMaximumInstances", 40, 40, 1000),
         function_instance_memory_mb=reader.choice("functionInstanceMemoryMb", 2048, INSTANCE_MEMORY_MB),
         protect_stateful_resources=reader.boolean("protectStatefulResources", environment != "dev"),
@@ -227,25 +240,29 @@ class _Reader:
                                    f"['ops@example.com'], got {value!r}")
         return tuple(value)
 
-    def principals(self, key: str) -> tuple[ProducerPrincipal, ...]:
+    def principals(self, key: str, *, api_access: bool = True) -> tuple[ProducerPrincipal, ...]:
+        """Principals by name and object id; with `api_access`, also their API roles and grant."""
         value = self._get(key)
         if value is None:
             return ()
-        form = ("a list of {name: <lower-case-name>, objectId: <GUID of a service principal>, "
-                "optional appRoles, tenants, purposes, classifications: lists of strings}")
+        form = ("a list of {name: <lower-case-name>, objectId: <GUID of a service principal>"
+                + (", optional appRoles, tenants, purposes, classifications: lists of strings}" if api_access
+                   else "}"))
+        allowed = _PRINCIPAL_KEYS if api_access else {"name", "objectId"}
         if not isinstance(value, list):
             raise StackConfigError(f"{PROJECT}:{key}: expected {form}, got {value!r}")
         principals = []
         for index, entry in enumerate(value):
             where = f"{PROJECT}:{key}[{index}]"
-            if not isinstance(entry, Mapping) or not {"name", "objectId"} <= set(entry) <= _PRINCIPAL_KEYS:
+            if not isinstance(entry, Mapping) or not {"name", "objectId"} <= set(entry) <= allowed:
                 raise StackConfigError(f"{where}: expected {form}, got {entry!r}")
             name, object_id = entry["name"], entry["objectId"]
             if not isinstance(name, str) or not _LOGICAL_NAME.fullmatch(name):
                 raise StackConfigError(f"{where}.name: {name!r} must be 1-31 lower-case letters, digits "
                                        "or '-', starting with a letter")
             principal = ProducerPrincipal(name=name, object_id=_guid(object_id, f"{where}.objectId"))
-            principals.append(_with_api_access(principal, entry, where))
+            principals.append(_with_api_access(principal, entry, where) if api_access
+                              else replace(principal, app_roles=()))
         if len({principal.name for principal in principals}) != len(principals):
             raise StackConfigError(f"{PROJECT}:{key}: principal names must be unique")
         return tuple(principals)

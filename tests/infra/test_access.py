@@ -15,7 +15,7 @@ from infra.roles import (
 )
 from infra.stack_config import StackSettings
 from tests.infra.pulumi_harness import APP_PRINCIPAL_ID, SUBSCRIPTION_ID, ProgramRun
-from tests.infra.stacks import Stack, host_account
+from tests.infra.stacks import Stack, host_account, stack_run
 
 
 def _custom_guid(run: ProgramRun, role: CustomRole) -> str:
@@ -32,8 +32,8 @@ def _expected_grants(settings: StackSettings, run: ProgramRun) -> set[tuple[str,
     producer_tables = {run.one("Table", tableName=name).id for name in (tables.registry, tables.work_items)}
     app = APP_PRINCIPAL_ID
     grants = {
-        (BuiltInRole.SERVICE_BUS_DATA_RECEIVER.value, queue, app),
-        (BuiltInRole.SERVICE_BUS_DATA_SENDER.value, queue, app),
+        # Receive, send and the runtime properties target-based scaling reads (Manage claim).
+        (BuiltInRole.SERVICE_BUS_DATA_OWNER.value, queue, app),
         (BuiltInRole.SERVICE_BUS_DATA_SENDER.value, topic, app),
         (_custom_guid(run, PAYLOAD_OPERATOR), container, app),
         (BuiltInRole.STORAGE_BLOB_DATA_OWNER.value, host_account_id, app),
@@ -46,7 +46,23 @@ def _expected_grants(settings: StackSettings, run: ProgramRun) -> set[tuple[str,
                    (_custom_guid(run, PAYLOAD_WRITER), container, producer.object_id),
                    *{(BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR.value, table, producer.object_id)
                      for table in producer_tables}}
+    for operator in settings.operator_principals:
+        grants |= {(BuiltInRole.SERVICE_BUS_DATA_OWNER.value, queue, operator.object_id),
+                   (BuiltInRole.SERVICE_BUS_DATA_SENDER.value, topic, operator.object_id),
+                   *{(BuiltInRole.SERVICE_BUS_DATA_OWNER.value, subscription.id, operator.object_id)
+                     for subscription in run.of_type("Subscription")}}
     return grants
+
+
+def test_operators_get_service_bus_roles_only_at_entity_scope() -> None:
+    """An operator holds Service Bus roles on queues, topics and subscriptions and nothing else."""
+    settings, run = stack_run("prod+producer")
+    (operator,) = settings.operator_principals
+    scopes = [a.inputs["scope"] for a in run.of_type("RoleAssignment")
+              if a.inputs["principalId"] == operator.object_id]
+    assert len(scopes) == 1 + 1 + 4  # the queue, the topic, its four subscriptions
+    assert all("/Microsoft.ServiceBus/namespaces/" in scope and
+               ("/queues/" in scope or "/topics/" in scope) for scope in scopes)
 
 
 def test_role_assignments_are_narrow_and_deterministic(stack: Stack) -> None:
