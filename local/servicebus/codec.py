@@ -355,6 +355,24 @@ def _encode_binary(value: Any, out: bytearray) -> None:
     out += value
 
 
+_SYMBOLS: dict[str, bytes] = {}  # encodings of the few symbols that recur (keys, conditions)
+
+
+def _encode_symbol(value: Any, out: bytearray) -> None:
+    cached = _SYMBOLS.get(value)
+    if cached is None:
+        raw = value.encode("ascii")
+        cached = (b"\xa3" + _U8.pack(len(raw)) if len(raw) < 256 else b"\xb3" + _U32.pack(len(raw))) + raw
+        if len(raw) <= 64 and len(_SYMBOLS) < 1024:  # bounded: symbols may come from clients
+            _SYMBOLS[value] = cached
+    out += cached
+
+
+def _encode_timestamp(value: Any, out: bytearray) -> None:
+    out.append(0x83)
+    out += _FIXED[0x83].pack(value)
+
+
 # The frequent exact types first (one dict lookup instead of a chain of isinstance checks);
 # anything else, subclasses included, takes the general path below.
 _BY_TYPE: dict[type, Any] = {
@@ -364,6 +382,13 @@ _BY_TYPE: dict[type, Any] = {
     list: _encode_list,
     dict: _encode_map,
     bytes: _encode_binary,
+    Symbol: _encode_symbol,
+    Timestamp: _encode_timestamp,
+    UInt: _encode_int,
+    ULong: _encode_int,
+    Long: _encode_int,
+    Int: _encode_int,
+    int: _encode_int,
 }
 
 
@@ -372,9 +397,6 @@ def encode_value(value: Any, out: bytearray) -> None:
     fast = _BY_TYPE.get(type(value))
     if fast is not None:
         fast(value, out)
-        return
-    if isinstance(value, int) and type(value) in (UInt, ULong, int, Long, Int):
-        _encode_int(value, out)
         return
     if value is None:
         out.append(0x40)
