@@ -17,6 +17,8 @@ from claimcheck.settings import (
     AUDIENCE_SETTING,
     ISSUER_SETTING,
     JWKS_URI_SETTING,
+    PROVISIONAL_TAG_NAME_SETTING,
+    PROVISIONAL_TAG_VALUE_SETTING,
     SERVICEBUS_CONNECTION,
     STORAGE_CONNECTION,
 )
@@ -57,6 +59,10 @@ def build_app_settings(endpoints: AppEndpoints, topology: Topology, environment:
         "CLAIMCHECK_WORK_ITEMS_TABLE": tables.work_items,
         "CLAIMCHECK_AUDIT_TABLE": tables.audit,
         "CLAIMCHECK_RESULTS_TABLE": tables.results,
+        # The tag the lifecycle rule's orphan filter matches: from the topology, so an override reaches
+        # the rule and the app alike.
+        PROVISIONAL_TAG_NAME_SETTING: topology.lifecycle.provisional_tag_name,
+        PROVISIONAL_TAG_VALUE_SETTING: topology.lifecycle.provisional_tag_value,
         # The consumer dead-letters on the last delivery itself, so it must know the queue's limit.
         "CLAIMCHECK_MAX_DELIVERY_COUNT": str(topology.queue(bindings.documents_queue).max_delivery_count),
         # The Python worker (3.8-3.12) imports its own protobuf 4.x first; the Service Bus SDK-type

@@ -137,6 +137,10 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
         "payloadBlobEndpoint": payloads.blob_endpoint,
         "payloadTableEndpoint": payloads.table_endpoint,
         "payloadContainer": bindings.payload_container,
+        # How long an app delete stays recoverable: as a previous version until the lifecycle rule
+        # deletes it, then soft-deleted (docs/deploy.md, "Storage rules").
+        "deletedPayloadRecoverableDays": (topology.lifecycle.old_versions_delete_after_days
+                                          + settings.blob_delete_retention_days),
         "tables": list(topology.tables.all()),
         "functionAppName": functions.app.name,
         "functionAppId": functions.app.id,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -28,9 +29,15 @@ AUDIT_TABLE = "cleanupaudit"
 RESULTS_TABLE = "results"
 
 # Blob index tag on objects whose publish is not confirmed yet. The storage lifecycle rule (infra/)
-# deletes objects still carrying it after a day: the backstop behind the reconciler.
+# deletes objects still carrying it after a day: the backstop behind the reconciler. These are the
+# defaults of the topology spec (infra/topology), its one source: infra/ writes the topology's name and
+# value into the two app settings below, which the app reads (Settings.provisional_tag); a confirmed
+# publish sets the same tag to ACTIVE_TAG_VALUE.
 PROVISIONAL_TAG_NAME = "claimcheck-state"
 PROVISIONAL_TAG_VALUE = "provisional"
+ACTIVE_TAG_VALUE = "active"
+PROVISIONAL_TAG_NAME_SETTING = "CLAIMCHECK_PROVISIONAL_TAG_NAME"
+PROVISIONAL_TAG_VALUE_SETTING = "CLAIMCHECK_PROVISIONAL_TAG_VALUE"
 
 # Who this app is when it reads payloads (checked against each purpose's allowed consumers), and the
 # allowed consumers per purpose. infra/ writes both from the stack config; unset, the purpose table's
@@ -49,6 +56,14 @@ LEEWAY_SETTING = "CLAIMCHECK_AUTH_LEEWAY_SECONDS"
 
 class SettingsError(ValueError):
     """A required setting is missing or malformed; the message names the setting."""
+
+
+@dataclass(frozen=True)
+class ProvisionalTag:
+    """The blob index tag (name, value) an object carries until its publish is confirmed."""
+
+    name: str = PROVISIONAL_TAG_NAME
+    value: str = PROVISIONAL_TAG_VALUE
 
 
 @dataclass(frozen=True)
@@ -93,6 +108,7 @@ class Settings:
     consumer_identity: str = DEFAULT_CONSUMER_IDENTITY
     # purpose → the consumer identities allowed to read its payloads (overrides the purpose table).
     purpose_consumers: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    provisional_tag: ProvisionalTag = ProvisionalTag()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -120,7 +136,25 @@ class Settings:
             publish_cool_down_seconds=_positive_int(values, "CLAIMCHECK_PUBLISH_COOL_DOWN_SECONDS", 5),
             consumer_identity=values.get(CONSUMER_IDENTITY_SETTING) or DEFAULT_CONSUMER_IDENTITY,
             purpose_consumers=_purpose_consumers(values.get(PURPOSE_CONSUMERS_SETTING)),
+            provisional_tag=_provisional_tag(values),
         )
+
+
+# Blob index tag keys and values: letters, digits, space and + - . / : = _ (keys 1-128, values 0-256).
+_BLOB_TAG = re.compile(r"^[A-Za-z0-9 +\-./:=_]{1,128}$")
+
+
+def _provisional_tag(values: Mapping[str, str]) -> ProvisionalTag:
+    tag = ProvisionalTag(name=values.get(PROVISIONAL_TAG_NAME_SETTING) or PROVISIONAL_TAG_NAME,
+                         value=values.get(PROVISIONAL_TAG_VALUE_SETTING) or PROVISIONAL_TAG_VALUE)
+    checked = ((PROVISIONAL_TAG_NAME_SETTING, tag.name), (PROVISIONAL_TAG_VALUE_SETTING, tag.value))
+    for setting, text in checked:
+        if not _BLOB_TAG.fullmatch(text):
+            raise SettingsError(f"{setting} is not a blob index tag (letters, digits, space, + - . / : = _)")
+    if tag.value == ACTIVE_TAG_VALUE:
+        raise SettingsError(f"{PROVISIONAL_TAG_VALUE_SETTING} must differ from {ACTIVE_TAG_VALUE!r}, "
+                            "the value of a confirmed object")
+    return tag
 
 
 def _purpose_consumers(raw: str | None) -> dict[str, frozenset[str]]:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 
+from claimcheck.policy import DEFAULT_PURPOSES, CleanupPolicy, PurposePolicy
 from claimcheck.settings import (
     AUDIT_TABLE,
     DOCUMENTS_QUEUE,
@@ -100,6 +103,21 @@ class TableNames:
 
     def all(self) -> tuple[str, ...]:
         return (self.registry, self.idempotency, self.work_items, self.audit, self.results)
+
+
+# Days the lifecycle expiry waits beyond the longest purpose retention: the reconciler's sweep deletes a
+# retained object (and writes its deletion proof) when its retention ends; this margin leaves it a week
+# of sweeps, outages included, before the backstop could delete the object without proof.
+RETENTION_MARGIN_DAYS = 7
+
+
+def minimum_expiry_days(purposes: Mapping[str, PurposePolicy] = DEFAULT_PURPOSES) -> tuple[int, str]:
+    """The earliest day the lifecycle rule may delete a payload, and the purpose that sets it: the
+    longest retention of any purpose (all of them share the payload container) plus the margin."""
+    # On a tie, name a purpose that retains its objects (the one whose proof is at stake).
+    longest = max(purposes.values(),
+                  key=lambda policy: (policy.retention, policy.cleanup == CleanupPolicy.RETAIN))
+    return math.ceil(longest.retention / timedelta(days=1)) + RETENTION_MARGIN_DAYS, longest.name
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,9 @@ import re
 from datetime import timedelta
 
 import isodate
+from claimcheck.settings import ACTIVE_TAG_VALUE
 
-from infra.topology.spec import LifecycleSpec, SubscriptionSpec, Topology, TopologyError
+from infra.topology.spec import LifecycleSpec, SubscriptionSpec, Topology, TopologyError, minimum_expiry_days
 
 
 def parse_iso_duration(value: str, where: str) -> timedelta:
@@ -161,6 +162,15 @@ def _check_lifecycle(lifecycle: LifecycleSpec) -> None:
         raise TopologyError(f"{where}: coolAfterDays < coldAfterDays < deleteAfterDays is required, got "
                             f"{lifecycle.cool_after_days}, {lifecycle.cold_after_days}, "
                             f"{lifecycle.delete_after_days}")
+    earliest, purpose = minimum_expiry_days()
+    if lifecycle.delete_after_days < earliest:
+        raise TopologyError(f"{where}.deleteAfterDays: {lifecycle.delete_after_days} would delete payloads "
+                            f"before purpose {purpose!r} ends their retention and the reconciler writes the "
+                            f"deletion proof; expected at least {earliest} (longest retention + a "
+                            "7-day margin)")
+    if lifecycle.provisional_tag_value == ACTIVE_TAG_VALUE:
+        raise TopologyError(f"{where}.provisionalTagValue: {ACTIVE_TAG_VALUE!r} is the value an object "
+                            "gets once its publish is confirmed; choose another")
     tags = {"provisionalTagName": lifecycle.provisional_tag_name,
             "provisionalTagValue": lifecycle.provisional_tag_value}
     for key, tag in tags.items():

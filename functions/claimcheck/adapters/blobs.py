@@ -27,21 +27,26 @@ from claimcheck.integrity import (
     spool_verified,
 )
 from claimcheck.policy import base_content_type
-from claimcheck.settings import PROVISIONAL_TAG_NAME, PROVISIONAL_TAG_VALUE
+from claimcheck.settings import ACTIVE_TAG_VALUE, ProvisionalTag
 from claimcheck.storage import ObjectNotFound, ProvisionalObject, UploadedObject
 
 if TYPE_CHECKING:
     from azure.storage.blob import ContainerClient
 
-ACTIVE_TAG_VALUE = "active"
+
+
+DEFAULT_PROVISIONAL_TAG = ProvisionalTag()
 
 
 class AzureBlobPayloadStore:
     """Payload objects in one private container."""
 
-    def __init__(self, container: ContainerClient, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> None:
+    def __init__(self, container: ContainerClient, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+                 provisional_tag: ProvisionalTag = DEFAULT_PROVISIONAL_TAG) -> None:
         self._container = container
         self._chunk_bytes = chunk_bytes
+        # Settings.provisional_tag: the topology's tag, which the lifecycle backstop rule matches.
+        self._tag = provisional_tag
 
     def upload_provisional(
         self, ref: str, source: Readable, *, content_type: str, max_bytes: int
@@ -61,7 +66,7 @@ class AzureBlobPayloadStore:
             committed = blob.commit_block_list(
                 [BlobBlock(block_id=block_id) for block_id in block_ids],
                 content_settings=ContentSettings(content_type=content_type),
-                tags={PROVISIONAL_TAG_NAME: PROVISIONAL_TAG_VALUE},
+                tags={self._tag.name: self._tag.value},
                 match_condition=MatchConditions.IfMissing,
             )
         except ResourceExistsError as exc:
@@ -70,7 +75,7 @@ class AzureBlobPayloadStore:
         return UploadedObject(length=reader.length, sha256=reader.sha256, etag=str(committed["etag"]))
 
     def activate(self, ref: str) -> None:
-        self._container.get_blob_client(ref).set_blob_tags({PROVISIONAL_TAG_NAME: ACTIVE_TAG_VALUE})
+        self._container.get_blob_client(ref).set_blob_tags({self._tag.name: ACTIVE_TAG_VALUE})
 
     def open_verified(self, ref: str, *, etag: str, length: int, sha256: str, content_type: str) -> BinaryIO:
         blob = self._container.get_blob_client(ref)
@@ -104,7 +109,7 @@ class AzureBlobPayloadStore:
         return True
 
     def provisional_objects(self) -> Iterator[ProvisionalObject]:
-        query = f"\"{PROVISIONAL_TAG_NAME}\"='{PROVISIONAL_TAG_VALUE}'"
+        query = f"\"{self._tag.name}\"='{self._tag.value}'"
         for found in self._container.find_blobs_by_tags(query):
             try:
                 properties = self._container.get_blob_client(found.name).get_blob_properties()

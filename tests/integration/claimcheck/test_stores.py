@@ -12,6 +12,7 @@ from claimcheck.adapters.tables import AzureEntityTable
 from claimcheck.errors import ConcurrencyConflict, EffectInProgress, IllegalTransition
 from claimcheck.idempotency import AlreadyDone, Claimed, IdempotencyLedger
 from claimcheck.registry import PayloadRegistry
+from claimcheck.settings import ProvisionalTag
 from claimcheck.states import PayloadState
 
 from tests.integration.claimcheck.conftest import Harness, document
@@ -110,3 +111,16 @@ def test_objects_are_write_once(make_harness: Build) -> None:
     )
     assert spool.read() == document(50_000)
     assert [found.ref for found in store.provisional_objects()] == ["ref_" + "a" * 27]
+
+
+def test_provisional_tag_comes_from_settings(make_harness: Build) -> None:
+    """A configured provisional tag is what the store writes, finds and flips to active (Azurite)."""
+    harness = make_harness()
+    store = AzureBlobPayloadStore(harness.container, provisional_tag=ProvisionalTag("cc-publish", "pending"))
+    ref = "ref_" + "t" * 27
+    store.upload_provisional(ref, io.BytesIO(document(1_000)), content_type="text/plain", max_bytes=10**6)
+    assert harness.container.get_blob_client(ref).get_blob_tags() == {"cc-publish": "pending"}
+    assert [found.ref for found in store.provisional_objects()] == [ref]
+    store.activate(ref)
+    assert harness.container.get_blob_client(ref).get_blob_tags() == {"cc-publish": "active"}
+    assert list(store.provisional_objects()) == []
