@@ -8,14 +8,11 @@ against real local services (the embedded Service Bus emulator through the real 
 from local.functions_host.app_loader import FunctionAppError
 from local.functions_host.host import DEFAULT_APP, RunningHost, start_host
 from local.functions_host.host_config import HostConfigError
-from local.functions_host.message_actions import LocalMessageActions, MessageActionsError
 
 __all__ = [
     "DEFAULT_APP",
     "FunctionAppError",
     "HostConfigError",
-    "LocalMessageActions",
-    "MessageActionsError",
     "RunningHost",
     "start_host",
 ]

@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 import azure.functions as func
+from azurefunctions.extensions.bindings.servicebus import ServiceBusConverter
 
 
 class FunctionAppError(RuntimeError):
@@ -47,6 +48,7 @@ class ServiceBusFunction:
     is_sessions_enabled: bool
     auto_complete_messages: bool | None  # None: host.json decides
     message_actions_arg: str | None  # the parameter typed ServiceBusMessageActions, if any
+    trigger_annotation: object  # the trigger parameter's type, which the extension's converter decodes into
 
     @property
     def entity(self) -> str:
@@ -141,6 +143,15 @@ def _describe(function: func.Function) -> TriggeredFunction:
             methods=frozenset(str(method).upper() for method in methods) if methods else None,
         )
     if kind == "serviceBusTrigger":
+        annotation = _parameter_annotation(handler, trigger["name"])
+        if not ServiceBusConverter.check_input_type_annotation(annotation):
+            # The worker's other path (func.ServiceBusMessage, str, bytes) is not run by this host.
+            raise FunctionAppError(
+                f"function {name}: annotate {trigger['name']!r} with "
+                "azurefunctions.extensions.bindings.servicebus.ServiceBusReceivedMessage"
+            )
+        if str(trigger.get("cardinality", "one")).lower() != "one":
+            raise FunctionAppError(f"function {name}: cardinality 'many' is not supported by the local host")
         return ServiceBusFunction(
             name=name,
             handler=handler,
@@ -152,6 +163,7 @@ def _describe(function: func.Function) -> TriggeredFunction:
             is_sessions_enabled=bool(trigger.get("isSessionsEnabled", False)),
             auto_complete_messages=trigger.get("autoCompleteMessages"),
             message_actions_arg=_message_actions_parameter(handler),
+            trigger_annotation=annotation,
         )
     if kind == "timerTrigger":
         return TimerFunction(
@@ -162,6 +174,18 @@ def _describe(function: func.Function) -> TriggeredFunction:
             run_on_startup=bool(trigger.get("runOnStartup", False)),
         )
     raise FunctionAppError(f"function {name}: trigger type {kind!r} is not supported by the local host")
+
+
+def _parameter_annotation(handler: Callable[..., Any], parameter_name: str) -> object:
+    try:
+        hints = typing.get_type_hints(handler)
+    except (NameError, TypeError):
+        hints = {}
+    parameter = inspect.signature(handler).parameters.get(parameter_name)
+    if parameter is None:
+        raise FunctionAppError(f"{handler.__name__} has no parameter {parameter_name!r} for its trigger")
+    annotation: object = hints.get(parameter_name, parameter.annotation)
+    return annotation
 
 
 def _message_actions_parameter(handler: Callable[..., Any]) -> str | None:

@@ -16,7 +16,13 @@ from local.functions_host.app_loader import (
     TimerFunction,
     load_function_app,
 )
-from local.functions_host.host_config import HostOptions, HttpOptions, apply_local_settings, read_host_json
+from local.functions_host.host_config import (
+    HostOptions,
+    HttpOptions,
+    ServiceBusOptions,
+    apply_local_settings,
+    read_host_json,
+)
 from local.functions_host.http_server import DEFAULT_MAX_BODY_BYTES, FunctionsHttpServer, RouteTable
 from local.functions_host.servicebus_listener import ServiceBusListener
 from local.functions_host.timer_runner import TimerRunner
@@ -80,13 +86,15 @@ def start_host(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     only: Collection[str] | None = None,
     http_limits: HttpOptions | None = None,
+    service_bus: ServiceBusOptions | None = None,
 ) -> RunningHost:
     """Load the app next to its host.json and local.settings.json and start all its triggers.
 
     ``port=0`` picks a free port (see ``RunningHost.port``). The settings file defaults to the app
     folder's local.settings.json; its "Values" are applied before the app is imported, as Core Tools does.
     ``only`` runs just the named functions, like ``func start --functions``. ``http_limits`` replaces
-    host.json's ``extensions.http`` throttles (tests use small ones).
+    host.json's ``extensions.http`` throttles (tests use small ones); ``service_bus`` likewise replaces its
+    ``extensions.serviceBus`` options.
     """
     folder = app_path.resolve().parent
     apply_local_settings(local_settings or folder / "local.settings.json")
@@ -101,7 +109,7 @@ def start_host(
     running = RunningHost(app=app, options=options, http=http)
     try:
         for bus_function in app.of_type(ServiceBusFunction):
-            listener = ServiceBusListener(bus_function, options.service_bus)
+            listener = ServiceBusListener(bus_function, service_bus or options.service_bus)
             running.listeners.append(listener)
             listener.start()
         for timer_function in app.of_type(TimerFunction):

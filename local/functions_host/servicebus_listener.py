@@ -6,10 +6,14 @@ Like the Service Bus extension of the Functions host:
   renewed (AutoLockRenewer, up to ``maxAutoLockRenewalDuration``) and releases the session after
   ``sessionIdleTimeout`` without messages;
 - any other trigger runs up to ``maxConcurrentCalls`` invocations at once, each message's lock renewed;
-- with auto-complete the host completes the message when the function returns; when the function
-  raises, the host abandons it (unless the function settled it already). The real host, with
-  auto-complete off, leaves a failed message locked until its lock expires instead; we abandon so a
-  failed message neither blocks its session's order nor waits a full lock duration.
+- the function gets what the real host and worker give it: the binding extension's decoding of the
+  message's ``model_binding_data`` (no receiver attached) and, for a ServiceBusMessageActions
+  parameter, the extension's own client, which settles over gRPC through our Settlement service
+  (settlement.py) and so through the receiver that owns the message or session;
+- with ``autoCompleteMessages`` on, the host completes the message when the function returns and
+  abandons it when the function raises (unless the function settled it already); with it off, the
+  host settles nothing: a message the function left unsettled stays locked until its lock (or its
+  session's) is lost, as on Azure.
 
 Each worker thread owns its own receiver, because a sync receiver must not be shared between threads.
 """
@@ -31,13 +35,15 @@ from azure.servicebus import (
     ServiceBusReceiver,
 )
 from azure.servicebus.exceptions import OperationTimeoutError
+from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActions
 from claimcheck.outcome import compute_backoff
 from claimcheck.resilience import FailureStreak
 
 from local.functions_host.app_loader import ServiceBusFunction
+from local.functions_host.binding_data import trigger_argument
 from local.functions_host.host_config import ServiceBusOptions
 from local.functions_host.invocation import invoke
-from local.functions_host.message_actions import LocalMessageActions
+from local.functions_host.settlement import HeldMessage, settle, settlement_server
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +73,7 @@ class ServiceBusListener:
             )
         self.function = function
         self.options = options
+        self._settlements = settlement_server().registry
         auto_complete = function.auto_complete_messages
         self.auto_complete = options.auto_complete_messages if auto_complete is None else auto_complete
         # For a session trigger, "no session available within max_wait_time" is the normal idle answer.
@@ -158,6 +165,7 @@ class ServiceBusListener:
                 # closes: a renewal racing the close would hit a closed link.
                 with self._receiver(session=True) as receiver, self._lock_renewer() as renewer:
                     self._drain_session(receiver, renewer)
+                # Closing the receiver releases the session (and whatever the function left unsettled).
             except OperationTimeoutError:
                 self._broker_answered()  # the broker answered: no session was available within the poll
                 continue
@@ -165,20 +173,27 @@ class ServiceBusListener:
                 self._pause_after(error)
 
     def _drain_session(self, receiver: ServiceBusReceiver, renewer: AutoLockRenewer) -> None:
-        """Handle one session's messages in order until it stays idle for sessionIdleTimeout."""
-        idle_limit = self.options.session_idle_timeout.total_seconds()
-        idle_since = time.monotonic()
-        registered = False
-        while not self._stopping.is_set() and time.monotonic() - idle_since < idle_limit:
-            # The first receive opens the link, which is what accepts the next available session.
-            messages = receiver.receive_messages(max_message_count=1, max_wait_time=_POLL_SECONDS)
-            self._broker_answered()
-            if not registered:
-                renewer.register(receiver, receiver.session)
-                registered = True
-            for message in messages:
-                self._handle(receiver, message)
-                idle_since = time.monotonic()
+        """Handle one session's messages in order until it stays idle for sessionIdleTimeout (or the
+        function asks for its release)."""
+        # The first receive opens the link, which is what accepts the next available session.
+        messages = receiver.receive_messages(max_message_count=1, max_wait_time=_POLL_SECONDS)
+        self._broker_answered()
+        renewer.register(receiver, receiver.session)
+        with self._settlements.holding_session(receiver) as session:
+            idle_limit = self.options.session_idle_timeout.total_seconds()
+            idle_since = time.monotonic()
+            while True:
+                for message in messages:
+                    self._handle(receiver, message)
+                    idle_since = time.monotonic()
+                if (
+                    self._stopping.is_set()
+                    or session.release_requested.is_set()
+                    or time.monotonic() - idle_since >= idle_limit
+                ):
+                    return
+                messages = receiver.receive_messages(max_message_count=1, max_wait_time=_POLL_SECONDS)
+                self._broker_answered()
 
     def _handle(self, receiver: ServiceBusReceiver, message: ServiceBusReceivedMessage) -> None:
         with self._in_flight_changed:
@@ -194,24 +209,41 @@ class ServiceBusListener:
 
     def _invoke_and_settle(self, receiver: ServiceBusReceiver, message: ServiceBusReceivedMessage) -> None:
         function = self.function
-        actions = LocalMessageActions(receiver, message)
-        arguments: dict[str, object] = {function.arg_name: message}
-        if function.message_actions_arg is not None:
-            arguments[function.message_actions_arg] = actions
-        try:
-            invoke(function.handler, arguments)
-        except Exception:
-            logger.exception(
-                "function %s failed on message %s (delivery %d)",
-                function.name,
-                message.message_id,
-                message.delivery_count or 0,
-            )
-            if actions.settled_with is None:
-                actions.abandon(message)
+        with self._settlements.holding(receiver, message) as held:
+            try:
+                arguments: dict[str, object] = {
+                    function.arg_name: trigger_argument(message, function.trigger_annotation)
+                }
+                if function.message_actions_arg is not None:
+                    arguments[function.message_actions_arg] = ServiceBusMessageActions.get_instance()
+                invoke(function.handler, arguments)
+            except Exception:
+                logger.exception(
+                    "function %s failed on message %s (delivery %d)",
+                    function.name,
+                    message.message_id,
+                    message.delivery_count or 0,
+                )
+                self._settle_after(held, "abandon", lambda: receiver.abandon_message(message))
+                return
+            self._settle_after(held, "complete", lambda: receiver.complete_message(message))
+
+    def _settle_after(self, held: HeldMessage, outcome: str, action: Callable[[], None]) -> None:
+        """The host's own settlement after the invocation: only with autoCompleteMessages, only if the
+        function did not settle the message itself. A failure (a lost lock) is logged, as the host does:
+        the broker redelivers the message."""
+        if not self.auto_complete or held.settled_with is not None:
             return
-        if self.auto_complete and actions.settled_with is None:
-            actions.complete(message)
+        try:
+            settle(held, outcome, action)
+        except Exception as error:
+            logger.warning(
+                "function %s: %s of message %s failed: %s",
+                self.function.name,
+                outcome,
+                held.message.message_id,
+                type(error).__name__,
+            )
 
     def _broker_answered(self) -> None:
         self._worker_failures.count = 0

@@ -39,7 +39,7 @@ def _sample_topology() -> dict[str, object]:
                     "Name": "sbemulatorns",
                     "Queues": [
                         {
-                            "Name": "orders",
+                            "Name": name,
                             "Properties": {
                                 **entity,
                                 "RequiresSession": True,
@@ -47,6 +47,7 @@ def _sample_topology() -> dict[str, object]:
                                 "DuplicateDetectionHistoryTimeWindow": "PT20S",
                             },
                         }
+                        for name in ("orders", "settlements")
                     ],
                     "Topics": [
                         {

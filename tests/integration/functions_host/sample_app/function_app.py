@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 
 import azure.functions as func
+import grpc
 from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActions, ServiceBusReceivedMessage
+from azurefunctions.extensions.bindings.servicebus.serviceBusMessageActions import SettlementError
 
 app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
 
@@ -77,3 +80,60 @@ def orders(message: ServiceBusReceivedMessage, message_actions: ServiceBusMessag
 )
 def events(message: ServiceBusReceivedMessage) -> None:
     _record("SAMPLE_BUS_JOURNAL", {"subscription": "all", "body": b"".join(message.body).decode()})
+
+
+_running = 0
+_running_lock = threading.Lock()
+
+
+@app.service_bus_queue_trigger(
+    arg_name="message",
+    queue_name="settlements",
+    connection="SampleServiceBus",
+    is_sessions_enabled=True,
+    auto_complete_messages=False,
+)
+def settlements(message: ServiceBusReceivedMessage, message_actions: ServiceBusMessageActions) -> None:
+    """Settles as the body says, through the extension's gRPC client, and records what happened."""
+    global _running
+    body = b"".join(message.body).decode()
+    command, _, argument = body.partition(":")
+    with _running_lock:
+        _running += 1
+        running = _running
+    line: dict[str, object] = {
+        "session": message.session_id,
+        "body": body,
+        "running": running,
+        "receiver": message._receiver is not None,
+        "actions": type(message_actions).__module__ + "." + type(message_actions).__name__,
+    }
+    try:
+        if command in ("sleep", "hold", "lost"):
+            time.sleep(float(argument))
+        if command == "abandon" and not Path(os.environ["SAMPLE_BUS_JOURNAL"] + "." + body).exists():
+            Path(os.environ["SAMPLE_BUS_JOURNAL"] + "." + body).touch()
+            message_actions.abandon(message)
+            line["settled"] = "abandon"
+        elif command == "deadletter":
+            message_actions.deadletter(
+                message, deadletter_reason=argument, deadletter_error_description="said so"
+            )
+            line["settled"] = "deadletter"
+        elif command == "defer":
+            message_actions.defer(message)
+            line["settled"] = "defer"
+            line["sequence_number"] = message.sequence_number
+        else:
+            if command == "state":
+                message_actions.set_session_state(str(message.session_id), argument.encode())
+            message_actions.complete(message)
+            line["settled"] = "complete"
+    except SettlementError as error:
+        original = error.original
+        code = original.code() if isinstance(original, grpc.RpcError) else None
+        line["error"] = [type(error).__name__, error.method, getattr(code, "name", None)]
+    finally:
+        with _running_lock:
+            _running -= 1
+    _record("SAMPLE_BUS_JOURNAL", line)
