@@ -295,11 +295,25 @@ class Consumer:
                 raise IntegrityFailed("the envelope's length or checksum differs from the registered object")
             return record
         if verdict is not Verdict.UNRESOLVABLE and self._ledger.lookup(key) is not None:
+            if record is not None and record.state is PayloadState.PROCESSED:
+                self._finish_interrupted_cleanup(record, now)
             return None  # a duplicate of a completed effect: the object may be processed or gone
         if verdict is Verdict.NOT_YET_VISIBLE:
             assert record is not None
             self._retry_within_grace(record.created_at, now, "the producer has not confirmed this version")
         raise _DENIALS[verdict](reason)
+
+    def _finish_interrupted_cleanup(self, record: PayloadRecord, now: datetime) -> None:
+        """A redelivery of a completed effect whose object is still ``processed``: the attempt that
+        settled it crashed before its cleanup. Finish it under the record's own purpose policy (a
+        retained object stays); a lost race with the reconciler or a failing delete is left to it."""
+        policy = self._purposes.get(record.purpose)
+        if policy is None:
+            return
+        try:
+            self._cleaner.after_effect(record, policy.cleanup, now=now)
+        except Exception as exc:
+            log.info("cleanup of %s left to reconciliation (%s)", record.ref, type(exc).__name__)
 
     def _check_inline_policy(self, envelope: Envelope, policy: PurposePolicy) -> None:
         if envelope.payload_inline is None:

@@ -5,8 +5,14 @@
   that states the consequence;
 - ``ref_published`` records (publish confirmed, activation unfinished) → activation finished;
 - readable or processed records whose object is gone → flagged ``missing``;
-- ``cleanup_pending`` records → deleted (the asynchronous cleanup sweep);
+- ``cleanup_pending`` records → deleted (the asynchronous cleanup sweep); a failed delete keeps the
+  record ``cleanup_pending`` for the next run;
+- processed records under a sync or async policy, older than the interrupted-cleanup grace → deleted
+  (a crash between ``processed`` and the cleanup; a redelivery only completes as a duplicate);
 - processed records kept under a retention policy → deleted once retention has elapsed.
+
+One record that fails (any exception) never aborts the run: it is counted in ``errors`` and logged by
+reference and exception type only (never the exception text, which may quote a URL or content).
 """
 
 from __future__ import annotations
@@ -37,7 +43,9 @@ class ReconciliationReport:
     flagged_missing: list[str] = field(default_factory=list)
     cleaned_up: list[str] = field(default_factory=list)
     retention_removed: list[str] = field(default_factory=list)
+    interrupted_cleanups_finished: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)  # records that changed under us; next run
+    errors: list[str] = field(default_factory=list)  # refs whose step failed; retried next run
     alerts: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -65,6 +73,7 @@ class Reconciler:
         self._orphan_grace = timedelta(seconds=settings.orphan_grace_seconds)
         # Publish is confirmed for ref_published: only a crashed producer leaves one this old.
         self._activation_grace = timedelta(seconds=settings.visibility_grace_seconds)
+        self._interrupted_cleanup_grace = timedelta(seconds=settings.interrupted_cleanup_grace_seconds)
 
     def run(self, now: datetime | None = None) -> ReconciliationReport:
         now = now or self._clock()
@@ -83,7 +92,14 @@ class Reconciler:
             except StoreError as exc:
                 report.conflicts.append(record.ref)
                 log.info("reconcile %s skipped: %s", record.ref, type(exc).__name__)
-        self._sweep_unregistered(now, report)
+            except Exception as exc:
+                report.errors.append(record.ref)
+                log.warning("reconcile %s failed (%s); retried next run", record.ref, type(exc).__name__)
+        try:
+            self._sweep_unregistered(now, report)
+        except Exception as exc:  # the listing itself failed; each object's own failure is caught inside
+            report.errors.append("provisional-object sweep")
+            log.warning("provisional-object sweep failed (%s); retried next run", type(exc).__name__)
         for alert in report.alerts:
             log.warning("ALERT %s", alert)
         # One summary line per run; the orphan-count alert of the stack (infra/components/observability.py)
@@ -93,7 +109,11 @@ class Reconciler:
             "orphans_found": len(report.orphans_removed) + len(report.orphans_waiting),
             "orphans_removed": len(report.orphans_removed),
             "missing_flagged": len(report.flagged_missing),
-            "cleaned_up": len(report.cleaned_up) + len(report.retention_removed),
+            "cleaned_up": len(report.cleaned_up)
+            + len(report.retention_removed)
+            + len(report.interrupted_cleanups_finished),
+            "interrupted_cleanups_finished": len(report.interrupted_cleanups_finished),
+            "errors": len(report.errors),
         }
         log.info(
             "reconciliation finished %s",
@@ -138,6 +158,11 @@ class Reconciler:
         elif record.state is PayloadState.PROCESSED and self._retention_over(record, now):
             self._cleaner.remove(record, why="retention period elapsed", now=now)
             report.retention_removed.append(record.ref)
+        elif record.state is PayloadState.PROCESSED and self._cleanup_interrupted(record, now):
+            self._cleaner.remove(
+                record, why="cleanup interrupted after processed; finished by reconciliation", now=now
+            )
+            report.interrupted_cleanups_finished.append(record.ref)
 
     def _orphan(self, record: PayloadRecord, now: datetime, report: ReconciliationReport) -> None:
         due = record.created_at + self._orphan_grace
@@ -158,16 +183,29 @@ class Reconciler:
     def _sweep_unregistered(self, now: datetime, report: ReconciliationReport) -> None:
         """Provisional objects with no registry record: the producer crashed right after the upload."""
         for found in self._store.provisional_objects():
-            if self._registry.get(found.ref) is not None or now < found.created_at + self._orphan_grace:
+            try:
+                if self._registry.get(found.ref) is not None or now < found.created_at + self._orphan_grace:
+                    continue
+                self._cleaner.remove_unregistered(
+                    found.ref, why="orphan: never registered nor published", now=now
+                )
+            except Exception as exc:
+                report.errors.append(found.ref)
+                log.warning("reconcile %s failed (%s); retried next run", found.ref, type(exc).__name__)
                 continue
-            self._cleaner.remove_unregistered(
-                found.ref, why="orphan: never registered nor published", now=now
-            )
             report.orphans_removed.append(found.ref)
             report.alerts.append(
                 f"{found.ref}: object written, never registered nor published; no worker got access;"
                 " provisional object removed"
             )
+
+    def _cleanup_interrupted(self, record: PayloadRecord, now: datetime) -> bool:
+        policy = self._purposes.get(record.purpose)
+        return (
+            policy is not None
+            and policy.cleanup in (CleanupPolicy.SYNC, CleanupPolicy.ASYNC)
+            and now >= record.updated_at + self._interrupted_cleanup_grace
+        )
 
     def _retention_over(self, record: PayloadRecord, now: datetime) -> bool:
         policy = self._purposes.get(record.purpose)

@@ -91,6 +91,12 @@ class Settings:
     visibility_polls: int = 6
     # How long a provisional object may wait for its publish before the reconciler removes it.
     orphan_grace_seconds: int = 3600
+    # A processed record under a sync or async cleanup policy normally leaves that state within
+    # milliseconds; one this old was left by a crash between `processed` and its cleanup, which the
+    # reconciler then finishes (the grace keeps it from racing a consumer mid-settlement).
+    interrupted_cleanup_grace_seconds: int = 300
+    # The reconciler raises an alert line when an entity's oldest dead-lettered message is older.
+    dead_letter_alert_age_seconds: int = 3600
     # The lease of an attempt's idempotency claim. The live attempt renews it every third of this,
     # so a claim that is not renewed for this long belongs to a crashed attempt and is taken over.
     claim_lease_seconds: int = 30
@@ -129,6 +135,12 @@ class Settings:
             visibility_grace_seconds=_positive_int(values, "CLAIMCHECK_VISIBILITY_GRACE_SECONDS", 120),
             visibility_polls=_positive_int(values, "CLAIMCHECK_VISIBILITY_POLLS", 6),
             orphan_grace_seconds=_positive_int(values, "CLAIMCHECK_ORPHAN_GRACE_SECONDS", 3600),
+            interrupted_cleanup_grace_seconds=_positive_int(
+                values, "CLAIMCHECK_INTERRUPTED_CLEANUP_GRACE_SECONDS", 300
+            ),
+            dead_letter_alert_age_seconds=_positive_int(
+                values, "CLAIMCHECK_DEAD_LETTER_ALERT_AGE_SECONDS", 3600
+            ),
             claim_lease_seconds=_positive_int(values, "CLAIMCHECK_CLAIM_LEASE_SECONDS", 30),
             claim_wait_seconds=_positive_int(values, "CLAIMCHECK_CLAIM_WAIT_SECONDS", 120),
             outage_wait_seconds=_positive_int(values, "CLAIMCHECK_OUTAGE_WAIT_SECONDS", 60),

@@ -144,3 +144,85 @@ def test_revoked_object_is_not_read_and_not_deleted(make_harness: Build) -> None
     assert states(harness) == ["access_denied"]
     assert harness.blob_names() == [receipt.payload_ref]
     assert not harness.claimcheck.reconciler.revoke(receipt.payload_ref, why="again")
+
+
+def _crash_before_cleanup(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Process a sync-cleanup document whose consumer dies right after marking it processed."""
+    receipt = harness.claimcheck.producer.submit(
+        document(30_000),
+        tenant_id="tenant-a",
+        purpose="contract-review",
+        classification="restricted",
+        content_type="text/plain",
+    )
+    assert receipt.payload_ref is not None
+
+    def crash(*args: object, **kwargs: object) -> None:
+        raise SystemError("consumer process died")
+
+    monkeypatch.setattr(harness.claimcheck.consumer._cleaner, "after_effect", crash)
+    assert not isinstance(harness.claimcheck.consumer.handle(harness.delivery()), Complete)
+    monkeypatch.undo()
+    assert states(harness) == ["processed"]
+    assert harness.blob_names() == [receipt.payload_ref]
+    return receipt.payload_ref
+
+
+def test_sync_cleanup_interrupted_after_processed_is_finished_by_reconciliation(
+    make_harness: Build, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash between processed and the sync cleanup: after the grace the reconciler deletes, with proof."""
+    harness = make_harness()
+    ref = _crash_before_cleanup(harness, monkeypatch)
+    assert harness.claimcheck.reconciler.run().interrupted_cleanups_finished == []  # inside the grace
+    later = harness.clock.now + timedelta(seconds=harness.settings.interrupted_cleanup_grace_seconds)
+    report = harness.claimcheck.reconciler.run(later)
+    assert report.interrupted_cleanups_finished == [ref]
+    assert harness.blob_names() == []
+    assert states(harness) == ["removed"]
+    (proof,) = harness.rows(harness.settings.audit_table)
+    assert proof["previous_state"] == "processed"
+    assert "interrupted" in proof["reason"]
+
+
+def test_redelivery_after_interrupted_cleanup_finishes_it(
+    make_harness: Build, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The redelivery completes as a duplicate (no second effect) and finishes the cleanup itself."""
+    harness = make_harness()
+    _crash_before_cleanup(harness, monkeypatch)
+    assert harness.claimcheck.consumer.handle(harness.delivery(count=2)) == Complete()
+    assert len(harness.analyzer.seen) == 1
+    assert harness.blob_names() == []
+    assert states(harness) == ["removed"]
+
+
+def test_failing_sweep_keeps_cleanup_pending_and_does_not_abort_the_run(make_harness: Build) -> None:
+    """A delete that fails (Azurite refuses to delete a leased blob) keeps that record cleanup_pending,
+    is counted in errors, the other record is still swept, and the next run finishes it."""
+    harness = make_harness()
+    refs: list[str] = []
+    for _ in range(2):
+        receipt = harness.claimcheck.producer.submit(
+            io.BytesIO(document(90_000)),
+            tenant_id="tenant-a",
+            purpose="bulk-ingest",
+            classification="internal",
+            content_type="text/plain",
+        )
+        assert receipt.payload_ref is not None
+        refs.append(receipt.payload_ref)
+        assert harness.claimcheck.consumer.handle(harness.delivery()) == Complete()
+    assert states(harness) == ["cleanup_pending", "cleanup_pending"]
+    stuck, other = refs
+    lease = harness.container.get_blob_client(stuck).acquire_lease()
+    report = harness.claimcheck.reconciler.run()
+    assert report.errors == [stuck]
+    assert report.cleaned_up == [other]
+    assert harness.blob_names() == [stuck]
+    by_ref = {row["PartitionKey"]: row["state"] for row in harness.rows(harness.settings.registry_table)}
+    assert by_ref == {stuck: "cleanup_pending", other: "removed"}
+    lease.break_lease(lease_break_period=0)
+    retried = harness.claimcheck.reconciler.run()
+    assert (retried.errors, retried.cleaned_up) == ([], [stuck])
+    assert harness.blob_names() == []
