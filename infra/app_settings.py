@@ -2,10 +2,14 @@
 use exactly what the infrastructure sets).
 
 Identity-based connections only: each connection name expands to `<NAME>__<property>` settings that
-the Functions host and the claimcheck adapters resolve with the app's managed identity. No value
-carries a key, a SAS token or a storage connection string. The Application Insights connection
-string holds only the instrumentation key and endpoints; with local auth disabled on the component,
-ingestion needs the Entra token that APPLICATIONINSIGHTS_AUTHENTICATION_STRING=Authorization=AAD asks for.
+the Functions host and the claimcheck adapters resolve with the app's managed identity. The identity
+is user-assigned (created before the app, so its principal id can be an app setting without a
+cycle), so every connection also names it: `<NAME>__credential=managedidentity` and
+`<NAME>__clientId` for the host's bindings, AZURE_CLIENT_ID for DefaultAzureCredential in the
+claimcheck adapters, `ClientId=` in APPLICATIONINSIGHTS_AUTHENTICATION_STRING for telemetry.
+No value carries a key, a SAS token or a storage connection string. The Application Insights
+connection string holds only the instrumentation key and endpoints; with local auth disabled on the
+component, ingestion needs the Entra token that APPLICATIONINSIGHTS_AUTHENTICATION_STRING asks for.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from claimcheck.access import ACCESS_TABLE_SETTING, AccessTable
+from claimcheck.policy import DEFAULT_PURPOSES
 from claimcheck.settings import (
     AUDIENCE_SETTING,
     ISSUER_SETTING,
@@ -21,6 +26,7 @@ from claimcheck.settings import (
     PROVISIONAL_TAG_VALUE_SETTING,
     SERVICEBUS_CONNECTION,
     STORAGE_CONNECTION,
+    consumer_settings,
 )
 
 from infra.topology import Topology
@@ -35,21 +41,45 @@ class AppEndpoints:
     app_insights_connection_string: str
 
 
+@dataclass(frozen=True)
+class AppIdentity:
+    """The app's user-assigned managed identity."""
+
+    client_id: str      # what the host and azure-identity ask tokens for
+    principal_id: str   # its service principal's object id: role assignments, the consumer identity
+
+
+# Every connection the host resolves with the identity (the binding connections and its own storage).
+IDENTITY_CONNECTIONS = ("AzureWebJobsStorage", SERVICEBUS_CONNECTION, STORAGE_CONNECTION)
+
+
+def identity_settings(identity: AppIdentity) -> dict[str, str]:
+    """Which managed identity every connection uses, and who the consumer is for every purpose."""
+    return {
+        **{f"{connection}__{key}": value for connection in IDENTITY_CONNECTIONS
+           for key, value in (("credential", "managedidentity"), ("clientId", identity.client_id))},
+        "AZURE_CLIENT_ID": identity.client_id,
+        "APPLICATIONINSIGHTS_AUTHENTICATION_STRING": f"ClientId={identity.client_id};Authorization=AAD",
+        # The consumer checks its own identity against each purpose's allowed consumers.
+        **consumer_settings(identity.principal_id, DEFAULT_PURPOSES),
+    }
+
+
 def service_bus_fqdn(endpoint: str) -> str:
     """`https://ns.servicebus.windows.net:443/` (the namespace's serviceBusEndpoint) -> the host name."""
     host = endpoint.split("://", 1)[-1]
     return host.split("/", 1)[0].split(":", 1)[0]
 
 
-def build_app_settings(endpoints: AppEndpoints, topology: Topology, environment: str) -> dict[str, str]:
+def build_app_settings(endpoints: AppEndpoints, identity: AppIdentity, topology: Topology,
+                       environment: str) -> dict[str, str]:
     bindings, tables = topology.bindings, topology.tables
-    return {
+    return identity_settings(identity) | {
         "AzureWebJobsStorage__accountName": endpoints.host_storage_account,
         f"{SERVICEBUS_CONNECTION}__fullyQualifiedNamespace": endpoints.service_bus_fqdn,
         f"{STORAGE_CONNECTION}__blobServiceUri": endpoints.payload_blob_uri.rstrip("/"),
         f"{STORAGE_CONNECTION}__tableServiceUri": endpoints.payload_table_uri.rstrip("/"),
         "APPLICATIONINSIGHTS_CONNECTION_STRING": endpoints.app_insights_connection_string,
-        "APPLICATIONINSIGHTS_AUTHENTICATION_STRING": "Authorization=AAD",
         "CLAIMCHECK_ENVIRONMENT": environment,
         "CLAIMCHECK_DOCUMENTS_QUEUE": bindings.documents_queue,
         "CLAIMCHECK_RESULTS_TOPIC": bindings.results_topic,

@@ -19,6 +19,7 @@ TAGGED_TYPES = frozenset({
     "azure-native:storage:StorageAccount",
     "azure-native:web:AppServicePlan",
     "azure-native:web:WebApp",
+    "azure-native:managedidentity:UserAssignedIdentity",
     "azure-native:operationalinsights:Workspace",
     "azure-native:applicationinsights:Component",
     "azure-native:monitor:ActionGroup",

@@ -48,7 +48,13 @@ from claimcheck.settings import (
 from infra.emulator_config import write_emulator_config
 from infra.topology import Topology, load_topology
 from local.azurite import Azurite, AzuriteNotInstalled, start_azurite
-from local.identity import SigningKey, TokenMinter, identity_named, local_access_table
+from local.identity import (
+    SigningKey,
+    TokenMinter,
+    identity_named,
+    local_access_table,
+    local_consumer_settings,
+)
 from local.identity.keys import jwks_url
 from local.ports import PortInUse, ensure_port_free, free_port, wait_for_port
 from local.processes import die_with_parent
@@ -318,6 +324,7 @@ def start_stack(
             AUDIENCE_SETTING: minter.audience,
             JWKS_URI_SETTING: jwks_url(minter.base_url, minter.directory_tenant),
             ACCESS_TABLE_SETTING: local_access_table().to_json(),
+            **local_consumer_settings(),
         }
         settings_path = _write_local_settings(
             folder, azurite.connection_string, bus_connection, {**identity_settings, **(app_settings or {})}

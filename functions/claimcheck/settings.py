@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 # Connection *names* (the `connection=` of a binding). On Azure each one is expanded by the host into
@@ -40,7 +40,8 @@ PROVISIONAL_TAG_NAME_SETTING = "CLAIMCHECK_PROVISIONAL_TAG_NAME"
 PROVISIONAL_TAG_VALUE_SETTING = "CLAIMCHECK_PROVISIONAL_TAG_VALUE"
 
 # Who this app is when it reads payloads (checked against each purpose's allowed consumers), and the
-# allowed consumers per purpose. infra/ writes both from the stack config; unset, the purpose table's
+# allowed consumers per purpose. infra/ writes both (consumer_settings below) with the app's managed
+# identity's principal id, local/stack.py with the local stand-in for it; unset, the purpose table's
 # defaults apply (claimcheck.policy.DEFAULT_PURPOSES: readers = {"claimcheck-consumer"}).
 CONSUMER_IDENTITY_SETTING = "CLAIMCHECK_CONSUMER_IDENTITY"
 PURPOSE_CONSUMERS_SETTING = "CLAIMCHECK_PURPOSE_CONSUMERS"
@@ -167,6 +168,21 @@ def _provisional_tag(values: Mapping[str, str]) -> ProvisionalTag:
         raise SettingsError(f"{PROVISIONAL_TAG_VALUE_SETTING} must differ from {ACTIVE_TAG_VALUE!r}, "
                             "the value of a confirmed object")
     return tag
+
+
+def consumer_settings(consumer_identity: str, purposes: Iterable[str]) -> dict[str, str]:
+    """The consumer's identity and, for every purpose this app serves, that identity as its consumer.
+
+    One function for both deployments: infra/ passes the managed identity's principal id, the local
+    stack its stand-in; both pass the purpose table's names, so no purpose is left to the defaults.
+    """
+    if not consumer_identity:
+        raise SettingsError(f"{CONSUMER_IDENTITY_SETTING} needs the consumer's identity")
+    consumers = {purpose: [consumer_identity] for purpose in sorted(purposes)}
+    return {
+        CONSUMER_IDENTITY_SETTING: consumer_identity,
+        PURPOSE_CONSUMERS_SETTING: json.dumps(consumers, separators=(",", ":")),
+    }
 
 
 def _purpose_consumers(raw: str | None) -> dict[str, frozenset[str]]:

@@ -1,5 +1,10 @@
-"""The Function App: Flex Consumption (FC1, Linux, Python 3.11), system-assigned identity,
+"""The Function App: Flex Consumption (FC1, Linux, Python 3.11), a user-assigned managed identity,
 identity-based connections only, and a deployment container read with that identity.
+
+The identity is user-assigned and created before the app: its principal id is then known when the
+app settings are written (the consumer checks it against each purpose's allowed consumers), where a
+system-assigned identity's id exists only after the app does, which would make the settings depend on
+the app they belong to.
 
 Code reaches the app by Flex Consumption "one deploy": the CI pipeline, after `pulumi up`, zips
 functions/ and runs `az functionapp deployment source config-zip` (or the Azure/functions-action);
@@ -10,9 +15,9 @@ managed identity. No SAS URL (WEBSITE_RUN_FROM_PACKAGE) ever appears in the sett
 from __future__ import annotations
 
 import pulumi
-from pulumi_azure_native import storage, web
+from pulumi_azure_native import managedidentity, storage, web
 
-from infra.app_settings import ApiAuth, AppEndpoints, auth_settings, build_app_settings
+from infra.app_settings import ApiAuth, AppEndpoints, AppIdentity, auth_settings, build_app_settings
 from infra.components.storage import secure_storage_account
 from infra.topology import Topology
 
@@ -43,12 +48,15 @@ class FunctionApp(pulumi.ComponentResource):
             f"{name}-plan", resource_group_name=resource_group_name, location=location,
             kind="functionapp", reserved=True,  # reserved = Linux
             sku=web.SkuDescriptionArgs(name="FC1", tier="FlexConsumption"), opts=child)
+        self.identity = managedidentity.UserAssignedIdentity(
+            f"{name}-identity", resource_group_name=resource_group_name, location=location, opts=child)
         app_settings = pulumi.Output.all(
             service_bus_fqdn, payload_blob_endpoint, payload_table_endpoint, self.host_account.name,
-            app_insights_connection_string, auth,
+            app_insights_connection_string, auth, self.identity.client_id, self.identity.principal_id,
         ).apply(lambda values: build_app_settings(
             AppEndpoints(service_bus_fqdn=values[0], payload_blob_uri=values[1], payload_table_uri=values[2],
                          host_storage_account=values[3], app_insights_connection_string=values[4]),
+            AppIdentity(client_id=values[6], principal_id=values[7]),
             topology, environment) | auth_settings(values[5]))
         self.app_settings = app_settings
         package_url = pulumi.Output.concat(
@@ -61,7 +69,8 @@ class FunctionApp(pulumi.ComponentResource):
             server_farm_id=self.plan.id,
             https_only=True,
             client_affinity_enabled=False,
-            identity=web.ManagedServiceIdentityArgs(type=web.ManagedServiceIdentityType.SYSTEM_ASSIGNED),
+            identity=web.ManagedServiceIdentityArgs(type=web.ManagedServiceIdentityType.USER_ASSIGNED,
+                                                    user_assigned_identities=[self.identity.id]),
             site_config=web.SiteConfigArgs(
                 app_settings=app_settings.apply(
                     lambda values: [web.NameValuePairArgs(name=key, value=value)
@@ -76,7 +85,7 @@ class FunctionApp(pulumi.ComponentResource):
                     type="blobContainer",
                     value=package_url,
                     authentication=web.FunctionsDeploymentStorageAuthenticationArgs(
-                        type="SystemAssignedIdentity"),
+                        type="UserAssignedIdentity", user_assigned_identity_resource_id=self.identity.id),
                 )),
                 runtime=web.FunctionsRuntimeArgs(name="python", version=PYTHON_VERSION),
                 scale_and_concurrency=web.FunctionsScaleAndConcurrencyArgs(
@@ -88,7 +97,8 @@ class FunctionApp(pulumi.ComponentResource):
         for key, policy in (("ftp", web.WebAppFtpAllowed), ("scm", web.WebAppScmAllowed)):
             policy(f"{name}-{key}-basic-auth", resource_group_name=resource_group_name, name=self.app.name,
                    allow=False, opts=child)
-        self.principal_id = self.app.identity.apply(_principal_id)
+        # Role assignments and the consumer identity: the user-assigned identity's service principal.
+        self.principal_id = self.identity.principal_id
         self.register_outputs({
             "name": self.app.name,
             "defaultHostName": self.app.default_host_name,
@@ -96,9 +106,3 @@ class FunctionApp(pulumi.ComponentResource):
             "hostAccountName": self.host_account.name,
         })
 
-
-def _principal_id(identity: web.outputs.ManagedServiceIdentityResponse | None) -> str:
-    if identity is None or not identity.principal_id:
-        raise ValueError("the Function App has no system-assigned identity; its role assignments need one")
-    principal: str = identity.principal_id
-    return principal

@@ -13,6 +13,7 @@ from local.identity.identities import (
     LocalIdentity,
     identity_named,
     local_access_table,
+    local_consumer_settings,
 )
 from local.identity.keys import SigningKey, TokenMinter, issuer_url
 
@@ -26,4 +27,5 @@ __all__ = [
     "identity_named",
     "issuer_url",
     "local_access_table",
+    "local_consumer_settings",
 ]

@@ -11,10 +11,15 @@ from dataclasses import dataclass
 
 from claimcheck.access import AccessGrant, AccessTable
 from claimcheck.auth import AppRole
+from claimcheck.policy import DEFAULT_PURPOSES
+from claimcheck.settings import consumer_settings
 
 # A fixed directory (tenant) id and application ID URI, shaped like Entra's.
 LOCAL_DIRECTORY_TENANT = "9c0ffee0-0000-4000-8000-00000000c1a1"
 LOCAL_AUDIENCE = "api://claimcheck-local"
+# Stands in for the principal id of the Function App's managed identity (on Azure infra/ writes the
+# real one): the consumer's identity, and the one allowed consumer of every purpose.
+LOCAL_APP_PRINCIPAL_ID = "0b1ec7a1-0000-4000-8000-0000000000a0"
 
 
 @dataclass(frozen=True)
@@ -66,3 +71,8 @@ def identity_named(name: str) -> LocalIdentity:
 
 def local_access_table() -> AccessTable:
     return AccessTable(tuple(identity.grant() for identity in LOCAL_IDENTITIES))
+
+
+def local_consumer_settings() -> dict[str, str]:
+    """CLAIMCHECK_CONSUMER_IDENTITY / CLAIMCHECK_PURPOSE_CONSUMERS, by the function infra/ uses."""
+    return consumer_settings(LOCAL_APP_PRINCIPAL_ID, DEFAULT_PURPOSES)

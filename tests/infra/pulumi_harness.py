@@ -17,7 +17,8 @@ from pulumi.runtime.mocks import MockMonitor
 
 SUBSCRIPTION_ID = "00000000-1111-2222-3333-444444444444"
 TENANT_ID = "99999999-8888-7777-6666-555555555555"
-APP_PRINCIPAL_ID = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
+APP_PRINCIPAL_ID = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"  # the app's user-assigned identity
+APP_IDENTITY_CLIENT_ID = "c1e70000-0000-4000-8000-0000000000b2"
 API_CLIENT_ID = "c1e70000-0000-4000-8000-0000000000a1"  # the API's app registration (Entra ID)
 API_SERVICE_PRINCIPAL_ID = "5e7f0000-0000-4000-8000-0000000000a2"
 
@@ -104,6 +105,8 @@ def _resource_id(args: pulumi.runtime.MockResourceArgs, name: str) -> str:
         "azure-native:storage:ManagementPolicy": lambda: f"{account}/managementPolicies/default",
         "azure-native:web:AppServicePlan": lambda: f"{group}/providers/Microsoft.Web/serverfarms/{name}",
         "azure-native:web:WebApp": lambda: f"{group}/providers/Microsoft.Web/sites/{name}",
+        "azure-native:managedidentity:UserAssignedIdentity": lambda: (
+            f"{group}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/{name}"),
         "azure-native:web:WebAppFtpAllowed": lambda: f"{site}/basicPublishingCredentialsPolicies/ftp",
         "azure-native:web:WebAppScmAllowed": lambda: f"{site}/basicPublishingCredentialsPolicies/scm",
         "azure-native:applicationinsights:Component": lambda: (
@@ -133,9 +136,12 @@ class AzureMocks(pulumi.runtime.Mocks):
         elif args.typ == "azure-native:storage:StorageAccount":
             outputs["primaryEndpoints"] = {service: f"https://{name}.{service}.core.windows.net/"
                                            for service in ("blob", "table", "queue", "file", "dfs", "web")}
+        elif args.typ == "azure-native:managedidentity:UserAssignedIdentity":
+            outputs.update(principalId=APP_PRINCIPAL_ID, clientId=APP_IDENTITY_CLIENT_ID, tenantId=TENANT_ID)
         elif args.typ == "azure-native:web:WebApp":
-            outputs["identity"] = {"type": "SystemAssigned", "principalId": APP_PRINCIPAL_ID,
-                                   "tenantId": TENANT_ID}
+            outputs["identity"] = {"type": "UserAssigned", "userAssignedIdentities": {
+                identity: {"principalId": APP_PRINCIPAL_ID, "clientId": APP_IDENTITY_CLIENT_ID}
+                for identity in args.inputs.get("identity", {}).get("userAssignedIdentities", [])}}
             outputs["defaultHostName"] = f"{name}.azurewebsites.net"
         elif args.typ == "azuread:index/applicationRegistration:ApplicationRegistration":
             outputs["clientId"] = API_CLIENT_ID

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import azure.functions as func
 
-from infra.app_settings import AppEndpoints, build_app_settings
+from infra.app_settings import AppEndpoints, AppIdentity, build_app_settings
 from infra.bindings import check_bindings, functions_metadata
 from infra.topology import Topology, load_topology
 from local.functions_host import DEFAULT_APP
@@ -21,7 +21,9 @@ def _app_settings(topology: Topology = TOPOLOGY) -> dict[str, str]:
         host_storage_account="cchosttest",
         app_insights_connection_string="InstrumentationKey=00000000-0000-0000-0000-000000000000",
     )
-    return build_app_settings(endpoints, topology, "test")
+    identity = AppIdentity(client_id="c1e70000-0000-4000-8000-0000000000b2",
+                           principal_id="aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee")
+    return build_app_settings(endpoints, identity, topology, "test")
 
 
 def _consumer_app(queue_name: str = "documents", *, sessions: bool = True,

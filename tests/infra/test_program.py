@@ -10,12 +10,13 @@ from typing import Any
 
 import pulumi
 import pytest
+from claimcheck.policy import DEFAULT_PURPOSES
 from claimcheck.settings import PROVISIONAL_TAG_NAME, PROVISIONAL_TAG_VALUE, Settings
 
 from infra import entrypoint
 from infra.policy import rules
 from infra.stack_config import REPO_ROOT, read_stack_config
-from tests.infra.pulumi_harness import APP_PRINCIPAL_ID, ProgramRun, run_program
+from tests.infra.pulumi_harness import APP_IDENTITY_CLIENT_ID, APP_PRINCIPAL_ID, ProgramRun, run_program
 from tests.infra.stacks import Stack, host_account, stack_run
 
 
@@ -113,7 +114,7 @@ def _app_settings(run: ProgramRun) -> dict[str, str]:
 
 
 def test_function_app_is_flex_consumption_with_managed_identity(stack: Stack) -> None:
-    """FC1 Linux plan, Python 3.11, system identity, deployment container read with that identity."""
+    """FC1 Linux plan, Python 3.11, user-assigned identity, deployment container read with that identity."""
     settings, run = stack
     plan = run.one("AppServicePlan").inputs
     assert plan["sku"] == {"name": "FC1", "tier": "FlexConsumption"}
@@ -121,12 +122,14 @@ def test_function_app_is_flex_consumption_with_managed_identity(stack: Stack) ->
     app = run.one("WebApp").inputs
     assert app["kind"] == "functionapp,linux"
     assert app["httpsOnly"] is True
-    assert app["identity"] == {"type": "SystemAssigned"}
+    identity = run.one("UserAssignedIdentity")
+    assert app["identity"] == {"type": "UserAssigned", "userAssignedIdentities": [identity.id]}
     config = app["functionAppConfig"]
     assert config["runtime"] == {"name": "python", "version": "3.11"}
     storage = config["deployment"]["storage"]
     assert storage["type"] == "blobContainer"
-    assert storage["authentication"] == {"type": "SystemAssignedIdentity"}
+    assert storage["authentication"] == {"type": "UserAssignedIdentity",
+                                         "userAssignedIdentityResourceId": identity.id}
     assert storage["value"].endswith(".blob.core.windows.net/app-package")
     assert config["scaleAndConcurrency"]["maximumInstanceCount"] == settings.function_maximum_instances
     basic_auth = run.of_type("WebAppFtpAllowed") + run.of_type("WebAppScmAllowed")
@@ -143,7 +146,8 @@ def test_app_settings_are_identity_based_and_secret_free(stack: Stack) -> None:
     assert app_settings["ServiceBusConnection__fullyQualifiedNamespace"].endswith(".servicebus.windows.net")
     assert app_settings["PayloadStorage__blobServiceUri"].startswith("https://ccpay")
     assert app_settings["PayloadStorage__tableServiceUri"].endswith(".table.core.windows.net")
-    assert app_settings["APPLICATIONINSIGHTS_AUTHENTICATION_STRING"] == "Authorization=AAD"
+    assert app_settings["APPLICATIONINSIGHTS_AUTHENTICATION_STRING"] == (
+        f"ClientId={APP_IDENTITY_CLIENT_ID};Authorization=AAD")
     assert rules.app_settings_violations(app_settings) == []
     assert not [name for name in app_settings if name in ("AzureWebJobsStorage", "WEBSITE_RUN_FROM_PACKAGE")]
     app = Settings.from_env(app_settings)
@@ -153,6 +157,31 @@ def test_app_settings_are_identity_based_and_secret_free(stack: Stack) -> None:
     assert (app.registry_table, app.idempotency_table, app.work_items_table, app.audit_table,
             app.results_table) == settings.topology.tables.all()
     assert app.max_delivery_count == settings.topology.queue("documents").max_delivery_count
+
+
+def test_every_identity_connection_names_the_user_assigned_identity(stack: Stack) -> None:
+    """A user-assigned identity is never the default: each identity-based connection the host resolves
+    (`<NAME>__fullyQualifiedNamespace`, `__accountName`, `__blobServiceUri`...) names it by client id,
+    and DefaultAzureCredential in the adapters gets it from AZURE_CLIENT_ID."""
+    _, run = stack
+    app_settings = _app_settings(run)
+    connections = {name.split("__", 1)[0] for name in app_settings if "__" in name}
+    assert connections == {"AzureWebJobsStorage", "ServiceBusConnection", "PayloadStorage"}
+    for connection in connections:
+        assert app_settings[f"{connection}__credential"] == "managedidentity"
+        assert app_settings[f"{connection}__clientId"] == APP_IDENTITY_CLIENT_ID
+    assert app_settings["AZURE_CLIENT_ID"] == APP_IDENTITY_CLIENT_ID
+
+
+def test_consumer_identity_is_the_apps_managed_identity(stack: Stack) -> None:
+    """The consumer's identity setting is the identity's principal id (the one the role assignments
+    name), and every purpose of the purpose table allows exactly that consumer."""
+    _, run = stack
+    app = Settings.from_env(_app_settings(run))
+    assert app.consumer_identity == APP_PRINCIPAL_ID
+    assert app.purpose_consumers == {purpose: frozenset({APP_PRINCIPAL_ID}) for purpose in DEFAULT_PURPOSES}
+    assert {assignment.inputs["principalId"] for assignment in run.of_type("RoleAssignment")
+            if assignment.name.split("-access-", 1)[-1].startswith("app-")} == {APP_PRINCIPAL_ID}
 
 
 # protobuf that the Python worker bundles for Python 3.8-3.12 ("protobuf~=4.25.3" in

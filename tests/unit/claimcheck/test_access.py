@@ -81,7 +81,7 @@ def test_the_table_round_trips_through_its_setting() -> None:
 def test_the_example_local_settings_match_the_local_issuer_and_identities() -> None:
     """functions/local.settings.example.json (for running the host by hand next to `python -m
     local.stack`) holds what local/stack.py writes: the issuer on its default port and the access table."""
-    from local.identity import LOCAL_AUDIENCE, issuer_url, local_access_table
+    from local.identity import LOCAL_AUDIENCE, issuer_url, local_access_table, local_consumer_settings
     from local.identity.keys import jwks_url
     from local.stack import REPO_ROOT
 
@@ -91,3 +91,4 @@ def test_the_example_local_settings_match_the_local_issuer_and_identities() -> N
     assert example["CLAIMCHECK_AUTH_JWKS_URI"] == jwks_url(base)
     assert example["CLAIMCHECK_AUTH_AUDIENCES"] == LOCAL_AUDIENCE
     assert AccessTable.parse(example["CLAIMCHECK_ACCESS_TABLE"]) == local_access_table()
+    assert local_consumer_settings().items() <= example.items()
