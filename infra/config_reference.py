@@ -95,6 +95,15 @@ KEYS: tuple[Key, ...] = (
     Key("protectStatefulResources", "boolean", "Pulumi `protect` on the payload storage account and the "
         "Service Bus namespace: a delete or replacement stops `pulumi up`.",
         derived_default="`true` unless `environment` is `dev`"),
+    Key("zoneRedundant", "boolean", "Zone redundancy: the Premium namespace (`zoneRedundant`), the Flex "
+        "Consumption plan (`zoneRedundant`) and, as a check, storage in the ZRS family. Needs Premium and a "
+        "ZRS/GZRS/RA-GZRS `storageSku`; fixed at creation.", "zone_redundant"),
+    Key("requireInfrastructureEncryption", "boolean", "A second, infrastructure layer of encryption at "
+        "rest on both storage accounts; fixed at creation (a change replaces the account).",
+        "require_infrastructure_encryption"),
+    Key("consumerAlwaysReady", "integer 0-100", "Always-ready Flex Consumption instances for the "
+        "documents consumer (`function:consume_document`); they count toward `functionMaximumInstances`.",
+        "consumer_always_ready"),
     Key("topology", "object", "Queues, topics, subscriptions and rules, containers, tables, lifecycle "
         "and bindings laid over the default topology (see \"Topology\" below).",
         derived_default="the default topology (DESIGN §3)"),

@@ -50,9 +50,10 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
     messaging = Messaging(f"{prefix}-messaging", resource_group_name=rg, location=location,
                           sku=settings.service_bus_sku, capacity=settings.service_bus_capacity,
                           public_network_access=settings.public_network_access, topology=topology,
-                          namespace_opts=stateful, opts=tagged)
+                          zone_redundant=settings.zone_redundant, namespace_opts=stateful, opts=tagged)
     payloads = PayloadStorage(f"{prefix}-storage", resource_group_name=rg, location=location,
                               sku=settings.storage_sku, account_logical_name=f"ccpay{short_env}",
+                              infrastructure_encryption=settings.require_infrastructure_encryption,
                               blob_delete_retention_days=settings.blob_delete_retention_days,
                               container_delete_retention_days=settings.container_delete_retention_days,
                               topology=topology, account_opts=stateful, opts=tagged)
@@ -74,6 +75,9 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
                             app_insights_connection_string=monitoring.app_insights.connection_string,
                             maximum_instances=settings.function_maximum_instances,
                             instance_memory_mb=settings.function_instance_memory_mb, auth=auth,
+                            zone_redundant=settings.zone_redundant,
+                            infrastructure_encryption=settings.require_infrastructure_encryption,
+                            consumer_always_ready=settings.consumer_always_ready,
                             opts=tagged)
 
     bindings = topology.bindings

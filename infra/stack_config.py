@@ -112,6 +112,12 @@ class StackSettings:
     function_maximum_instances: int
     function_instance_memory_mb: int
     protect_stateful_resources: bool
+    # Zone redundancy of the Premium namespace, the storage accounts' SKU (ZRS family) and the Flex plan.
+    zone_redundant: bool
+    # Infrastructure (double) encryption of both storage accounts; fixed when an account is created.
+    require_infrastructure_encryption: bool
+    # Always-ready instances of the documents consumer (Flex Consumption): no cold start under load.
+    consumer_always_ready: int
     topology: Topology
 
 
@@ -164,15 +170,36 @@ def load_settings(config: Mapping[str, Any], stack: str) -> StackSettings:
         function_maximum_instances=reader.integer("functionMaximumInstances", 40, 40, 1000),
         function_instance_memory_mb=reader.choice("functionInstanceMemoryMb", 2048, INSTANCE_MEMORY_MB),
         protect_stateful_resources=reader.boolean("protectStatefulResources", environment != "dev"),
+        zone_redundant=reader.boolean("zoneRedundant", False),
+        require_infrastructure_encryption=reader.boolean("requireInfrastructureEncryption", True),
+        consumer_always_ready=reader.integer("consumerAlwaysReady", 0, 0, 100),
         topology=load_topology(reader.mapping("topology")),
     )
     reader.reject_unknown()
+    _refuse_contradictions(settings)
     if settings.smoke_test_principals:
         topic = settings.topology.topic(settings.topology.bindings.results_topic)
         if SMOKE_AUDIT_SUBSCRIPTION not in {subscription.name for subscription in topic.subscriptions}:
             raise StackConfigError(f"{PROJECT}:smokeTestPrincipals: the smoke test peeks subscription "
                                    f"{topic.name}/{SMOKE_AUDIT_SUBSCRIPTION}, which the topology lacks")
     return settings
+
+
+ZONE_REDUNDANT_STORAGE = ("Standard_ZRS", "Standard_GZRS", "Standard_RAGZRS")
+
+
+def _refuse_contradictions(settings: StackSettings) -> None:
+    """Settings that each parse but cannot hold together, refused before any resource is declared."""
+    if settings.zone_redundant and settings.service_bus_sku != "Premium":
+        raise StackConfigError(f"{PROJECT}:zoneRedundant: true needs {PROJECT}:serviceBusSku 'Premium' "
+                               "(only Premium namespaces are zone redundant)")
+    if settings.zone_redundant and settings.storage_sku not in ZONE_REDUNDANT_STORAGE:
+        raise StackConfigError(f"{PROJECT}:zoneRedundant: true needs {PROJECT}:storageSku among "
+                               f"{list(ZONE_REDUNDANT_STORAGE)}, got {settings.storage_sku!r}")
+    if settings.consumer_always_ready > settings.function_maximum_instances:
+        raise StackConfigError(f"{PROJECT}:consumerAlwaysReady: {settings.consumer_always_ready} exceeds "
+                               f"{PROJECT}:functionMaximumInstances {settings.function_maximum_instances} "
+                               "(always-ready instances count toward the maximum)")
 
 
 class _Reader:

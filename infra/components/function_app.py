@@ -25,13 +25,18 @@ DEPLOYMENT_CONTAINER = "app-package"
 PYTHON_VERSION = "3.11"
 
 
+# The Service Bus-triggered consumer in functions/function_app.py.
+CONSUMER_FUNCTION = "consume_document"
+
+
 class FunctionApp(pulumi.ComponentResource):
     def __init__(self, name: str, *, resource_group_name: pulumi.Input[str], location: str,
                  host_account_logical_name: str, storage_sku: str, topology: Topology, environment: str,
                  service_bus_fqdn: pulumi.Input[str], payload_blob_endpoint: pulumi.Input[str],
                  payload_table_endpoint: pulumi.Input[str],
                  app_insights_connection_string: pulumi.Input[str], maximum_instances: int,
-                 instance_memory_mb: int, auth: pulumi.Input[ApiAuth],
+                 instance_memory_mb: int, auth: pulumi.Input[ApiAuth], zone_redundant: bool,
+                 infrastructure_encryption: bool, consumer_always_ready: int,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("claimcheck:functions:FunctionApp", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
@@ -39,7 +44,9 @@ class FunctionApp(pulumi.ComponentResource):
         # payloads so host roles at account scope never reach payload data.
         self.host_account = secure_storage_account(host_account_logical_name,
                                                    resource_group_name=resource_group_name,
-                                                   location=location, sku=storage_sku, opts=child)
+                                                   location=location, sku=storage_sku,
+                                                   infrastructure_encryption=infrastructure_encryption,
+                                                   opts=child)
         self.deployment_container = storage.BlobContainer(
             f"{name}-deployment", resource_group_name=resource_group_name,
             account_name=self.host_account.name, container_name=DEPLOYMENT_CONTAINER,
@@ -47,7 +54,9 @@ class FunctionApp(pulumi.ComponentResource):
         self.plan = web.AppServicePlan(
             f"{name}-plan", resource_group_name=resource_group_name, location=location,
             kind="functionapp", reserved=True,  # reserved = Linux
-            sku=web.SkuDescriptionArgs(name="FC1", tier="FlexConsumption"), opts=child)
+            sku=web.SkuDescriptionArgs(name="FC1", tier="FlexConsumption"),
+            # Instances spread over availability zones; chosen when the plan is created.
+            zone_redundant=zone_redundant or None, opts=child)
         self.identity = managedidentity.UserAssignedIdentity(
             f"{name}-identity", resource_group_name=resource_group_name, location=location, opts=child)
         app_settings = pulumi.Output.all(
@@ -89,7 +98,12 @@ class FunctionApp(pulumi.ComponentResource):
                 )),
                 runtime=web.FunctionsRuntimeArgs(name="python", version=PYTHON_VERSION),
                 scale_and_concurrency=web.FunctionsScaleAndConcurrencyArgs(
-                    maximum_instance_count=maximum_instances, instance_memory_mb=instance_memory_mb),
+                    maximum_instance_count=maximum_instances, instance_memory_mb=instance_memory_mb,
+                    # Instances kept warm for the Service Bus consumer ("function:<name>", the name
+                    # the app registers; tests/infra/test_resilience.py checks it exists).
+                    always_ready=[web.FunctionsAlwaysReadyConfigArgs(
+                        name=f"function:{CONSUMER_FUNCTION}", instance_count=consumer_always_ready)]
+                    if consumer_always_ready else None),
             ),
             opts=child,
         )

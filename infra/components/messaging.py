@@ -24,6 +24,7 @@ class Messaging(pulumi.ComponentResource):
 
     def __init__(self, name: str, *, resource_group_name: pulumi.Input[str], location: str,
                  sku: str, capacity: int, public_network_access: str, topology: Topology,
+                 zone_redundant: bool = False,
                  namespace_opts: pulumi.ResourceOptions | None = None,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("claimcheck:messaging:Messaging", name, None, opts)
@@ -38,6 +39,8 @@ class Messaging(pulumi.ComponentResource):
             disable_local_auth=True,  # no SAS keys: every client authenticates with Entra ID
             minimum_tls_version="1.2",
             public_network_access=public_network_access,
+            # Premium only; replicas across availability zones, chosen when the namespace is created.
+            zone_redundant=True if zone_redundant else None,
             opts=child.merge(namespace_opts),
         )
         self.queues = {

@@ -10,7 +10,8 @@ from infra.topology import LifecycleSpec, Topology
 
 
 def secure_storage_account(logical_name: str, *, resource_group_name: pulumi.Input[str], location: str,
-                           sku: str, opts: pulumi.ResourceOptions) -> storage.StorageAccount:
+                           sku: str, infrastructure_encryption: bool,
+                           opts: pulumi.ResourceOptions) -> storage.StorageAccount:
     """A StorageV2 account that only accepts Entra-authenticated HTTPS (TLS 1.2) requests."""
     return storage.StorageAccount(
         logical_name,
@@ -28,20 +29,32 @@ def secure_storage_account(logical_name: str, *, resource_group_name: pulumi.Inp
         minimum_tls_version=storage.MinimumTlsVersion.TLS1_2,
         is_local_user_enabled=False,
         is_sftp_enabled=False,
+        # Microsoft-managed keys, and with `infrastructure_encryption` a second AES-256 layer at the
+        # infrastructure level: Azure accepts it only when the account is created.
+        encryption=storage.EncryptionArgs(
+            key_source=storage.KeySource.MICROSOFT_STORAGE,
+            require_infrastructure_encryption=infrastructure_encryption,
+            services=storage.EncryptionServicesArgs(
+                blob=storage.EncryptionServiceArgs(enabled=True, key_type=storage.KeyType.ACCOUNT),
+                table=storage.EncryptionServiceArgs(enabled=True, key_type=storage.KeyType.ACCOUNT),
+                queue=storage.EncryptionServiceArgs(enabled=True, key_type=storage.KeyType.ACCOUNT)),
+        ),
         opts=opts,
     )
 
 
 class PayloadStorage(pulumi.ComponentResource):
     def __init__(self, name: str, *, resource_group_name: pulumi.Input[str], location: str, sku: str,
-                 account_logical_name: str, blob_delete_retention_days: int,
+                 account_logical_name: str, infrastructure_encryption: bool, blob_delete_retention_days: int,
                  container_delete_retention_days: int, topology: Topology,
                  account_opts: pulumi.ResourceOptions | None = None,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("claimcheck:storage:PayloadStorage", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.account = secure_storage_account(account_logical_name, resource_group_name=resource_group_name,
-                                              location=location, sku=sku, opts=child.merge(account_opts))
+                                              location=location, sku=sku,
+                                              infrastructure_encryption=infrastructure_encryption,
+                                              opts=child.merge(account_opts))
         account_name = self.account.name
         self.blob_service = storage.BlobServiceProperties(
             f"{name}-blob-service", resource_group_name=resource_group_name, account_name=account_name,
