@@ -4,13 +4,14 @@ functions/function_app.py, all as child processes, with a test topology of short
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from azure.servicebus import ServiceBusClient
 
 from infra.topology import load_topology
 from local.stack import LocalStack, start_stack
+
+from .log_scan import SESSION_NEEDLES, banners_of, leaks, stack_logs
 
 # Short locks so that a crashed consumer's message comes back in seconds, and no duplicate detection
 # on the results topic so that counting result events there measures the consumer's own idempotency.
@@ -19,16 +20,9 @@ TEST_TOPOLOGY = {
     "topics": [{"name": "results", "requiresDuplicateDetection": False}],
 }
 
-LOG_SCAN_MODULE = Path(__file__).with_name("test_logs.py")
-
 # Small enough that the 413 test sends little, large enough for every sample.
 MAX_PAYLOAD_BYTES = 1024 * 1024
 CLAIM_LEASE_SECONDS = 9
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The log scan runs last, so that it covers what every other test made the shared stack log."""
-    items.sort(key=lambda item: item.path == LOG_SCAN_MODULE)
 
 
 @pytest.fixture(scope="session")
@@ -43,7 +37,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
             "CLAIMCHECK_CLAIM_LEASE_SECONDS": str(CLAIM_LEASE_SECONDS),
         },
     ) as running:
+        banners = banners_of(running)
         yield running
+    # Log hygiene over the whole session, whatever the test order: every log, now that the stack has
+    # stopped, against the secret shapes and the markers tests registered. A leak fails the run.
+    work_dir = running.work_dir
+    assert leaks(stack_logs(work_dir, banners), work_dir, SESSION_NEEDLES) == []
 
 
 @pytest.fixture

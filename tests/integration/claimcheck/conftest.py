@@ -1,7 +1,8 @@
 """Fixtures for the claim-check integration tests: real Azurite, real SDKs, an in-memory bus.
 
-A package-wide logging handler records every log line emitted while these tests run, so that the
-last test of the directory (``test_zz_log_hygiene``) can prove no payload bytes or secrets leaked.
+A package-wide logging handler records every log line emitted while these tests run; when the last
+test of the directory is done, its finalizer proves no payload bytes or secrets leaked, whatever the
+test order (a leak fails the run as a teardown error).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from azure.storage.blob import BlobServiceClient, ContainerClient
 from claimcheck import ClaimCheck, InboundMessage, OutboundMessage, Settings
 from claimcheck.analysis import AnalysisResult
 from claimcheck.testing import InMemoryBus
+
+from local.azurite import ACCOUNT_KEY
 
 # Every payload a test stores contains this marker, so the log check can look for payload bytes.
 PAYLOAD_MARKER = "PAYLOAD-BYTES-7f3a9c"
@@ -50,6 +53,26 @@ def _record_all_logs() -> Iterator[RecordingHandler]:
     finally:
         root.removeHandler(SESSION_LOGS)
         root.setLevel(previous)
+    assert_no_leaks(SESSION_LOGS.lines)
+
+
+# Payload texts of the tests (the marker, two versions' bodies, the document's sentence) and secrets.
+FORBIDDEN_IN_LOGS = (
+    PAYLOAD_MARKER,
+    "VERSION-ONE",
+    "VERSION-TWO",
+    "Supplier shall deliver",
+    ACCOUNT_KEY,
+    "AccountKey=",
+    "sig=",
+    "SharedAccessSignature",
+)
+
+
+def assert_no_leaks(lines: list[str]) -> None:
+    text = "\n".join(lines)
+    for forbidden in FORBIDDEN_IN_LOGS:
+        assert forbidden not in text, f"{forbidden[:12]}… leaked into the logs"
 
 
 def document(size: int, *, marker: str = PAYLOAD_MARKER) -> bytes:

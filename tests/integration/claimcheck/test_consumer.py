@@ -273,9 +273,21 @@ def test_version_never_confirmed_gives_up_as_payload_missing(make_harness: Build
 
 
 def test_message_ahead_of_activation_is_processed_after_in_process_polling(make_harness: Build) -> None:
-    """A consumer that receives the message before the producer confirmed waits briefly and processes it."""
+    """A consumer that receives the message before the producer confirmed waits briefly and processes it.
+
+    The race is forced, not hoped for: the producer's publish returns (and the producer goes on to
+    confirm the version) only once the racing consumer has found the version not yet visible and
+    started its first in-process poll; the poll count proves the consumer waited."""
     harness = make_harness(visibility_polls=10)
-    racing = harness.another_consumer(harness.analyzer, sleep=time.sleep)
+    polls: list[float] = []
+    first_poll = threading.Event()
+
+    def poll_sleep(seconds: float) -> None:
+        polls.append(seconds)
+        first_poll.set()
+        time.sleep(seconds)
+
+    racing = harness.another_consumer(harness.analyzer, sleep=poll_sleep)
     outcomes: list[Outcome] = []
 
     class DeliverInParallel:
@@ -287,11 +299,14 @@ def test_message_ahead_of_activation_is_processed_after_in_process_polling(make_
                 )
                 worker.start()
                 workers.append(worker)
+                first_poll.wait(timeout=60)  # hold the producer's confirmation until the consumer polled
 
     workers: list[threading.Thread] = []
     harness.claimcheck.producer._bus = DeliverInParallel()
     submit(harness, document(50_000))
     workers[0].join(timeout=60)
+    assert first_poll.is_set(), "the consumer never saw the version unconfirmed: no race was tested"
+    assert 1 <= len(polls) < harness.settings.visibility_polls
     assert outcomes == [Complete()]
     assert len(harness.results()) == 1
 

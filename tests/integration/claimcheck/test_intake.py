@@ -226,8 +226,16 @@ def test_status_answers_awaiting_visibility_until_the_version_is_confirmed(make_
     assert confirmed.latest_receipt["request_id"] == second.request_id
     assert (confirmed.receipt_versions, confirmed.payload_state) == ((1, 2), "inline")
     assert status.get("wi-raw-1", tenant_id="tenant-b") is None
-    assert json.dumps(confirmed.to_dict())
-    assert json.dumps(second.to_dict())
+    # What the HTTP layer sends: the JSON round trip keeps the facts the caller acts on.
+    view_json = json.loads(json.dumps(confirmed.to_dict()))
+    assert (view_json["visibility"], view_json["state"]) == ("version_confirmed", "accepted")
+    assert view_json["version"] == 2
+    assert (view_json["receipt_versions"], view_json["payload_state"]) == ([1, 2], "inline")
+    assert view_json["latest_receipt"]["request_id"] == second.request_id
+    receipt_json = json.loads(json.dumps(second.to_dict()))
+    assert (receipt_json["work_item_id"], receipt_json["version"]) == ("wi-raw-1", 2)
+    assert receipt_json["request_id"] == second.request_id
+    assert receipt_json["record_etag"] == second.record_etag
 
 
 def test_concurrent_submissions_for_one_work_item_get_one_version_each_or_409(
