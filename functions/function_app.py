@@ -88,12 +88,26 @@ def _build_claimcheck(env: Mapping[str, str]) -> "ClaimCheck":
         )
     if storage_connection:
         return ClaimCheck.from_settings(settings, storage_connection=storage_connection, bus=bus)
+    dead_letters = None
+    if credential is not None and not bus_connection:
+        # The reconciler's dead-letter counts: runtime properties of the documents queue (the app holds
+        # Data Owner on it, infra/) and the age of its oldest dead-lettered message, with the app's identity.
+        from azure.servicebus import ServiceBusClient
+        from azure.servicebus.management import ServiceBusAdministrationClient
+        from claimcheck.adapters.busadmin import ServiceBusDeadLetters
+
+        dead_letters = ServiceBusDeadLetters(
+            ServiceBusAdministrationClient(namespace, credential),
+            ServiceBusClient(namespace, credential),
+            queues=[settings.documents_queue],
+        )
     return ClaimCheck.from_settings(
         settings,
         blob_service_uri=_required(env, f"{STORAGE_CONNECTION}__blobServiceUri"),
         table_service_uri=_required(env, f"{STORAGE_CONNECTION}__tableServiceUri"),
         bus=bus,
         credential=credential,
+        dead_letters=dead_letters,
     )
 
 

@@ -9,7 +9,9 @@
   record ``cleanup_pending`` for the next run;
 - processed records under a sync or async policy, older than the interrupted-cleanup grace → deleted
   (a crash between ``processed`` and the cleanup; a redelivery only completes as a duplicate);
-- processed records kept under a retention policy → deleted once retention has elapsed.
+- processed records kept under a retention policy → deleted once retention has elapsed;
+- dead-lettered messages per entity (count, oldest age) through a ``DeadLetterSource``, when given,
+  with an alert line for an entity whose oldest one is older than the configured age.
 
 One record that fails (any exception) never aborts the run: it is counted in ``errors`` and logged by
 reference and exception type only (never the exception text, which may quote a URL or content).
@@ -24,6 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from claimcheck.cleanup import Cleaner
+from claimcheck.deadletters import DeadLetterSource, dead_letter_alerts
 from claimcheck.errors import StoreError
 from claimcheck.policy import CleanupPolicy, PurposePolicy
 from claimcheck.registry import PayloadRecord, PayloadRegistry
@@ -46,6 +49,8 @@ class ReconciliationReport:
     interrupted_cleanups_finished: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)  # records that changed under us; next run
     errors: list[str] = field(default_factory=list)  # refs whose step failed; retried next run
+    # One entry per entity read: {"entity", "count", "oldest_age_seconds" (None when empty)}.
+    dead_letters: list[dict[str, Any]] = field(default_factory=list)
     alerts: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -63,8 +68,11 @@ class Reconciler:
         cleaner: Cleaner,
         purposes: Mapping[str, PurposePolicy],
         clock: Callable[[], datetime],
+        dead_letters: DeadLetterSource | None = None,
     ) -> None:
         self._store = store
+        self._dead_letters = dead_letters
+        self._dead_letter_alert_age = timedelta(seconds=settings.dead_letter_alert_age_seconds)
         self._registry = registry
         self._work_items = work_items
         self._cleaner = cleaner
@@ -100,6 +108,7 @@ class Reconciler:
         except Exception as exc:  # the listing itself failed; each object's own failure is caught inside
             report.errors.append("provisional-object sweep")
             log.warning("provisional-object sweep failed (%s); retried next run", type(exc).__name__)
+        self._count_dead_letters(now, report)
         for alert in report.alerts:
             log.warning("ALERT %s", alert)
         # One summary line per run; the orphan-count alert of the stack (infra/components/observability.py)
@@ -114,6 +123,10 @@ class Reconciler:
             + len(report.interrupted_cleanups_finished),
             "interrupted_cleanups_finished": len(report.interrupted_cleanups_finished),
             "errors": len(report.errors),
+            "dead_lettered": sum(entry["count"] for entry in report.dead_letters),
+            "oldest_dead_letter_age_s": max(
+                (entry["oldest_age_seconds"] or 0 for entry in report.dead_letters), default=0
+            ),
         }
         log.info(
             "reconciliation finished %s",
@@ -121,6 +134,32 @@ class Reconciler:
             extra={"custom_dimensions": counts},
         )
         return report
+
+    def _count_dead_letters(self, now: datetime, report: ReconciliationReport) -> None:
+        if self._dead_letters is None:
+            return
+        try:
+            counts = self._dead_letters.dead_letter_counts()
+        except Exception as exc:  # management plane unreachable or not permitted: the run goes on
+            report.errors.append("dead-letter counts")
+            log.warning("dead-letter counts unavailable (%s); retried next run", type(exc).__name__)
+            return
+        for found in counts:
+            age = found.oldest_age(now)
+            report.dead_letters.append(
+                {
+                    "entity": found.entity,
+                    "count": found.count,
+                    "oldest_age_seconds": None if age is None else int(age.total_seconds()),
+                }
+            )
+            log.info(
+                "dead letters %s: count=%d oldest_age_s=%s",
+                found.entity,
+                found.count,
+                "-" if age is None else int(age.total_seconds()),
+            )
+        report.alerts.extend(dead_letter_alerts(counts, now, self._dead_letter_alert_age))
 
     def revoke(self, ref: str, *, why: str) -> bool:
         """Block every further read of an object (e.g. during an investigation); the object and its

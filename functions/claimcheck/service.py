@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from claimcheck.analysis import Analyzer, ContractObligationExtractor
 from claimcheck.cleanup import Cleaner
 from claimcheck.consumer import Consumer
+from claimcheck.deadletters import DeadLetterSource
 from claimcheck.idempotency import IdempotencyLedger
 from claimcheck.integrity import DEFAULT_CHUNK_BYTES
 from claimcheck.messages import Bus
@@ -58,6 +59,7 @@ class ClaimCheck:
         clock: Callable[[], datetime] = utc_now,
         sleep: Callable[[float], None] = time.sleep,
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        dead_letters: DeadLetterSource | None = None,
     ) -> ClaimCheck:
         """Build from a connection string (local: Azurite, creates what is missing) or from service
         URIs with a token credential (Azure: infra/ provisions the container and tables).
@@ -152,6 +154,7 @@ class ClaimCheck:
                 cleaner=cleaner,
                 purposes=purposes,
                 clock=clock,
+                dead_letters=dead_letters,
             ),
             status=WorkItemStatus(work_items, registry),
         )

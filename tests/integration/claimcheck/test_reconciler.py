@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import io
+import logging
 from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
-from claimcheck import Complete, DeadLetter, DeadLetterReason
+from claimcheck import ClaimCheck, Complete, DeadLetter, DeadLetterReason
 from claimcheck.adapters.blobs import AzureBlobPayloadStore
+from claimcheck.deadletters import DeadLetterCount
 
 from tests.integration.claimcheck.conftest import Harness, document
 
@@ -226,3 +228,66 @@ def test_failing_sweep_keeps_cleanup_pending_and_does_not_abort_the_run(make_har
     retried = harness.claimcheck.reconciler.run()
     assert (retried.errors, retried.cleaned_up) == ([], [stuck])
     assert harness.blob_names() == []
+
+
+class StaticDeadLetters:
+    """Dead-letter counts as data (the adapter itself is tested against the emulator in
+    tests/integration/servicebus/test_dead_letter_counts.py); ``None`` stands for a failing read."""
+
+    def __init__(self, counts: list[DeadLetterCount] | None) -> None:
+        self.counts = counts
+
+    def dead_letter_counts(self) -> list[DeadLetterCount]:
+        if self.counts is None:
+            raise ConnectionError("management plane unreachable")
+        return self.counts
+
+
+def test_dead_letter_counts_are_reported_with_an_alert_past_the_age(
+    make_harness: Build, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Counts and oldest age per entity reach the report and the summary line; an entity whose oldest
+    dead letter is older than CLAIMCHECK_DEAD_LETTER_ALERT_AGE_SECONDS gets an ALERT line; a failing
+    read is one counted error and the rest of the run goes on."""
+    harness = make_harness(dead_letter_alert_age_seconds=600)
+    now = harness.clock.now
+    source = StaticDeadLetters(
+        [
+            DeadLetterCount("documents", 3, now - timedelta(seconds=900)),
+            DeadLetterCount("results/audit", 1, now - timedelta(seconds=60)),
+            DeadLetterCount("results/review", 0, None),
+        ]
+    )
+    reconciler = ClaimCheck.from_settings(
+        harness.settings,
+        storage_connection=harness.connection,
+        bus=harness.bus,
+        clock=harness.clock,
+        dead_letters=source,
+    ).reconciler
+    with caplog.at_level(logging.INFO, logger="claimcheck.reconciler"):
+        report = reconciler.run(now)
+    assert report.dead_letters == [
+        {"entity": "documents", "count": 3, "oldest_age_seconds": 900},
+        {"entity": "results/audit", "count": 1, "oldest_age_seconds": 60},
+        {"entity": "results/review", "count": 0, "oldest_age_seconds": None},
+    ]
+    (alert,) = [a for a in report.alerts if "dead-lettered" in a]
+    assert alert.startswith("documents: 3 dead-lettered message(s), the oldest 900 s old")
+    lines = [record.getMessage() for record in caplog.records]
+    (summary,) = [line for line in lines if line.startswith("reconciliation finished")]
+    assert "dead_lettered=4 oldest_dead_letter_age_s=900" in summary
+    assert f"ALERT {alert}" in lines
+    source.counts = None
+    receipt = harness.claimcheck.producer.submit(
+        document(30_000),
+        tenant_id="tenant-a",
+        purpose="contract-review",
+        classification="restricted",
+        content_type="text/plain",
+    )
+    assert receipt.payload_ref is not None
+    harness.container.delete_blob(receipt.payload_ref)
+    failed = reconciler.run(now)
+    assert failed.errors == ["dead-letter counts"]
+    assert failed.flagged_missing == [receipt.payload_ref]  # the run went on
