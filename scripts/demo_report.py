@@ -27,7 +27,7 @@ STOP_STEPS: Mapping[DeadLetterReason, str] = {
     DeadLetterReason.UNSUPPORTED_SCHEMA_VERSION: "read envelope",
     DeadLetterReason.EXPIRED: "authorize (grant expired)",
     DeadLetterReason.ACCESS_DENIED: "resolve + authorize",
-    DeadLetterReason.VERSION_MISMATCH: "resolve",
+    DeadLetterReason.VERSION_MISMATCH: "work-item version (superseded)",
     DeadLetterReason.PAYLOAD_MISSING: "resolve / fetch",
     DeadLetterReason.INTEGRITY_FAILED: "fetch + verify",
     DeadLetterReason.CONTENT_TYPE_MISMATCH: "authorize / verify",

@@ -73,7 +73,6 @@ _DENIALS: Mapping[Verdict, type[MessageRejected]] = {
     Verdict.EXPIRED: EnvelopeExpired,
     Verdict.NOT_YET_VISIBLE: PayloadMissing,
     Verdict.GONE: PayloadMissing,
-    Verdict.VERSION_MISMATCH: VersionMismatch,
     Verdict.CONTENT_TYPE_MISMATCH: ContentTypeMismatch,
 }
 

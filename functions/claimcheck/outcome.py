@@ -14,12 +14,13 @@ class DeadLetterReason(StrEnum):
     - ``invalid_envelope``: body is not a valid envelope v1 (the description names the field).
     - ``unsupported_schema_version``: envelope major schema version this consumer does not know.
     - ``expired``: the envelope's ``expires_at`` has passed; the read grant is over.
-    - ``access_denied``: the reference does not resolve for this tenant, purpose and environment,
-      or policy forbids the read (an unknown reference and another tenant's look the same).
+    - ``access_denied``: the reference does not resolve for this work item, tenant, purpose,
+      environment and version, or policy forbids the read (an unknown reference and another
+      tenant's look the same).
     - ``payload_missing``: the registered object is gone, or the producer never finished.
     - ``integrity_failed``: length, sha256 or ETag of the stored object differ from the record.
     - ``content_type_mismatch``: declared type differs from the record, or is not allowed.
-    - ``version_mismatch``: the envelope's version differs from the record or was superseded.
+    - ``version_mismatch``: a newer version of the work item was confirmed: this one was superseded.
     - ``processing_failed``: the analyzer cannot process the verified document, or retries ran out.
     """
 

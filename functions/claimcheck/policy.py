@@ -168,7 +168,6 @@ class Verdict(StrEnum):
     NOT_YET_VISIBLE = "not_yet_visible"
     GONE = "gone"
     BLOCKED = "blocked"
-    VERSION_MISMATCH = "version_mismatch"
     CONTENT_TYPE_MISMATCH = "content_type_mismatch"
 
 
@@ -181,9 +180,12 @@ def authorize(
 ) -> tuple[Verdict, str]:
     """Decide whether ``request`` may read ``record``; a denial comes with a reason safe to log.
 
-    Work item, tenant, environment and purpose mismatches, and a consumer identity the purpose does not
-    allow, answer exactly like an unknown reference: the read is bound to the record it was registered
-    for, and a caller cannot learn whether another tenant's (or another work item's) object exists.
+    Work item, tenant, environment, purpose and version mismatches, and a consumer identity the purpose
+    does not allow, answer exactly like an unknown reference: the read is bound to the record it was
+    registered for, and a caller cannot learn whether another tenant's (or another work item's or
+    version's) object exists. Each version has its own reference, so a version that differs from its
+    reference's record is a forged or corrupted envelope, never a superseded one (the consumer tells
+    superseded versions apart by the work item's confirmed version, not here).
     """
     unresolvable = (
         Verdict.UNRESOLVABLE,
@@ -192,19 +194,16 @@ def authorize(
     policy = purposes.get(request.purpose)
     if record is None or policy is None or request.identity not in policy.readers:
         return unresolvable
-    if (request.work_item_id, request.tenant_id, request.environment, request.purpose) != (
+    if (request.work_item_id, request.tenant_id, request.environment, request.purpose, request.version) != (
         record.work_item_id,
         record.tenant_id,
         record.environment,
         record.purpose,
+        record.version,
     ):
         return unresolvable
     if request.now >= request.expires_at or request.now >= record.expires_at:
         return Verdict.EXPIRED, "the read grant for this reference has expired"
-    if request.version != record.version:
-        return Verdict.VERSION_MISMATCH, (
-            f"envelope asks for version {request.version}, the reference holds version {record.version}"
-        )
     if request.classification != record.classification:
         return Verdict.BLOCKED, "envelope classification differs from the registered classification"
     if Classification(record.classification) not in policy.classifications:

@@ -2,7 +2,9 @@
 
 A same-tenant envelope for work item A that carries work item B's reference (and B's version,
 length and checksum) is access_denied: B's object, registry state and result stay untouched, and A's
-own message is still processed with A's own bytes.
+own message is still processed with A's own bytes. So is an envelope whose version differs from its
+reference's record; a superseded version (its own reference, a newer version confirmed) stays
+version_mismatch.
 """
 
 from __future__ import annotations
@@ -22,13 +24,16 @@ Build = Callable[..., Harness]
 
 
 def _as_work_item(message: InboundMessage, work_item_id: str) -> InboundMessage:
-    body = json.loads(message.body)
-    body["work_item_id"] = work_item_id
+    return _forged(message, work_item_id=work_item_id)
+
+
+def _forged(message: InboundMessage, **changes: object) -> InboundMessage:
+    body = json.loads(message.body) | changes
     return InboundMessage(
         body=json.dumps(body).encode(),
         message_id="forged-same-tenant",
         delivery_count=1,
-        session_id=work_item_id,
+        session_id=body["work_item_id"],
         correlation_id=None,
         application_properties={},
         enqueued_time=None,
@@ -65,6 +70,38 @@ def test_another_work_items_reference_in_a_same_tenant_envelope_is_access_denied
     assert harness.claimcheck.consumer.handle(message_a) == Complete()
     assert harness.claimcheck.consumer.handle(message_b) == Complete()
     assert harness.analyzer.seen == [payload_a, payload_b]
+
+
+def test_a_version_that_differs_from_the_references_record_is_access_denied(make_harness: Build) -> None:
+    """v1's reference in an envelope claiming v2 (the version the work item has confirmed, so it is not
+    superseded): access_denied, not version_mismatch; nothing is read, both versions still run."""
+    harness = make_harness()
+    v1_bytes, v2_bytes = document(40_000, marker="V1"), document(41_000, marker="V2")
+    v1 = submit(harness, v1_bytes, work_item_id="wi-versions")
+    message_v1 = harness.delivery(0)
+    v2 = submit(harness, v2_bytes, work_item_id="wi-versions")
+    message_v2 = harness.delivery(1)
+    registry_before = sorted(
+        (row["PartitionKey"], row["state"]) for row in harness.rows(harness.settings.registry_table)
+    )
+
+    outcome = harness.claimcheck.consumer.handle(_forged(message_v1, payload_version=v2.version))
+
+    assert isinstance(outcome, DeadLetter)
+    assert outcome.reason is DeadLetterReason.ACCESS_DENIED
+    assert harness.analyzer.seen == []
+    assert harness.results() == []
+    assert sorted(harness.blob_names()) == sorted([str(v1.payload_ref), str(v2.payload_ref)])
+    registry_after = sorted(
+        (row["PartitionKey"], row["state"]) for row in harness.rows(harness.settings.registry_table)
+    )
+    assert registry_after == registry_before
+    # The genuine messages: v2 runs, v1 is the superseded case and keeps its own reason.
+    assert harness.claimcheck.consumer.handle(message_v2) == Complete()
+    superseded = harness.claimcheck.consumer.handle(message_v1)
+    assert isinstance(superseded, DeadLetter)
+    assert superseded.reason is DeadLetterReason.VERSION_MISMATCH
+    assert harness.analyzer.seen == [v2_bytes]
 
 
 def test_a_consumer_identity_the_purpose_does_not_allow_reads_nothing(make_harness: Build) -> None:

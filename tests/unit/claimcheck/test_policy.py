@@ -124,7 +124,8 @@ def test_other_tenant_looks_exactly_like_unknown() -> None:
     other_env = authorize(_request(), replace(_record(), environment="prod"), DEFAULT_PURPOSES)
     stranger = authorize(replace(_request(), identity="someone"), _record(), DEFAULT_PURPOSES)
     other_work_item = authorize(_request(), replace(_record(), work_item_id="wi-2"), DEFAULT_PURPOSES)
-    assert unknown == other_tenant == other_env == stranger == other_work_item
+    other_version = authorize(replace(_request(), version=2), _record(), DEFAULT_PURPOSES)
+    assert unknown == other_tenant == other_env == stranger == other_work_item == other_version
     assert unknown[0] is Verdict.UNRESOLVABLE
 
 
@@ -132,7 +133,6 @@ def test_other_tenant_looks_exactly_like_unknown() -> None:
     ("request_change", "record_change", "verdict"),
     [
         ({"now": NOW + timedelta(hours=2)}, {}, Verdict.EXPIRED),
-        ({"version": 2}, {}, Verdict.VERSION_MISMATCH),
         ({"content_type": "application/pdf"}, {}, Verdict.CONTENT_TYPE_MISMATCH),
         ({"classification": "public"}, {}, Verdict.BLOCKED),
         ({}, {"state": PayloadState.PREPARING}, Verdict.NOT_YET_VISIBLE),
@@ -143,7 +143,7 @@ def test_other_tenant_looks_exactly_like_unknown() -> None:
 def test_denials_name_their_reason(
     request_change: dict[str, Any], record_change: dict[str, Any], verdict: Verdict
 ) -> None:
-    """Expiry, version, type, classification and state each produce their own verdict."""
+    """Expiry, type, classification and state each produce their own verdict."""
     result = authorize(
         replace(_request(), **request_change), replace(_record(), **record_change), DEFAULT_PURPOSES
     )
