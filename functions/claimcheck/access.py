@@ -4,8 +4,13 @@ One source of truth: the stack config's ``claimcheck:producerPrincipals`` (infra
 stack's identities (local/identity/), written to the app setting ``CLAIMCHECK_ACCESS_TABLE`` as JSON:
 
     [{"name": "acme-intake", "principal": "<object id or app id>",
-      "tenants": ["acme"], "purposes": ["contract-review"], "classifications": ["internal"]}]
+      "tenants": ["acme"], "purposes": ["contract-review"], "classifications": ["internal"]},
+     {"name": "reviewers", "group": "<group object id>", "tenants": ["acme", "globex"]},
+     {"name": "auditors", "role": "<app role value>", "tenants": ["acme"]}]
 
+Each grant names its callers by exactly one of ``principal`` (the token's ``oid``, or its ``azp`` /
+``appid``), ``role`` (a value of its ``roles`` claim) or ``group`` (a value of its ``groups`` claim);
+only claims of a validated token count, so a caller cannot state its way into a grant.
 ``purposes`` and ``classifications`` may be omitted (= all the purpose table allows). A tenant entry
 is an exact tenant id, or a prefix ending in ``*`` (``t-*``: every tenant id starting with ``t-``).
 A tenant header only *selects* among the caller's tenants; it never grants one. Every refusal reads
@@ -18,6 +23,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from claimcheck.callers import Caller
@@ -48,13 +54,29 @@ def valid_tenant_id(tenant_id: str) -> bool:
     return TENANT_ID.fullmatch(tenant_id) is not None
 
 
+class GrantClaim(StrEnum):
+    """Which token claim a grant's ``principal`` value is matched against (also its JSON key)."""
+
+    PRINCIPAL = "principal"  # the caller's object id or app id
+    ROLE = "role"  # one of the caller's app roles
+    GROUP = "group"  # one of the caller's group object ids
+
+
 @dataclass(frozen=True)
 class AccessGrant:
     name: str
-    principal: str
+    principal: str  # the object id / app id, the app-role value or the group id, as `claim` says
     tenants: tuple[str, ...]
     purposes: frozenset[str] | None = None  # None: every purpose
     classifications: frozenset[Classification] | None = None  # None: every classification
+    claim: GrantClaim = GrantClaim.PRINCIPAL
+
+    def matches(self, caller: Caller) -> bool:
+        if self.claim is GrantClaim.ROLE:
+            return self.principal in caller.roles
+        if self.claim is GrantClaim.GROUP:
+            return self.principal in caller.groups
+        return self.principal in caller.principal_ids
 
     def allows_tenant(self, tenant_id: str) -> bool:
         if not valid_tenant_id(tenant_id):
@@ -74,7 +96,7 @@ class AccessGrant:
     def to_json(self) -> dict[str, Any]:
         entry: dict[str, Any] = {
             "name": self.name,
-            "principal": self.principal,
+            self.claim.value: self.principal,
             "tenants": list(self.tenants),
         }
         if self.purposes is not None:
@@ -107,8 +129,7 @@ class AccessTable:
         return json.dumps([grant.to_json() for grant in self.grants], separators=(",", ":"))
 
     def grants_for(self, caller: Caller) -> list[AccessGrant]:
-        ids = caller.principal_ids
-        return [grant for grant in self.grants if grant.principal in ids]
+        return [grant for grant in self.grants if grant.matches(caller)]
 
     def may_see_tenant(self, caller: Caller, tenant_id: str) -> bool:
         return any(grant.allows_tenant(tenant_id) for grant in self.grants_for(caller))
@@ -122,13 +143,18 @@ class AccessTable:
 def _grant(index: int, entry: Any) -> AccessGrant:
     where = f"{ACCESS_TABLE_SETTING}[{index}]"
     if not isinstance(entry, dict):
-        raise SettingsError(f"{where} must be an object with name, principal and tenants")
-    unknown = set(entry) - {"name", "principal", "tenants", "purposes", "classifications"}
+        raise SettingsError(f"{where} must be an object with name, principal (or role or group) and tenants")
+    claim_keys = {claim.value for claim in GrantClaim}
+    unknown = set(entry) - {"name", "tenants", "purposes", "classifications"} - claim_keys
     if unknown:
         raise SettingsError(f"{where} has unknown keys {sorted(unknown)}")
-    name, principal = entry.get("name"), entry.get("principal")
+    named_by = sorted(claim_keys & set(entry))
+    if len(named_by) != 1:
+        raise SettingsError(f"{where} needs exactly one of principal (object id or app id), role or group")
+    claim = GrantClaim(named_by[0])
+    name, principal = entry.get("name"), entry[claim.value]
     if not isinstance(name, str) or not name or not isinstance(principal, str) or not principal:
-        raise SettingsError(f"{where} needs a non-empty name and principal (object id or app id)")
+        raise SettingsError(f"{where} needs a non-empty name and {claim.value}")
     tenants = _strings(entry.get("tenants"), f"{where}.tenants")
     if not tenants:
         raise SettingsError(f"{where}.tenants must list at least one tenant")
@@ -150,7 +176,7 @@ def _grant(index: int, entry: Any) -> AccessGrant:
             raise SettingsError(
                 f"{where}.classifications must be among {[level.value for level in Classification]}"
             ) from None
-    return AccessGrant(name, principal, tuple(tenants), purposes, classifications)
+    return AccessGrant(name, principal, tuple(tenants), purposes, classifications, claim)
 
 
 def _strings(value: Any, where: str) -> list[str]:

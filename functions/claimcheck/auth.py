@@ -139,16 +139,19 @@ def authenticate(authorization: str | None, rules: TokenRules, keys: SigningKeys
 
 
 def _caller(claims: Mapping[str, Any]) -> Caller:
-    roles = claims.get("roles", [])
+    roles, groups = claims.get("roles", []), claims.get("groups", [])
     if not isinstance(roles, list) or not all(isinstance(role, str) for role in roles):
         raise Unauthenticated("token roles claim is malformed")
+    if not isinstance(groups, list) or not all(isinstance(group, str) for group in groups):
+        raise Unauthenticated("token groups claim is malformed")
     object_id = claims.get("oid", "")
     # v2.0 tokens name the client application in azp, v1.0 tokens in appid.
     app_id = claims.get("azp") or claims.get("appid") or ""
     tenant = claims.get("tid", "")
     if not all(isinstance(value, str) for value in (object_id, app_id, tenant)) or not (object_id or app_id):
         raise Unauthenticated("token names no caller")
-    return Caller(object_id=object_id, app_id=app_id, directory_tenant=tenant, roles=frozenset(roles))
+    return Caller(object_id=object_id, app_id=app_id, directory_tenant=tenant, roles=frozenset(roles),
+                  groups=frozenset(groups))
 
 
 def require_role(caller: Caller, accepted: Collection[AppRole]) -> None:

@@ -20,12 +20,15 @@ class AppRole(StrEnum):
 
 @dataclass(frozen=True)
 class Caller:
-    """Who called, as the token proves it: its object id, its client (app) id, its roles."""
+    """Who called, as the token proves it: its object id, its client (app) id, its roles and groups."""
 
     object_id: str
     app_id: str
     directory_tenant: str
     roles: frozenset[str]
+    # Group object ids from the token's `groups` claim (Entra emits it only when the API's app
+    # registration asks for group claims, and omits it for a caller in too many groups).
+    groups: frozenset[str] = frozenset()
 
     @property
     def principal_ids(self) -> tuple[str, ...]:

@@ -7,9 +7,11 @@ runs the server; local/stack.py starts it next to Azurite, the emulator and the 
 """
 
 from local.identity.identities import (
+    LOCAL_ARCHIVE_ROLE,
     LOCAL_AUDIENCE,
     LOCAL_DIRECTORY_TENANT,
     LOCAL_IDENTITIES,
+    LOCAL_REVIEWERS_GROUP,
     LocalIdentity,
     identity_named,
     local_access_table,
@@ -18,9 +20,11 @@ from local.identity.identities import (
 from local.identity.keys import SigningKey, TokenMinter, issuer_url
 
 __all__ = [
+    "LOCAL_ARCHIVE_ROLE",
     "LOCAL_AUDIENCE",
     "LOCAL_DIRECTORY_TENANT",
     "LOCAL_IDENTITIES",
+    "LOCAL_REVIEWERS_GROUP",
     "LocalIdentity",
     "SigningKey",
     "TokenMinter",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from claimcheck.access import AccessGrant, AccessTable
+from claimcheck.access import AccessGrant, AccessTable, GrantClaim
 from claimcheck.auth import AppRole
 from claimcheck.policy import DEFAULT_PURPOSES
 from claimcheck.settings import consumer_settings
@@ -69,8 +69,18 @@ def identity_named(name: str) -> LocalIdentity:
     raise KeyError(f"no local identity {name!r}; known: {[i.name for i in LOCAL_IDENTITIES]}")
 
 
+# Grants by token claim instead of by caller id: any local identity whose token carries the group or
+# the app role gets them (tests/e2e/test_identity.py mints such tokens). The ids are shaped like Entra's.
+LOCAL_REVIEWERS_GROUP = "6a0b0000-0000-4000-8000-0000000000c1"
+LOCAL_ARCHIVE_ROLE = "Tenants.Archive"
+LOCAL_CLAIM_GRANTS = (
+    AccessGrant("local-reviewers", LOCAL_REVIEWERS_GROUP, ("g-*",), claim=GrantClaim.GROUP),
+    AccessGrant("local-archivists", LOCAL_ARCHIVE_ROLE, ("r-*",), claim=GrantClaim.ROLE),
+)
+
+
 def local_access_table() -> AccessTable:
-    return AccessTable(tuple(identity.grant() for identity in LOCAL_IDENTITIES))
+    return AccessTable(tuple(identity.grant() for identity in LOCAL_IDENTITIES) + LOCAL_CLAIM_GRANTS)
 
 
 def local_consumer_settings() -> dict[str, str]:

@@ -22,7 +22,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from local.functions_host import DEFAULT_APP
 from local.functions_host.app_loader import HttpFunction, load_function_app
-from local.identity import SigningKey, TokenMinter, identity_named
+from local.identity import LOCAL_ARCHIVE_ROLE, LOCAL_REVIEWERS_GROUP, SigningKey, TokenMinter, identity_named
 from local.stack import LocalStack
 
 from .journey import SAMPLES, TEST_IDENTITY, auth, dead_letters, submit, wait_for_states, wait_until
@@ -202,6 +202,36 @@ def test_status_of_another_tenants_work_item_reads_like_an_unknown_id(stack: Loc
     ]
     assert views[0]["state"] == views[1]["state"] == "awaiting_visibility"
     assert {**views[0], "work_item_id": "-"} == {**views[1], "work_item_id": "-"}
+
+
+@pytest.mark.parametrize("claim", ["group", "app role"])
+def test_a_grant_by_group_or_app_role_admits_only_tokens_carrying_that_claim(
+    stack: LocalStack, refused_work_items: list[str], claim: str
+) -> None:
+    """The local access table grants g-* to a group and r-* to an app role (local/identity): the test
+    identity's token carrying the claim may submit for and read such a tenant; the same identity's
+    token without it gets the fixed 403 and sees the item as unknown."""
+    tests = identity_named(TEST_IDENTITY)
+    if claim == "group":
+        tenant = f"g-{uuid.uuid4().hex[:8]}"
+        carrying = stack.minter.sign({**stack.minter.claims(tests), "groups": [LOCAL_REVIEWERS_GROUP]})
+    else:
+        tenant = f"r-{uuid.uuid4().hex[:8]}"
+        carrying = stack.token(TEST_IDENTITY, roles=(*tests.roles, LOCAL_ARCHIVE_ROLE))
+    with_claim = {"Authorization": f"Bearer {carrying}", "X-Tenant-Id": tenant}
+    without_claim = {"Authorization": f"Bearer {stack.token(TEST_IDENTITY)}", "X-Tenant-Id": tenant}
+
+    refused_id = f"wi-refused-{uuid.uuid4().hex[:12]}"
+    refused_work_items.append(refused_id)
+    refused = _post(stack, without_claim, refused_id)
+    assert (refused.status_code, refused.json()) == (403, FORBIDDEN_TENANT)
+    work_item_id = f"wi-{uuid.uuid4().hex[:12]}"
+    assert _post(stack, with_claim, work_item_id).status_code == 202
+    status = f"{stack.api_url}/work-items/{work_item_id}"
+    seen = requests.get(status, headers=with_claim, timeout=30)
+    assert (seen.status_code, seen.json()["work_item_id"]) == (200, work_item_id)
+    unseen = requests.get(status, headers=without_claim, timeout=30)
+    assert (unseen.status_code, unseen.json()) == (404, not_found(work_item_id))
 
 
 def test_zz_nothing_was_created_by_any_refused_submission(

@@ -62,11 +62,14 @@ def test_an_absent_table_grants_nothing() -> None:
     ("entry", "named"),
     [
         ({"principal": "p", "tenants": ["a"]}, "name and principal"),
+        ({"name": "n", "role": "", "tenants": ["a"]}, "name and role"),
         ({"name": "n", "principal": "p", "tenants": []}, "tenants"),
         ({"name": "n", "principal": "p", "tenants": ["*"]}, "tenants"),
         ({"name": "n", "principal": "p", "tenants": ["a'b"]}, "tenants"),
         ({"name": "n", "principal": "p", "tenants": ["a"], "classifications": ["secret"]}, "classifications"),
-        ({"name": "n", "principal": "p", "tenants": ["a"], "role": "x"}, "unknown keys"),
+        ({"name": "n", "principal": "p", "tenants": ["a"], "oid": "x"}, "unknown keys"),
+        ({"name": "n", "principal": "p", "tenants": ["a"], "role": "x"}, "exactly one of principal"),
+        ({"name": "n", "tenants": ["a"]}, "exactly one of principal"),
     ],
 )
 def test_a_malformed_table_is_refused_naming_the_entry(entry: dict[str, object], named: str) -> None:
@@ -92,3 +95,46 @@ def test_the_example_local_settings_match_the_local_issuer_and_identities() -> N
     assert example["CLAIMCHECK_AUTH_AUDIENCES"] == LOCAL_AUDIENCE
     assert AccessTable.parse(example["CLAIMCHECK_ACCESS_TABLE"]) == local_access_table()
     assert local_consumer_settings().items() <= example.items()
+
+
+CLAIM_TABLE = AccessTable.parse(
+    json.dumps(
+        [
+            {"name": "reviewers", "group": "group-reviewers", "tenants": ["acme", "globex"]},
+            {
+                "name": "archivists",
+                "role": "Tenants.Archive",
+                "tenants": ["archive-*"],
+                "purposes": ["evidence-archive"],
+            },
+        ]
+    )
+)
+
+
+def test_a_grant_may_name_its_callers_by_group_or_app_role_claim() -> None:
+    """Any caller whose validated token carries the group (or app role) gets the grant; ids do not."""
+    member = Caller(object_id="oid-x", app_id="app-x", directory_tenant="d", roles=frozenset(),
+                    groups=frozenset({"group-reviewers"}))
+    archivist = Caller(object_id="oid-y", app_id="app-y", directory_tenant="d",
+                       roles=frozenset({"Documents.Submit", "Tenants.Archive"}))
+    CLAIM_TABLE.check(member, tenant_id="globex", purpose="contract-review", classification="restricted")
+    CLAIM_TABLE.check(archivist, tenant_id="archive-7", purpose="evidence-archive", classification="internal")
+    assert not CLAIM_TABLE.may_see_tenant(member, "archive-7")
+    assert not CLAIM_TABLE.may_see_tenant(archivist, "acme")
+    # The value in another claim does not count: a group id as a role, a role as an object id.
+    impostors = (
+        Caller(object_id="group-reviewers", app_id="group-reviewers", directory_tenant="d",
+               roles=frozenset({"group-reviewers"})),
+        Caller(object_id="Tenants.Archive", app_id="a", directory_tenant="d", roles=frozenset(),
+               groups=frozenset({"Tenants.Archive"})),
+    )
+    for caller in impostors:
+        assert not CLAIM_TABLE.may_see_tenant(caller, "acme")
+        assert not CLAIM_TABLE.may_see_tenant(caller, "archive-7")
+
+
+def test_claim_grants_round_trip_through_the_setting() -> None:
+    assert AccessTable.parse(CLAIM_TABLE.to_json()) == CLAIM_TABLE
+    assert [sorted(entry) for entry in json.loads(CLAIM_TABLE.to_json())] == [
+        ["group", "name", "tenants"], ["name", "purposes", "role", "tenants"]]

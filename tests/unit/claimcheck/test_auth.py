@@ -60,6 +60,15 @@ def test_a_valid_token_proves_the_caller_and_its_roles() -> None:
         require_role(caller, [AppRole.OPERATE])
 
 
+def test_the_groups_claim_is_read_and_a_malformed_one_refused() -> None:
+    caller = authenticate(_bearer(MINTER.sign(_claims(groups=["g-1", "g-2"]))), RULES, Keys(KEY))
+    assert caller.groups == {"g-1", "g-2"}
+    assert authenticate(_bearer(MINTER.token(PRODUCER)), RULES, Keys(KEY)).groups == frozenset()
+    for malformed in ("g-1", [1], {"g": 1}):
+        with pytest.raises(Unauthenticated, match="groups claim is malformed"):
+            authenticate(_bearer(MINTER.sign(_claims(groups=malformed))), RULES, Keys(KEY))
+
+
 def _claims(**changes: Any) -> dict[str, Any]:
     claims = MINTER.claims(PRODUCER)
     claims.update(changes)
