@@ -6,7 +6,7 @@ import json
 import os
 import re
 from collections.abc import Mapping, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -16,11 +16,20 @@ class HostConfigError(ValueError):
     """host.json or local.settings.json is malformed; the message names the file and the setting."""
 
 
+def _default_max_concurrent_calls() -> int:
+    """The extension's default: 16 per processor (Utility.GetProcessorCount() * 16)."""
+    return 16 * (os.cpu_count() or 1)
+
+
 @dataclass(frozen=True)
 class ServiceBusOptions:
-    """The ``extensions.serviceBus`` section; defaults are the Service Bus extension's own (v5)."""
+    """The ``extensions.serviceBus`` section; defaults are the Service Bus extension's own (v5).
 
-    max_concurrent_calls: int = 16
+    ``maxConcurrentCallsPerSession`` must stay 1 (its default; our session workers handle one message at
+    a time); ``dynamicConcurrencyEnabled`` and batch options are not run by this host.
+    """
+
+    max_concurrent_calls: int = field(default_factory=_default_max_concurrent_calls)
     max_concurrent_sessions: int = 8
     session_idle_timeout: timedelta = timedelta(minutes=1)
     max_auto_lock_renewal_duration: timedelta = timedelta(minutes=5)
@@ -73,6 +82,11 @@ def read_host_json(path: Path | None) -> HostOptions:
     extensions = document.get("extensions", {})
     http = extensions.get("http", {})
     bus = extensions.get("serviceBus", {})
+    if bus.get("maxConcurrentCallsPerSession", 1) != 1:
+        raise HostConfigError(
+            f"{path}: extensions.serviceBus.maxConcurrentCallsPerSession other than 1 is not supported "
+            "by the local host"
+        )
     defaults = ServiceBusOptions()
     route_prefix = http.get("routePrefix", "api")
     if not isinstance(route_prefix, str):
@@ -95,7 +109,7 @@ def read_host_json(path: Path | None) -> HostOptions:
                 bus, "maxAutoLockRenewalDuration", defaults.max_auto_lock_renewal_duration
             ),
             prefetch_count=_non_negative(bus, "prefetchCount", defaults.prefetch_count, path),
-            auto_complete_messages=bool(bus.get("autoCompleteMessages", defaults.auto_complete_messages)),
+            auto_complete_messages=_flag(bus, "autoCompleteMessages", defaults.auto_complete_messages, path),
         ),
     )
 
@@ -136,6 +150,13 @@ def _limit(section: Mapping[str, Any], key: str, default: int, path: Path) -> in
         return default
     if not isinstance(raw, int) or isinstance(raw, bool) or raw < 1:
         raise HostConfigError(f"{path}: extensions.http.{key} must be a whole number >= 1 or -1, got {raw!r}")
+    return raw
+
+
+def _flag(section: Mapping[str, Any], key: str, default: bool, path: Path) -> bool:
+    raw = section.get(key, default)
+    if not isinstance(raw, bool):
+        raise HostConfigError(f"{path}: extensions.serviceBus.{key} must be true or false, got {raw!r}")
     return raw
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -81,16 +82,24 @@ def test_missing_host_json_means_host_defaults(tmp_path: Path) -> None:
     options = read_host_json(tmp_path / "host.json")
     assert options.route_prefix == "api"
     assert options.service_bus.max_concurrent_sessions == 8
+    assert options.service_bus.max_concurrent_calls == 16 * (os.cpu_count() or 1)
 
 
 @pytest.mark.parametrize(
-    "bad", [{"maxConcurrentCalls": 0}, {"prefetchCount": -1}, {"sessionIdleTimeout": "5s"}]
+    "bad",
+    [
+        {"maxConcurrentCalls": 0},
+        {"prefetchCount": -1},
+        {"sessionIdleTimeout": "5s"},
+        {"autoCompleteMessages": "false"},
+        {"maxConcurrentCallsPerSession": 2},
+    ],
 )
 def test_malformed_service_bus_setting_is_refused(tmp_path: Path, bad: dict[str, object]) -> None:
     """A zero concurrency, a negative prefetch or a duration that is not a TimeSpan is refused."""
     path = tmp_path / "host.json"
     path.write_text(json.dumps({"extensions": {"serviceBus": bad}}))
-    with pytest.raises(HostConfigError):
+    with pytest.raises(HostConfigError, match=f"extensions.serviceBus.{next(iter(bad))}"):
         read_host_json(path)
 
 
