@@ -109,7 +109,9 @@ def settlements(message: ServiceBusReceivedMessage, message_actions: ServiceBusM
         "actions": type(message_actions).__module__ + "." + type(message_actions).__name__,
     }
     try:
-        if command in ("sleep", "hold", "lost"):
+        first_time = Path(os.environ["SAMPLE_BUS_JOURNAL"] + "." + body)
+        if command in ("sleep", "hold") or (command == "lost" and not first_time.exists()):
+            first_time.touch()  # a message whose lock was lost comes back: it need not sleep again
             time.sleep(float(argument))
         if command == "abandon" and not Path(os.environ["SAMPLE_BUS_JOURNAL"] + "." + body).exists():
             Path(os.environ["SAMPLE_BUS_JOURNAL"] + "." + body).touch()
