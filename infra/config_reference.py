@@ -86,6 +86,11 @@ KEYS: tuple[Key, ...] = (
         "queue and subscription (dead-letter receive, replay send, runtime counts need the Manage claim), "
         "Data Sender on each topic (a subscription's replayed copy); no payload or table access.",
         "operator_principals"),
+    Key("groupGrants", "list of `{name, groupId, tenants}`, optional `purposes`, `classifications`",
+        "Access-table grants by Entra group: any caller whose token's `groups` claim holds `groupId` may "
+        "use `tenants` (ids or `prefix*`), `purposes` and `classifications` (default all). Any entry "
+        "makes the API's app registration emit group claims (`SecurityGroup`); the caller still needs "
+        "an app role for the route.", "group_grants"),
     Key("owner", "tag value", "`owner` tag on every resource that takes tags.", "owner"),
     Key("costCenter", "tag value", "`costCenter` tag on every resource that takes tags.", "cost_center"),
     Key("functionMaximumInstances", "integer 40-1000", "Flex Consumption scale-out limit.",

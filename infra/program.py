@@ -61,8 +61,10 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
     # the app settings that claimcheck.auth and claimcheck.access read.
     callers = api_callers(settings)
     api = ApiIdentity(f"{prefix}-api", environment=settings.environment,
-                      tenant_id=authorization.get_client_config_output().tenant_id, callers=callers)
-    access_table = AccessTable(tuple(grant for caller in callers if (grant := caller.grant()) is not None))
+                      tenant_id=authorization.get_client_config_output().tenant_id, callers=callers,
+                      group_claims=bool(settings.group_grants))
+    access_table = AccessTable(tuple(grant for caller in callers if (grant := caller.grant()) is not None)
+                               + settings.group_grants)
     auth = pulumi.Output.all(api.issuer, api.audiences, api.jwks_uri).apply(
         lambda values: ApiAuth(issuer=values[0], audiences=values[1], jwks_uri=values[2],
                                access_table=access_table))

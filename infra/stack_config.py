@@ -119,6 +119,9 @@ class StackSettings:
     # Always-ready instances of the documents consumer (Flex Consumption): no cold start under load.
     consumer_always_ready: int
     topology: Topology
+    # Access-table grants by Entra group (the token's `groups` claim): any caller in the group gets the
+    # grant's tenants, purposes and classifications. Any such grant turns on the API's group claims.
+    group_grants: tuple[AccessGrant, ...] = ()
 
 
 def stack_slug(stack: str) -> str:
@@ -174,6 +177,7 @@ def load_settings(config: Mapping[str, Any], stack: str) -> StackSettings:
         require_infrastructure_encryption=reader.boolean("requireInfrastructureEncryption", True),
         consumer_always_ready=reader.integer("consumerAlwaysReady", 0, 0, 100),
         topology=load_topology(reader.mapping("topology")),
+        group_grants=reader.group_grants("groupGrants"),
     )
     reader.reject_unknown()
     _refuse_contradictions(settings)
@@ -293,6 +297,35 @@ class _Reader:
         if len({principal.name for principal in principals}) != len(principals):
             raise StackConfigError(f"{PROJECT}:{key}: principal names must be unique")
         return tuple(principals)
+
+    def group_grants(self, key: str) -> tuple[AccessGrant, ...]:
+        """Grants by group object id, checked by the parser the Function App uses on the app setting."""
+        value = self._get(key)
+        if value is None:
+            return ()
+        form = ("a list of {name: <lower-case-name>, groupId: <GUID of an Entra group>, tenants: [...], "
+                "optional purposes, classifications: lists of strings}")
+        if not isinstance(value, list):
+            raise StackConfigError(f"{PROJECT}:{key}: expected {form}, got {value!r}")
+        grants: list[AccessGrant] = []
+        for index, entry in enumerate(value):
+            where = f"{PROJECT}:{key}[{index}]"
+            allowed = {"name", "groupId", "tenants", "purposes", "classifications"}
+            if not isinstance(entry, Mapping) or not {"name", "groupId", "tenants"} <= set(entry) <= allowed:
+                raise StackConfigError(f"{where}: expected {form}, got {entry!r}")
+            if not isinstance(entry["name"], str) or not _LOGICAL_NAME.fullmatch(entry["name"]):
+                raise StackConfigError(f"{where}.name: {entry['name']!r} must be 1-31 lower-case letters, "
+                                       "digits or '-', starting with a letter")
+            group = _guid(entry["groupId"], f"{where}.groupId")
+            grant = {"group": group, **{k: v for k, v in entry.items() if k != "groupId"}}
+            try:
+                grants.extend(AccessTable.parse(json.dumps([grant])).grants)
+            except SettingsError as error:
+                detail = str(error).replace("CLAIMCHECK_ACCESS_TABLE[0]", "grant")
+                raise StackConfigError(f"{where}: {detail}") from None
+        if len({grant.name for grant in grants}) != len(grants):
+            raise StackConfigError(f"{PROJECT}:{key}: grant names must be unique")
+        return tuple(grants)
 
     def reject_unknown(self) -> None:
         unknown = sorted(set(self._config) - self._read)

@@ -45,13 +45,17 @@ def entra_jwks_uri(tenant_id: str) -> str:
 
 class ApiIdentity(pulumi.ComponentResource):
     def __init__(self, name: str, *, environment: str, tenant_id: pulumi.Input[str],
-                 callers: Sequence[ProducerPrincipal], opts: pulumi.ResourceOptions | None = None) -> None:
+                 callers: Sequence[ProducerPrincipal], group_claims: bool = False,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("claimcheck:identity:ApiIdentity", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.registration = azuread.ApplicationRegistration(
             f"{name}-app", display_name=f"claimcheck-api-{environment}", sign_in_audience="AzureADMyOrg",
             # v2.0 tokens: iss https://login.microsoftonline.com/<tenant>/v2.0, azp = the caller's client id.
-            requested_access_token_version=2, opts=child)
+            requested_access_token_version=2,
+            # The `groups` claim, for access-table grants by group (stack config groupGrants); off
+            # otherwise, so tokens do not carry group ids nobody checks.
+            group_membership_claims=["SecurityGroup"] if group_claims else None, opts=child)
         self.roles = {
             role: azuread.ApplicationAppRole(
                 f"{name}-role-{role.value.lower().replace('.', '-')}", application_id=self.registration.id,

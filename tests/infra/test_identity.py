@@ -24,7 +24,7 @@ from tests.infra.pulumi_harness import (
     ProgramRun,
     run_program,
 )
-from tests.infra.stacks import PRODUCER, stack_run
+from tests.infra.stacks import GROUP_GRANT, PRODUCER, stack_run
 
 SMOKE_OBJECT_ID = "7c1d2e3f-4a5b-4c6d-8e9f-0a1b2c3d4e5f"
 
@@ -83,9 +83,41 @@ def test_the_app_gets_the_token_gate_and_the_access_table_from_the_stack_config(
             "principal": PRODUCER["objectId"],
             "tenants": ["acme", "acme-eu"],
             "classifications": ["confidential", "internal"],
-        }
+        },
+        {
+            "name": "reviewers",
+            "group": GROUP_GRANT["groupId"],
+            "tenants": ["globex"],
+            "purposes": ["contract-review"],
+        },
     ]
     assert json.loads(_app_settings(stack_run("prod")[1])[ACCESS_TABLE_SETTING]) == []
+
+
+def test_group_grants_turn_on_the_apis_group_claims() -> None:
+    """Entra emits the `groups` claim the group grants match only when the registration asks for it."""
+    with_groups = stack_run("prod+producer")[1].one("ApplicationRegistration").inputs
+    assert with_groups["groupMembershipClaims"] == ["SecurityGroup"]
+    assert "groupMembershipClaims" not in stack_run("prod")[1].one("ApplicationRegistration").inputs
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"groupId": "not-a-guid"}, "groupId"),
+        ({"groupId": "00000000-0000-0000-0000-000000000000"}, "placeholder"),
+        ({"tenants": []}, "tenants"),
+        ({"tenants": ["acme"], "classifications": ["secret"]}, "classifications"),
+        ({"principal": "x"}, "expected a list"),
+        ({"name": "Reviewers"}, "name"),
+    ],
+)
+def test_a_bad_group_grant_is_refused_naming_it(change: dict[str, Any], named: str) -> None:
+    entry = {**GROUP_GRANT, **change}
+    with pytest.raises(StackConfigError, match=rf"claimcheck:groupGrants\[0\].*{named}"):
+        load_settings({"groupGrants": [entry]}, "dev")
+    with pytest.raises(StackConfigError, match="unique"):
+        load_settings({"groupGrants": [GROUP_GRANT, GROUP_GRANT]}, "dev")
 
 
 def test_callers_find_the_audience_client_id_issuer_and_roles_in_the_outputs() -> None:
