@@ -57,8 +57,16 @@ KEYS: tuple[Key, ...] = (
         "service_bus_sku"),
     Key("serviceBusCapacity", _choices(PREMIUM_CAPACITIES), "Premium messaging units (ignored on "
         "Standard).", "service_bus_capacity"),
-    Key("publicNetworkAccess", _choices(PUBLIC_NETWORK_ACCESS), "Namespace network access; anything but "
-        "`Enabled` needs Premium and private endpoints (not provisioned here).", "public_network_access"),
+    Key("privateNetworking", "boolean", "VNet, private endpoints and privatelink DNS zones for the "
+        "namespace and both storage accounts, their public network access off, and Flex Consumption VNet "
+        "integration. Needs Premium.", "private_networking"),
+    Key("vnetAddressSpace", "private IPv4 CIDR, /23 or larger", "The VNet's address space (with "
+        "`privateNetworking`): its first /24 holds the private endpoints, the second the Function App's "
+        "integration.", "vnet_address_space"),
+    Key("publicNetworkAccess", _choices(PUBLIC_NETWORK_ACCESS), "Public network access of the namespace "
+        "and both storage accounts; `Disabled` goes with `privateNetworking` (contradictions refused), "
+        "anything but `Enabled` needs Premium.", derived_default="`Disabled` with `privateNetworking`, "
+        "else `Enabled`"),
     Key("storageSku", _choices(STORAGE_SKUS), "Redundancy of both storage accounts.", "storage_sku"),
     Key("blobDeleteRetentionDays", "integer 1-365", "Blob soft-delete retention.",
         "blob_delete_retention_days"),

@@ -15,6 +15,7 @@ from infra.components.access import Access, Grant
 from infra.components.function_app import FunctionApp
 from infra.components.identity import ApiIdentity
 from infra.components.messaging import Messaging
+from infra.components.network import PrivateNetwork, PrivateTarget
 from infra.components.observability import Alerts, Monitoring
 from infra.components.storage import PayloadStorage
 from infra.roles import PAYLOAD_OPERATOR, PAYLOAD_WRITER, BuiltInRole
@@ -51,9 +52,13 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
                           sku=settings.service_bus_sku, capacity=settings.service_bus_capacity,
                           public_network_access=settings.public_network_access, topology=topology,
                           zone_redundant=settings.zone_redundant, namespace_opts=stateful, opts=tagged)
+    network = (PrivateNetwork(f"{prefix}-network", resource_group_name=rg, location=location,
+                              address_space=settings.vnet_address_space, opts=tagged)
+               if settings.private_networking else None)
     payloads = PayloadStorage(f"{prefix}-storage", resource_group_name=rg, location=location,
                               sku=settings.storage_sku, account_logical_name=f"ccpay{short_env}",
                               infrastructure_encryption=settings.require_infrastructure_encryption,
+                              public_network_access=settings.public_network_access,
                               blob_delete_retention_days=settings.blob_delete_retention_days,
                               container_delete_retention_days=settings.container_delete_retention_days,
                               topology=topology, account_opts=stateful, opts=tagged)
@@ -80,7 +85,16 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
                             zone_redundant=settings.zone_redundant,
                             infrastructure_encryption=settings.require_infrastructure_encryption,
                             consumer_always_ready=settings.consumer_always_ready,
+                            public_network_access=settings.public_network_access,
+                            integration_subnet_id=network.integration_subnet.id if network else None,
                             opts=tagged)
+    if network is not None:
+        # What each resource serves the app: the namespace (AMQP and management); blobs and tables of
+        # payloads; blobs (package, host state, timer leases), queues and tables of the host account.
+        for target in (PrivateTarget("servicebus", messaging.namespace.id, ("namespace",)),
+                       PrivateTarget("payloads", payloads.account.id, ("blob", "table")),
+                       PrivateTarget("host", functions.host_account.id, ("blob", "queue", "table"))):
+            network.connect(target)
 
     bindings = topology.bindings
     documents_queue = messaging.queues[bindings.documents_queue].id
@@ -160,6 +174,7 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
         "apiClientId": api.registration.client_id,
         "apiIssuer": api.issuer,
         "apiAppRoles": [role.value for role in api.roles],
+        "privateNetworking": settings.private_networking,
     }
     for key, value in outputs.items():
         pulumi.export(key, value)

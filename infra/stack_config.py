@@ -7,6 +7,7 @@ expected form. Keys are camelCase, as Pulumi stack files write them. The topolog
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 import uuid
@@ -93,6 +94,10 @@ class StackSettings:
     service_bus_sku: str
     service_bus_capacity: int
     public_network_access: str
+    # VNet, private endpoints and privatelink DNS for the namespace and both accounts, public network
+    # access off, Flex Consumption VNet integration (infra/components/network.py).
+    private_networking: bool
+    vnet_address_space: str
     storage_sku: str
     blob_delete_retention_days: int
     container_delete_retention_days: int
@@ -139,7 +144,19 @@ def load_settings(config: Mapping[str, Any], stack: str) -> StackSettings:
     environment = reader.string("environment", stack.lower(), _ENVIRONMENT,
                                 "1-16 lower-case letters, digits or '-', starting with a letter")
     sku = reader.choice("serviceBusSku", "Standard", SERVICE_BUS_SKUS)
-    public_access = reader.choice("publicNetworkAccess", "Enabled", PUBLIC_NETWORK_ACCESS)
+    private = reader.boolean("privateNetworking", False)
+    public_access = reader.choice("publicNetworkAccess", "Disabled" if private else "Enabled",
+                                  PUBLIC_NETWORK_ACCESS)
+    if private and sku != "Premium":
+        raise StackConfigError(f"{PROJECT}:privateNetworking: true needs {PROJECT}:serviceBusSku 'Premium' "
+                               f"(private endpoints are a Premium feature), got {sku!r}")
+    if private and public_access == "Enabled":
+        raise StackConfigError(f"{PROJECT}:publicNetworkAccess: 'Enabled' contradicts "
+                               f"{PROJECT}:privateNetworking: true; omit it or set 'Disabled'")
+    if not private and public_access == "Disabled":
+        raise StackConfigError(f"{PROJECT}:publicNetworkAccess: 'Disabled' without {PROJECT}:"
+                               "privateNetworking leaves the app no path to the namespace and storage; "
+                               "set privateNetworking")
     if sku != "Premium" and public_access != "Enabled":
         raise StackConfigError(
             f"{PROJECT}:publicNetworkAccess: {public_access!r} needs claimcheck:serviceBusSku 'Premium' "
@@ -159,6 +176,8 @@ def load_settings(config: Mapping[str, Any], stack: str) -> StackSettings:
         service_bus_sku=sku,
         service_bus_capacity=capacity,
         public_network_access=public_access,
+        private_networking=private,
+        vnet_address_space=reader.cidr("vnetAddressSpace", "10.60.0.0/22"),
         storage_sku=reader.choice("storageSku", "Standard_LRS", STORAGE_SKUS),
         blob_delete_retention_days=reader.integer("blobDeleteRetentionDays", 7, 1, 365),
         container_delete_retention_days=reader.integer("containerDeleteRetentionDays", 7, 1, 365),
@@ -251,6 +270,19 @@ class _Reader:
             raise StackConfigError(f"{PROJECT}:{key}: {value!r} is invalid; expected a whole number "
                                    f"from {low} to {high}")
         return value
+
+    def cidr(self, key: str, default: str) -> str:
+        """An IPv4 private address space large enough for two /24 subnets."""
+        value = self._get(key)
+        value = default if value is None else value
+        try:
+            network = ipaddress.IPv4Network(value) if isinstance(value, str) else None
+        except ValueError:
+            network = None
+        if network is None or not network.is_private or network.prefixlen > 23:
+            raise StackConfigError(f"{PROJECT}:{key}: {value!r} is invalid; expected a private IPv4 CIDR "
+                                   "of /23 or larger such as '10.60.0.0/22' (two /24 subnets)")
+        return str(network)
 
     def mapping(self, key: str) -> Mapping[str, Any]:
         value = self._get(key)

@@ -36,7 +36,8 @@ class FunctionApp(pulumi.ComponentResource):
                  payload_table_endpoint: pulumi.Input[str],
                  app_insights_connection_string: pulumi.Input[str], maximum_instances: int,
                  instance_memory_mb: int, auth: pulumi.Input[ApiAuth], zone_redundant: bool,
-                 infrastructure_encryption: bool, consumer_always_ready: int,
+                 infrastructure_encryption: bool, consumer_always_ready: int, public_network_access: str,
+                 integration_subnet_id: pulumi.Input[str] | None = None,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("claimcheck:functions:FunctionApp", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
@@ -46,6 +47,7 @@ class FunctionApp(pulumi.ComponentResource):
                                                    resource_group_name=resource_group_name,
                                                    location=location, sku=storage_sku,
                                                    infrastructure_encryption=infrastructure_encryption,
+                                                   public_network_access=public_network_access,
                                                    opts=child)
         self.deployment_container = storage.BlobContainer(
             f"{name}-deployment", resource_group_name=resource_group_name,
@@ -77,6 +79,9 @@ class FunctionApp(pulumi.ComponentResource):
             kind="functionapp,linux",
             server_farm_id=self.plan.id,
             https_only=True,
+            # Flex Consumption VNet integration: outbound calls leave through the delegated subnet and
+            # resolve the namespace and accounts to their private endpoints (privatelink DNS zones).
+            virtual_network_subnet_id=integration_subnet_id,
             client_affinity_enabled=False,
             identity=web.ManagedServiceIdentityArgs(type=web.ManagedServiceIdentityType.USER_ASSIGNED,
                                                     user_assigned_identities=[self.identity.id]),

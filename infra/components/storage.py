@@ -10,7 +10,7 @@ from infra.topology import LifecycleSpec, Topology
 
 
 def secure_storage_account(logical_name: str, *, resource_group_name: pulumi.Input[str], location: str,
-                           sku: str, infrastructure_encryption: bool,
+                           sku: str, infrastructure_encryption: bool, public_network_access: str,
                            opts: pulumi.ResourceOptions) -> storage.StorageAccount:
     """A StorageV2 account that only accepts Entra-authenticated HTTPS (TLS 1.2) requests."""
     return storage.StorageAccount(
@@ -29,6 +29,8 @@ def secure_storage_account(logical_name: str, *, resource_group_name: pulumi.Inp
         minimum_tls_version=storage.MinimumTlsVersion.TLS1_2,
         is_local_user_enabled=False,
         is_sftp_enabled=False,
+        # "Disabled" with private networking: only the VNet's private endpoints reach the account.
+        public_network_access=public_network_access,
         # Microsoft-managed keys, and with `infrastructure_encryption` a second AES-256 layer at the
         # infrastructure level: Azure accepts it only when the account is created.
         encryption=storage.EncryptionArgs(
@@ -45,7 +47,8 @@ def secure_storage_account(logical_name: str, *, resource_group_name: pulumi.Inp
 
 class PayloadStorage(pulumi.ComponentResource):
     def __init__(self, name: str, *, resource_group_name: pulumi.Input[str], location: str, sku: str,
-                 account_logical_name: str, infrastructure_encryption: bool, blob_delete_retention_days: int,
+                 account_logical_name: str, infrastructure_encryption: bool, public_network_access: str,
+                 blob_delete_retention_days: int,
                  container_delete_retention_days: int, topology: Topology,
                  account_opts: pulumi.ResourceOptions | None = None,
                  opts: pulumi.ResourceOptions | None = None) -> None:
@@ -54,6 +57,7 @@ class PayloadStorage(pulumi.ComponentResource):
         self.account = secure_storage_account(account_logical_name, resource_group_name=resource_group_name,
                                               location=location, sku=sku,
                                               infrastructure_encryption=infrastructure_encryption,
+                                              public_network_access=public_network_access,
                                               opts=child.merge(account_opts))
         account_name = self.account.name
         self.blob_service = storage.BlobServiceProperties(

@@ -47,6 +47,13 @@ def _data_roles_at_entity_scope(args: StackValidationArgs, report_violation: Rep
         report_violation(problem, resources[index].urn)
 
 
+def _production_data_services_private(args: ResourceValidationArgs,
+                                      report_violation: ReportViolation) -> None:
+    if args.resource_type in rules.DATA_SERVICE_TYPES:
+        for problem in rules.production_public_access_violations(args.props):
+            report_violation(problem, None)
+
+
 def build_policy_pack() -> PolicyPack:
     return PolicyPack(
         name="claimcheck-security",
@@ -75,6 +82,10 @@ def build_policy_pack() -> PolicyPack:
                                      "Custom roles name their data actions (no wildcard, no management "
                                      "actions) and are assignable no wider than a resource group.",
                                      _for_type("azure-native:authorization:RoleDefinition")),
+            ResourceValidationPolicy("production-data-services-private",
+                                     "In a stack tagged environment=prod, the Service Bus namespace and "
+                                     "the storage accounts disable public network access.",
+                                     _production_data_services_private),
             StackValidationPolicy("rbac-data-roles-at-entity-scope",
                                   "Data roles sit on the queue, topic, container or table, never on a "
                                   "namespace, account, resource group or subscription.",

@@ -40,6 +40,23 @@ def servicebus_namespace_violations(props: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+# Environments whose data services must be private (the `environment` tag infra/tags.py sets).
+PRODUCTION_ENVIRONMENTS = ("prod", "production")
+DATA_SERVICE_TYPES = ("azure-native:servicebus:Namespace", "azure-native:storage:StorageAccount")
+
+
+def production_public_access_violations(props: Mapping[str, Any]) -> list[str]:
+    """A data service of a production stack (tag environment=prod) refuses public network access."""
+    tags = props.get("tags")
+    if is_unknown(tags) or not isinstance(tags, Mapping):
+        return []
+    environment, access = tags.get("environment"), props.get("publicNetworkAccess")
+    if environment not in PRODUCTION_ENVIRONMENTS or is_unknown(access) or access == "Disabled":
+        return []
+    return [f"a production stack's data service must set publicNetworkAccess: Disabled (private endpoints "
+            f"only, claimcheck:privateNetworking), got {access!r}"]
+
+
 def storage_account_violations(props: Mapping[str, Any]) -> list[str]:
     required: dict[str, tuple[object, str]] = {
         "allowSharedKeyAccess": (False, "shared-key (account key and SAS) access off"),

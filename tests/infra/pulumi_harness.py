@@ -61,7 +61,7 @@ _NAME_INPUTS = {
     "Subscription": "subscriptionName", "Rule": "ruleName", "BlobContainer": "containerName",
     "Table": "tableName", "ManagementPolicy": "managementPolicyName",
     "BlobServiceProperties": "blobServicesName", "RoleAssignment": "roleAssignmentName",
-    "RoleDefinition": "roleDefinitionId",
+    "RoleDefinition": "roleDefinitionId", "Subnet": "subnetName", "PrivateZone": "privateZoneName",
 }
 
 
@@ -103,6 +103,12 @@ def _resource_id(args: pulumi.runtime.MockResourceArgs, name: str) -> str:
         "azure-native:storage:BlobContainer": lambda: f"{account}/blobServices/default/containers/{name}",
         "azure-native:storage:Table": lambda: f"{account}/tableServices/default/tables/{name}",
         "azure-native:storage:ManagementPolicy": lambda: f"{account}/managementPolicies/default",
+        "azure-native:network:VirtualNetwork": lambda: (
+            f"{group}/providers/Microsoft.Network/virtualNetworks/{name}"),
+        "azure-native:network:Subnet": lambda: (
+            f"{group}/providers/Microsoft.Network/virtualNetworks/{inputs.get('virtualNetworkName')}/subnets/{name}"),
+        "azure-native:privatedns:PrivateZone": lambda: (
+            f"{group}/providers/Microsoft.Network/privateDnsZones/{name}"),
         "azure-native:web:AppServicePlan": lambda: f"{group}/providers/Microsoft.Web/serverfarms/{name}",
         "azure-native:web:WebApp": lambda: f"{group}/providers/Microsoft.Web/sites/{name}",
         "azure-native:managedidentity:UserAssignedIdentity": lambda: (

@@ -50,7 +50,8 @@ def test_always_ready_names_the_apps_service_bus_consumer(stack: Stack) -> None:
 @pytest.mark.parametrize(
     ("change", "key"),
     [
-        ({"zoneRedundant": True, "serviceBusSku": "Standard"}, "claimcheck:zoneRedundant"),
+        ({"zoneRedundant": True, "serviceBusSku": "Standard", "privateNetworking": False},
+         "claimcheck:zoneRedundant"),
         ({"zoneRedundant": True, "storageSku": "Standard_LRS"}, "claimcheck:zoneRedundant"),
         ({"consumerAlwaysReady": 41, "functionMaximumInstances": 40}, "claimcheck:consumerAlwaysReady"),
     ],
