@@ -27,6 +27,7 @@ from scripts.ops_output import (
     print_record,
     print_table,
 )
+from scripts.ops_reconcile import reconcile, revoke
 from scripts.ops_release import deploy, smoke
 from scripts.ops_servicebus import (
     BusTarget,
@@ -364,6 +365,8 @@ def stats(
 
 app.command()(deploy)
 app.command()(smoke)
+app.command()(reconcile)
+app.command()(revoke)
 
 
 @app.callback()

@@ -176,6 +176,19 @@ class Reconciler:
         )
         return True
 
+    def revoke_work_item(self, work_item_id: str, *, why: str, by: str) -> int | None:
+        """Revoke reads of a work item's latest version (its stored object); ``by`` is the identity the
+        caller's credential proved, never one it stated. Returns the version, or None when there is
+        nothing readable to revoke (unknown work item, inline payload, object no longer readable)."""
+        item = self._work_items.get(work_item_id)
+        if item is None or not item.receipts:
+            return None
+        latest = item.receipts[-1]
+        ref, version = latest.get("payload_ref"), latest.get("version")
+        if not isinstance(ref, str) or not isinstance(version, int):
+            return None
+        return version if self.revoke(ref, why=f"{why}; revoked by {by}") else None
+
     def _reconcile(self, record: PayloadRecord, now: datetime, report: ReconciliationReport) -> None:
         if record.state is PayloadState.PREPARING:
             self._orphan(record, now, report)

@@ -1,0 +1,132 @@
+"""`claimcheck-ops reconcile` and `claimcheck-ops revoke`: the reconciler run on demand, and reads of a
+work item's payload revoked, directly against payload storage (and the bus for dead-letter counts).
+
+Who may: whoever the storage service lets write the registry. The identity recorded with a revocation
+is the one the credential proves — on Azure the token Entra ID issued to DefaultAzureCredential for
+Storage (its object id), locally the holder of Azurite's account key — never a name the caller types.
+The settings (table and container names, graces, alert age) come from the same environment variables
+the Function App reads (claimcheck/settings.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from scripts.ops_errors import OpsError
+from scripts.ops_output import print_json
+
+if TYPE_CHECKING:
+    from azure.core.credentials import TokenCredential
+    from claimcheck import ClaimCheck
+
+StorageOption = Annotated[
+    str | None,
+    typer.Option(
+        "--storage-connection-string",
+        envvar="CLAIMCHECK_STORAGE_CONNECTION",
+        show_default=False,
+        help="Payload storage connection string (local Azurite). Never printed.",
+    ),
+]
+BlobUriOption = Annotated[
+    str | None,
+    typer.Option(
+        "--blob-service-uri", envvar="CLAIMCHECK_BLOB_SERVICE_URI", help="Azure: payload blob endpoint."
+    ),
+]
+TableUriOption = Annotated[
+    str | None,
+    typer.Option("--table-service-uri", envvar="CLAIMCHECK_TABLE_SERVICE_URI", help="Azure: table endpoint."),
+]
+LOCAL_KEY_HOLDER = "storage account key holder (connection string)"
+
+
+class _NoPublishing:
+    """Reconciliation and revocation publish nothing; a publish here would be a bug."""
+
+    def publish(self, destination: str, message: object) -> None:
+        raise OpsError("reconciliation does not publish messages")
+
+
+def _storage(
+    connection: str | None, blob_uri: str | None, table_uri: str | None
+) -> tuple[dict[str, Any], str]:
+    """ClaimCheck storage arguments and the identity the credential proves."""
+    if connection:
+        return {"storage_connection": connection}, LOCAL_KEY_HOLDER
+    if not (blob_uri and table_uri):
+        raise OpsError(
+            "give --storage-connection-string (local) or both --blob-service-uri and"
+            " --table-service-uri (Azure)"
+        )
+    from azure.identity import DefaultAzureCredential
+
+    credential = DefaultAzureCredential()
+    arguments = {"blob_service_uri": blob_uri, "table_service_uri": table_uri, "credential": credential}
+    return arguments, proven_identity(credential)
+
+
+def proven_identity(credential: TokenCredential) -> str:
+    """The object id (else app id / upn) in the Storage token Entra ID issued to ``credential``. Read
+    from our own freshly issued token, not validated again: Storage validates it on every request."""
+    token = credential.get_token("https://storage.azure.com/.default").token
+    try:
+        claims_segment = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(claims_segment + "=" * (-len(claims_segment) % 4)))
+    except (IndexError, ValueError):
+        raise OpsError("the storage token is not a JWT: cannot tell who is acting") from None
+    for name in ("oid", "appid", "upn"):
+        if isinstance(claims.get(name), str):
+            return f"{name}:{claims[name]}"
+    raise OpsError("the storage token names no oid, appid or upn: cannot tell who is acting")
+
+
+def _claimcheck(storage: dict[str, Any]) -> ClaimCheck:
+    from claimcheck import ClaimCheck
+    from claimcheck.settings import Settings, SettingsError
+
+    try:
+        settings = Settings.from_env(os.environ)
+    except SettingsError as exc:
+        raise OpsError(str(exc)) from None
+    return ClaimCheck.from_settings(settings, bus=_NoPublishing(), **storage)
+
+
+def reconcile(
+    storage_connection_string: StorageOption = None,
+    blob_service_uri: BlobUriOption = None,
+    table_service_uri: TableUriOption = None,
+) -> None:
+    """Run the reconciler once now (what the timer does every five minutes) and print its report:
+    orphans, finished activations and cleanups, missing objects, errors and alerts (references and
+    work item ids only, never payload bytes)."""
+    storage, _ = _storage(storage_connection_string, blob_service_uri, table_service_uri)
+    report = _claimcheck(storage).reconciler.run()
+    print_json(report.to_dict())
+
+
+def revoke(
+    work_item_id: Annotated[str, typer.Argument(help="The work item whose latest version to revoke.")],
+    reason: Annotated[str, typer.Option("--reason", help="Why (e.g. an incident id); logged.")],
+    storage_connection_string: StorageOption = None,
+    blob_service_uri: BlobUriOption = None,
+    table_service_uri: TableUriOption = None,
+) -> None:
+    """Block every further read of a work item's latest stored object (deliveries dead-letter
+    access_denied); the object and its metadata are kept for the investigation. The identity recorded
+    is the one your storage credential proves."""
+    if not reason.strip():
+        raise OpsError("--reason must say why")
+    storage, identity = _storage(storage_connection_string, blob_service_uri, table_service_uri)
+    version = _claimcheck(storage).reconciler.revoke_work_item(work_item_id, why=reason, by=identity)
+    if version is None:
+        raise OpsError(
+            f"nothing to revoke for work item {work_item_id}: unknown, inline, or its object is"
+            " no longer readable"
+        )
+    print_json({"work_item_id": work_item_id, "version": version, "revoked": True, "revoked_by": identity})

@@ -1,0 +1,130 @@
+"""`claimcheck-ops reconcile` and `claimcheck-ops revoke` against Azurite with the real Storage SDKs."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import replace
+
+import pytest
+from azure.data.tables import TableServiceClient
+from azure.storage.blob import BlobServiceClient
+from claimcheck import ClaimCheck, DeadLetter, DeadLetterReason, InboundMessage, Settings
+from claimcheck.settings import DOCUMENTS_QUEUE
+from claimcheck.testing import InMemoryBus
+
+from scripts.ops_reconcile import LOCAL_KEY_HOLDER
+from tests.integration.ops.cli import run_main, run_ops
+
+DOCUMENT = b"The Supplier shall deliver the goods. " * 1000
+
+
+def _settings_env(settings: Settings) -> dict[str, str]:
+    return {
+        "CLAIMCHECK_ENVIRONMENT": settings.environment,
+        "CLAIMCHECK_PAYLOAD_CONTAINER": settings.payload_container,
+        "CLAIMCHECK_REGISTRY_TABLE": settings.registry_table,
+        "CLAIMCHECK_IDEMPOTENCY_TABLE": settings.idempotency_table,
+        "CLAIMCHECK_WORK_ITEMS_TABLE": settings.work_items_table,
+        "CLAIMCHECK_AUDIT_TABLE": settings.audit_table,
+        "CLAIMCHECK_RESULTS_TABLE": settings.results_table,
+    }
+
+
+@pytest.fixture
+def world(storage_connection_string: str) -> tuple[ClaimCheck, InMemoryBus, dict[str, str]]:
+    suffix = uuid.uuid4().hex[:10]
+    settings = replace(
+        Settings(environment="test"),
+        payload_container=f"payloads-{suffix}",
+        registry_table=f"registry{suffix}",
+        idempotency_table=f"idempotency{suffix}",
+        work_items_table=f"workitems{suffix}",
+        audit_table=f"audit{suffix}",
+        results_table=f"results{suffix}",
+    )
+    bus = InMemoryBus()
+    claimcheck = ClaimCheck.from_settings(settings, storage_connection=storage_connection_string, bus=bus)
+    env = _settings_env(settings) | {"CLAIMCHECK_STORAGE_CONNECTION": storage_connection_string}
+    return claimcheck, bus, env
+
+
+def _submit(claimcheck: ClaimCheck, work_item_id: str) -> str:
+    receipt = claimcheck.producer.submit(
+        DOCUMENT,
+        tenant_id="tenant-a",
+        purpose="contract-review",
+        classification="restricted",
+        content_type="text/plain",
+        work_item_id=work_item_id,
+    )
+    assert receipt.payload_ref is not None
+    return receipt.payload_ref
+
+
+def test_reconcile_prints_the_report(
+    world: tuple[ClaimCheck, InMemoryBus, dict[str, str]], storage_connection_string: str
+) -> None:
+    """A registered object deleted behind the app's back is flagged missing by the command's run."""
+    claimcheck, _, env = world
+    ref = _submit(claimcheck, "wi-ops-missing")
+    container = BlobServiceClient.from_connection_string(storage_connection_string).get_container_client(
+        env["CLAIMCHECK_PAYLOAD_CONTAINER"]
+    )
+    container.delete_blob(ref)
+    result = run_ops("reconcile", env=env)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["flagged_missing"] == [ref]
+    assert report["errors"] == []
+    assert any("payload_missing" in alert for alert in report["alerts"])
+    assert "Supplier" not in result.output
+
+
+def test_revoke_blocks_reads_and_records_the_proven_identity(
+    world: tuple[ClaimCheck, InMemoryBus, dict[str, str]],
+    storage_connection_string: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The work item's latest object is revoked (a delivery dead-letters access_denied, the object
+    stays); the identity logged is the credential's, not a typed name; a second revoke is an error."""
+    claimcheck, bus, env = world
+    ref = _submit(claimcheck, "wi-ops-revoke")
+    result = run_ops("revoke", "wi-ops-revoke", "--reason", "investigation INC-7", env=env)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == {
+        "work_item_id": "wi-ops-revoke",
+        "version": 1,
+        "revoked": True,
+        "revoked_by": LOCAL_KEY_HOLDER,
+    }
+    assert any(
+        "investigation INC-7; revoked by " + LOCAL_KEY_HOLDER in record.getMessage()
+        for record in caplog.records
+    )
+    (sent,) = bus.messages(DOCUMENTS_QUEUE)
+    outcome = claimcheck.consumer.handle(
+        InboundMessage(
+            body=sent.body, message_id=sent.message_id, delivery_count=1, session_id=sent.session_id
+        )
+    )
+    assert isinstance(outcome, DeadLetter)
+    assert outcome.reason is DeadLetterReason.ACCESS_DENIED
+    tables = TableServiceClient.from_connection_string(storage_connection_string)
+    (row,) = tables.get_table_client(env["CLAIMCHECK_REGISTRY_TABLE"]).list_entities()
+    assert (row["PartitionKey"], row["state"]) == (ref, "access_denied")
+
+
+def test_revoke_refuses_what_it_cannot_revoke(
+    world: tuple[ClaimCheck, InMemoryBus, dict[str, str]],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An unknown work item and an empty reason are one error line each and exit 1."""
+    _, _, env = world
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert run_main("revoke", "wi-never-seen", "--reason", "INC-8") == 1
+    assert "error: nothing to revoke for work item wi-never-seen" in capsys.readouterr().err
+    assert run_main("revoke", "wi-never-seen", "--reason", " ") == 1
+    assert "error: --reason must say why" in capsys.readouterr().err
