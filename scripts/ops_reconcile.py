@@ -23,6 +23,7 @@ from scripts.ops_output import print_json
 if TYPE_CHECKING:
     from azure.core.credentials import TokenCredential
     from claimcheck import ClaimCheck
+    from claimcheck.deadletters import DeadLetterSource
 
 StorageOption = Annotated[
     str | None,
@@ -42,6 +43,31 @@ BlobUriOption = Annotated[
 TableUriOption = Annotated[
     str | None,
     typer.Option("--table-service-uri", envvar="CLAIMCHECK_TABLE_SERVICE_URI", help="Azure: table endpoint."),
+]
+BusConnectionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--connection-string",
+        envvar="CLAIMCHECK_SERVICEBUS_CONNECTION",
+        show_default=False,
+        help="Service Bus connection string (the local emulator's), for dead-letter counts. Never printed.",
+    ),
+]
+BusNamespaceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--namespace",
+        envvar="CLAIMCHECK_SERVICEBUS_NAMESPACE",
+        help="Namespace FQDN for dead-letter counts; signs in with DefaultAzureCredential.",
+    ),
+]
+ManagementOption = Annotated[
+    str | None,
+    typer.Option(
+        "--management-connection-string",
+        envvar="CLAIMCHECK_SERVICEBUS_MANAGEMENT_CONNECTION",
+        help="Emulator only: its management connection string (as for `stats`).",
+    ),
 ]
 LOCAL_KEY_HOLDER = "storage account key holder (connection string)"
 
@@ -86,7 +112,7 @@ def proven_identity(credential: TokenCredential) -> str:
     raise OpsError("the storage token names no oid, appid or upn: cannot tell who is acting")
 
 
-def _claimcheck(storage: dict[str, Any]) -> ClaimCheck:
+def _claimcheck(storage: dict[str, Any], dead_letters: DeadLetterSource | None = None) -> ClaimCheck:
     from claimcheck import ClaimCheck
     from claimcheck.settings import Settings, SettingsError
 
@@ -94,19 +120,41 @@ def _claimcheck(storage: dict[str, Any]) -> ClaimCheck:
         settings = Settings.from_env(os.environ)
     except SettingsError as exc:
         raise OpsError(str(exc)) from None
-    return ClaimCheck.from_settings(settings, bus=_NoPublishing(), **storage)
+    return ClaimCheck.from_settings(settings, bus=_NoPublishing(), dead_letters=dead_letters, **storage)
 
 
 def reconcile(
     storage_connection_string: StorageOption = None,
     blob_service_uri: BlobUriOption = None,
     table_service_uri: TableUriOption = None,
+    connection_string: BusConnectionOption = None,
+    namespace: BusNamespaceOption = None,
+    management_connection_string: ManagementOption = None,
 ) -> None:
     """Run the reconciler once now (what the timer does every five minutes) and print its report:
     orphans, finished activations and cleanups, missing objects, errors and alerts (references and
-    work item ids only, never payload bytes)."""
+    work item ids only, never payload bytes). With a Service Bus (--connection-string or --namespace)
+    the report also holds every queue's and subscription's dead-letter count and oldest age, read as
+    `stats` reads its counts, with an alert past CLAIMCHECK_DEAD_LETTER_ALERT_AGE_SECONDS."""
     storage, _ = _storage(storage_connection_string, blob_service_uri, table_service_uri)
-    report = _claimcheck(storage).reconciler.run()
+    if not (connection_string or namespace):
+        print_json(_claimcheck(storage).reconciler.run().to_dict())
+        return
+    from claimcheck.adapters.busadmin import ServiceBusDeadLetters
+
+    from scripts.ops_servicebus import BusTarget
+    from scripts.ops_stats import administration_client_for
+
+    target = BusTarget(connection_string=connection_string or None, namespace=namespace or None)
+    with administration_client_for(target, management_connection_string) as admin, target.client() as client:
+        queues = [queue.name for queue in admin.list_queues()]
+        subscriptions = [
+            (topic.name, subscription.name)
+            for topic in admin.list_topics()
+            for subscription in admin.list_subscriptions(topic.name)
+        ]
+        source = ServiceBusDeadLetters(admin, client, queues=queues, subscriptions=subscriptions)
+        report = _claimcheck(storage, source).reconciler.run()
     print_json(report.to_dict())
 
 

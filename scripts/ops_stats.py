@@ -50,6 +50,11 @@ def management_connection_string(target: BusTarget, management: str | None) -> s
     return _ENDPOINT.sub(lambda m: f"{m.group(1)}:{EMULATOR_MANAGEMENT_PORT};", target.connection_string, 1)
 
 
+def administration_client_for(target: BusTarget, management: str | None) -> ServiceBusAdministrationClient:
+    """The administration client `stats` uses; `reconcile` reads its dead-letter counts with it too."""
+    return _client(target, management)
+
+
 def _client(target: BusTarget, management: str | None) -> ServiceBusAdministrationClient:
     # An operator is waiting at a terminal: one quick retry instead of the SDK's long ones.
     retry: dict[str, Any] = {"retry_total": 1, "retry_backoff_factor": 0.5, "retry_backoff_max": 2}

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from azure.data.tables import TableServiceClient
@@ -14,7 +16,9 @@ from claimcheck.settings import DOCUMENTS_QUEUE
 from claimcheck.testing import InMemoryBus
 
 from scripts.ops_reconcile import LOCAL_KEY_HOLDER
+from tests.integration.ops.bus import dead_letter_from_queue
 from tests.integration.ops.cli import run_main, run_ops
+from tests.integration.ops.emulator import running_emulator
 
 DOCUMENT = b"The Supplier shall deliver the goods. " * 1000
 
@@ -128,3 +132,35 @@ def test_revoke_refuses_what_it_cannot_revoke(
     assert "error: nothing to revoke for work item wi-never-seen" in capsys.readouterr().err
     assert run_main("revoke", "wi-never-seen", "--reason", " ") == 1
     assert "error: --reason must say why" in capsys.readouterr().err
+
+
+def test_reconcile_reports_dead_letters_per_entity_with_an_alert_past_the_age(
+    world: tuple[ClaimCheck, InMemoryBus, dict[str, str]], tmp_path: Path
+) -> None:
+    """With a Service Bus given, the report holds each queue's and subscription's dead-letter count
+    and oldest age (read through the management plane as `stats` reads), and an ALERT past the age."""
+    _, _, env = world
+    with running_emulator(tmp_path) as emulator:
+        dead_letter_from_queue(emulator.connection, session_id=f"wi-{uuid.uuid4().hex[:8]}")
+        time.sleep(2)  # the alert age below is 1 s: let the dead letter grow older than it
+        result = run_ops(
+            "reconcile",
+            "--connection-string",
+            emulator.connection,
+            env=env
+            | {
+                "CLAIMCHECK_SERVICEBUS_MANAGEMENT_CONNECTION": emulator.management,
+                "CLAIMCHECK_DEAD_LETTER_ALERT_AGE_SECONDS": "1",
+            },
+        )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    by_entity = {entry["entity"]: entry for entry in report["dead_letters"]}
+    assert set(by_entity) == {"documents", "results/audit", "results/replays"}
+    assert by_entity["documents"]["count"] == 1
+    assert by_entity["documents"]["oldest_age_seconds"] >= 1
+    audit = by_entity["results/audit"]
+    assert (audit["count"], audit["oldest_age_seconds"]) == (0, None)
+    (alert,) = report["alerts"]
+    assert alert.startswith("documents: 1 dead-lettered message(s)")
+    assert report["errors"] == []
