@@ -14,8 +14,9 @@ from collections.abc import Callable
 
 import pytest
 from claimcheck import Complete, DeadLetter, DeadLetterReason, InboundMessage, Settings
+from claimcheck.policy import DEFAULT_PURPOSES
 from claimcheck.service import with_consumers
-from claimcheck.settings import SettingsError
+from claimcheck.settings import SettingsError, consumer_settings
 
 from tests.integration.claimcheck.conftest import Harness, document
 from tests.integration.claimcheck.test_consumer import submit
@@ -139,3 +140,12 @@ def test_purpose_consumer_settings_are_parsed_and_checked() -> None:
         Settings.from_env({"CLAIMCHECK_PURPOSE_CONSUMERS": '{"contract-review": "func-a"}'})
     with pytest.raises(SettingsError, match=r"unknown purposes \['gossip'\]"):
         with_consumers({}, {"gossip": frozenset({"x"})})
+
+
+def test_consumer_settings_read_back_as_that_identity_for_every_purpose() -> None:
+    """What infra/ and the local stack write (one function) is what the app reads; no identity: refused."""
+    settings = Settings.from_env(consumer_settings("principal-1", DEFAULT_PURPOSES))
+    assert settings.consumer_identity == "principal-1"
+    assert settings.purpose_consumers == {purpose: frozenset({"principal-1"}) for purpose in DEFAULT_PURPOSES}
+    with pytest.raises(SettingsError, match="CLAIMCHECK_CONSUMER_IDENTITY"):
+        consumer_settings("", DEFAULT_PURPOSES)
