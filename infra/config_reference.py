@@ -117,6 +117,10 @@ KEYS: tuple[Key, ...] = (
     Key("consumerAlwaysReady", "integer 0-100", "Always-ready Flex Consumption instances for the "
         "documents consumer (`function:consume_document`); they count toward `functionMaximumInstances`.",
         "consumer_always_ready"),
+    Key("evidenceImmutabilityDays", "integer 0-146000", "Version-level WORM on the payload container "
+        "(0 = off): each blob version immutable for this many days. Refused while a purpose deletes "
+        "(they share the container) or beyond `deleteAfterDays`; version-level immutability is chosen "
+        "when the container is created.", "evidence_immutability_days"),
     Key("topology", "object", "Queues, topics, subscriptions and rules, containers, tables, lifecycle "
         "and bindings laid over the default topology (see \"Topology\" below).",
         derived_default="the default topology (DESIGN §3)"),

@@ -61,6 +61,7 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
                               public_network_access=settings.public_network_access,
                               blob_delete_retention_days=settings.blob_delete_retention_days,
                               container_delete_retention_days=settings.container_delete_retention_days,
+                              immutability_days=settings.evidence_immutability_days,
                               topology=topology, account_opts=stateful, opts=tagged)
     # The API's Entra ID app registration; its audience, issuer and the producers' access grants go into
     # the app settings that claimcheck.auth and claimcheck.access read.

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import yaml
 from claimcheck.access import AccessGrant, AccessTable
 from claimcheck.callers import AppRole
-from claimcheck.policy import Classification
+from claimcheck.policy import DEFAULT_PURPOSES, Classification, CleanupPolicy
 from claimcheck.settings import SettingsError
 
 from infra.topology import Topology, load_topology
@@ -123,6 +123,9 @@ class StackSettings:
     require_infrastructure_encryption: bool
     # Always-ready instances of the documents consumer (Flex Consumption): no cold start under load.
     consumer_always_ready: int
+    # Version-level WORM (days) on the payload container: every blob version is immutable this long.
+    # 0 = off. All purposes share the container, so it is refused while any purpose deletes.
+    evidence_immutability_days: int
     topology: Topology
     # Access-table grants by Entra group (the token's `groups` claim): any caller in the group gets the
     # grant's tenants, purposes and classifications. Any such grant turns on the API's group claims.
@@ -195,6 +198,7 @@ def load_settings(config: Mapping[str, Any], stack: str) -> StackSettings:
         zone_redundant=reader.boolean("zoneRedundant", False),
         require_infrastructure_encryption=reader.boolean("requireInfrastructureEncryption", True),
         consumer_always_ready=reader.integer("consumerAlwaysReady", 0, 0, 100),
+        evidence_immutability_days=reader.integer("evidenceImmutabilityDays", 0, 0, 146_000),
         topology=load_topology(reader.mapping("topology")),
         group_grants=reader.group_grants("groupGrants"),
     )
@@ -219,6 +223,19 @@ def _refuse_contradictions(settings: StackSettings) -> None:
     if settings.zone_redundant and settings.storage_sku not in ZONE_REDUNDANT_STORAGE:
         raise StackConfigError(f"{PROJECT}:zoneRedundant: true needs {PROJECT}:storageSku among "
                                f"{list(ZONE_REDUNDANT_STORAGE)}, got {settings.storage_sku!r}")
+    worm = settings.evidence_immutability_days
+    deleting = sorted(name for name, policy in DEFAULT_PURPOSES.items()
+                      if policy.cleanup != CleanupPolicy.RETAIN)
+    if worm and deleting:
+        raise StackConfigError(f"{PROJECT}:evidenceImmutabilityDays: version-level WORM on the shared "
+                               f"payload container would make the deletes of purposes {deleting} fail "
+                               "(they clean up after use); it needs a purpose table whose purposes all "
+                               "retain")
+    if worm and worm > settings.topology.lifecycle.delete_after_days:
+        raise StackConfigError(f"{PROJECT}:evidenceImmutabilityDays: {worm} outlasts "
+                               "topology.lifecycle.deleteAfterDays "
+                               f"{settings.topology.lifecycle.delete_after_days}: the expiry rule could not "
+                               "delete a locked version")
     if settings.consumer_always_ready > settings.function_maximum_instances:
         raise StackConfigError(f"{PROJECT}:consumerAlwaysReady: {settings.consumer_always_ready} exceeds "
                                f"{PROJECT}:functionMaximumInstances {settings.function_maximum_instances} "

@@ -49,7 +49,7 @@ class PayloadStorage(pulumi.ComponentResource):
     def __init__(self, name: str, *, resource_group_name: pulumi.Input[str], location: str, sku: str,
                  account_logical_name: str, infrastructure_encryption: bool, public_network_access: str,
                  blob_delete_retention_days: int,
-                 container_delete_retention_days: int, topology: Topology,
+                 container_delete_retention_days: int, topology: Topology, immutability_days: int = 0,
                  account_opts: pulumi.ResourceOptions | None = None,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("claimcheck:storage:PayloadStorage", name, None, opts)
@@ -74,9 +74,21 @@ class PayloadStorage(pulumi.ComponentResource):
             container: storage.BlobContainer(
                 f"{name}-container-{container}", resource_group_name=resource_group_name,
                 account_name=account_name, container_name=container, public_access=storage.PublicAccess.NONE,
+                # Version-level immutability can only be switched on when the container is created.
+                immutable_storage_with_versioning=(
+                    storage.ImmutableStorageWithVersioningArgs(enabled=True)
+                    if immutability_days and container == topology.bindings.payload_container else None),
                 opts=child.merge(pulumi.ResourceOptions(depends_on=[self.blob_service])))
             for container in topology.containers
         }
+        if immutability_days:
+            # The container's default time-based policy, applied to every new blob version (WORM).
+            storage.BlobContainerImmutabilityPolicy(
+                f"{name}-worm", resource_group_name=resource_group_name, account_name=account_name,
+                container_name=self.containers[topology.bindings.payload_container].name,
+                immutability_policy_name="default",
+                immutability_period_since_creation_in_days=immutability_days,
+                allow_protected_append_writes_all=False, opts=child)
         self.tables = {
             table: storage.Table(f"{name}-table-{table}", resource_group_name=resource_group_name,
                                  account_name=account_name, table_name=table, opts=child)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
-from claimcheck.policy import DEFAULT_PURPOSES
+from claimcheck.policy import DEFAULT_PURPOSES, CleanupPolicy
 from claimcheck.settings import (
     PROVISIONAL_TAG_NAME_SETTING,
     PROVISIONAL_TAG_VALUE_SETTING,
@@ -14,8 +15,9 @@ from claimcheck.settings import (
     SettingsError,
 )
 
+from infra import stack_config
 from infra.program import deploy
-from infra.stack_config import load_settings, read_stack_config
+from infra.stack_config import StackConfigError, load_settings, read_stack_config
 from infra.topology import TopologyError, load_topology
 from infra.topology.spec import RETENTION_MARGIN_DAYS, minimum_expiry_days
 from tests.infra.pulumi_harness import ProgramRun, run_program
@@ -83,3 +85,37 @@ def test_deleted_payload_window_is_versions_plus_soft_delete(stack: Stack) -> No
     settings, run = stack
     assert run.outputs["deletedPayloadRecoverableDays"] == (
         settings.topology.lifecycle.old_versions_delete_after_days + settings.blob_delete_retention_days)
+
+
+def test_worm_is_refused_while_a_purpose_deletes() -> None:
+    """The default purpose table has deleting purposes: WORM on their shared container is refused."""
+    with pytest.raises(StackConfigError) as raised:
+        load_settings(read_stack_config("prod") | {"evidenceImmutabilityDays": 30}, "prod")
+    assert str(raised.value).startswith("claimcheck:evidenceImmutabilityDays")
+    assert "contract-review" in str(raised.value)
+    assert "bulk-ingest" in str(raised.value)
+
+
+def test_worm_with_only_retaining_purposes_locks_every_payload_version(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    retaining = {name: replace(policy, cleanup=CleanupPolicy.RETAIN)
+                 for name, policy in DEFAULT_PURPOSES.items()}
+    monkeypatch.setattr(stack_config, "DEFAULT_PURPOSES", retaining)
+    config = read_stack_config("prod")
+    with pytest.raises(StackConfigError) as raised:
+        load_settings(config | {"evidenceImmutabilityDays": 366}, "prod")  # prod expires after 365
+    assert str(raised.value).startswith("claimcheck:evidenceImmutabilityDays")
+    settings = load_settings(config | {"evidenceImmutabilityDays": 90}, "prod")
+    run = run_program(lambda: deploy(settings), stack="prod")
+    payloads = run.one("BlobContainer", containerName="payloads").inputs
+    assert payloads["immutableStorageWithVersioning"] == {"enabled": True}
+    package = run.one("BlobContainer", containerName="app-package").inputs
+    assert "immutableStorageWithVersioning" not in package
+    policy = run.one("BlobContainerImmutabilityPolicy").inputs
+    assert (policy["containerName"], policy["immutabilityPeriodSinceCreationInDays"]) == ("payloads", 90)
+
+
+def test_no_worm_by_default(stack: Stack) -> None:
+    settings, run = stack
+    assert settings.evidence_immutability_days == 0
+    assert run.of_type("BlobContainerImmutabilityPolicy") == []
