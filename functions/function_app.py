@@ -21,20 +21,30 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import azure.functions as func
 from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActions, ServiceBusReceivedMessage
-from claimcheck.http_api import BadRequest, check_work_item_id, parse_min_version, read_submission
+from claimcheck.http_api import (
+    INTAKE_CONTROL_HEADERS,
+    BadRequest,
+    check_work_item_id,
+    none_match,
+    parse_if_match,
+    parse_min_version,
+    read_submission,
+    status_etag,
+)
 from claimcheck.settings import DOCUMENTS_QUEUE, SERVICEBUS_CONNECTION, STORAGE_CONNECTION, SettingsError
 
 if TYPE_CHECKING:
     from claimcheck import ClaimCheck
     from claimcheck.access import AccessTable
     from claimcheck.auth import AppRole, Caller, SigningKeys, TokenRules
+    from claimcheck.workitems import IntakeReceipt
 
 logger = logging.getLogger("claimcheck.function_app")
 
@@ -172,17 +182,30 @@ def _required(env: Mapping[str, str], name: str) -> str:
 
 @app.route(route="documents", methods=["POST"])
 def submit_document(req: func.HttpRequest) -> func.HttpResponse:
-    """Intake: the body (or the multipart part ``document``) is the document; metadata in headers/fields."""
+    """Intake: the body (or the multipart part ``document``) is the document; metadata in headers/fields.
+
+    ``Idempotency-Key`` (claimcheck.intake_keys): a retry answers the first request's receipt.
+    ``If-Match``: required for a new version of an existing work item (412 on a stale version).
+    """
     from claimcheck import IntakeRejected
     from claimcheck.access import FORBIDDEN_BODY, AccessForbidden
     from claimcheck.auth import AppRole
-    from claimcheck.errors import PublishNotConfirmed
+    from claimcheck.errors import (
+        ConflictDetected,
+        PreconditionRequired,
+        PublishNotConfirmed,
+        RequestInProgress,
+    )
+    from claimcheck.intake_keys import check_idempotency_key, fingerprint, intake_key_id
 
     caller = _gate(req, AppRole.SUBMIT)
     if isinstance(caller, func.HttpResponse):
         return caller
     try:
         submission = read_submission(req.headers, req.get_body())
+        if_match = parse_if_match(req.headers.get(INTAKE_CONTROL_HEADERS[1]))
+        raw_key = req.headers.get(INTAKE_CONTROL_HEADERS[0])
+        key = None if raw_key is None else _checked(check_idempotency_key, raw_key)
         fields = submission.fields
         if fields.get("tenant_id"):  # a missing tenant is the producer's 400 missing_tenant
             identity()[2].check(
@@ -191,9 +214,27 @@ def submit_document(req: func.HttpRequest) -> func.HttpResponse:
                 purpose=str(fields.get("purpose", "")),
                 classification=str(fields.get("classification", "")),
             )
-        receipt = claimcheck().producer.submit(
-            submission.document, content_type=submission.content_type, **submission.fields
-        )
+        service = claimcheck()
+
+        def write() -> "IntakeReceipt":
+            return service.producer.submit(
+                submission.document,
+                content_type=submission.content_type,
+                if_match=if_match,
+                require_if_match=True,
+                **fields,
+            )
+
+        replayed = False
+        if key is None:
+            receipt = write()
+        else:
+            # Scoped to who the token proves and the tenant: nobody else's key can answer for ours.
+            scope = f"{caller.directory_tenant}/{caller.object_id or caller.app_id}"
+            sent = fingerprint(submission.document, {**fields, "if_match": if_match}, submission.content_type)
+            receipt, replayed = service.intake_keys.once(
+                intake_key_id(scope, str(fields.get("tenant_id", "")), key), sent, write
+            )
     except AccessForbidden:
         return _json(403, FORBIDDEN_BODY)
     except PublishNotConfirmed as unavailable:
@@ -202,13 +243,32 @@ def submit_document(req: func.HttpRequest) -> func.HttpResponse:
             {"error": unavailable.code, "message": str(unavailable)},
             headers={"Retry-After": str(max(1, round(unavailable.retry_after)))},
         )
+    except (ConflictDetected, PreconditionRequired) as stale:
+        body = {"error": stale.code, "message": str(stale), "current_version": stale.current_version}
+        if isinstance(stale, ConflictDetected):
+            body |= {"visibility": "conflict_detected", "next_action": "re_read", "retry_after": None}
+        return _json(stale.http_status, body)
+    except RequestInProgress as running:
+        body = {"error": running.code, "message": str(running)}
+        return _json(running.http_status, body, headers={"Retry-After": str(round(running.retry_after))})
     except IntakeRejected as rejected:
         return _json(rejected.http_status, {"error": rejected.code, "message": str(rejected)})
     except BadRequest as bad:
         return _json(400, {"error": bad.code, "message": str(bad)})
     status_url = f"/api/work-items/{receipt.work_item_id}"
     body = {"work_item_id": receipt.work_item_id, "status_url": status_url, "receipt": receipt.to_dict()}
-    return _json(202, body, headers={"Location": status_url})
+    headers = {"Location": status_url}
+    if replayed:
+        headers["Idempotent-Replayed"] = "true"
+    return _json(202, body, headers=headers)
+
+
+def _checked(check: "Callable[[str], str]", raw: str) -> str:
+    """``check(raw)``, its ValueError as the API's 400."""
+    try:
+        return check(raw)
+    except ValueError as error:
+        raise BadRequest(str(error)) from None
 
 
 @app.route(route="work-items/{id}", methods=["GET"])
@@ -216,7 +276,9 @@ def get_work_item(req: func.HttpRequest) -> func.HttpResponse:
     """Work-item state, payload state, result summary and receipt versions; never payload bytes.
 
     Scoped to the caller's tenants (narrowed by X-Tenant-Id when given): another tenant's work item
-    answers exactly like an unknown id.
+    answers exactly like an unknown id. With ``min_version`` the answer carries the read-after-write
+    ``visibility`` and ``next_action`` (claimcheck.final_states); every 200 carries an ``ETag``, and
+    ``If-None-Match`` with the current one answers 304.
     """
     from claimcheck.auth import AppRole
 
@@ -237,7 +299,21 @@ def get_work_item(req: func.HttpRequest) -> func.HttpResponse:
     if view is None:
         # The same answer for an unknown id and another tenant's (it names only what the caller sent).
         return _json(404, {"error": "not_found", "message": f"no work item {work_item_id}"})
-    return _json(200, view.to_dict())
+    answer = view.answer
+    if answer is not None and answer.http_status == 404:
+        body = {
+            "error": "unknown_version",
+            "message": f"version {min_version} of {work_item_id} was never accepted",
+            **answer.to_dict(),
+        }
+        return _json(404, body)
+    payload = json.dumps(view.to_dict()).encode()
+    headers = {"ETag": status_etag(view.version, payload)}
+    if answer is not None and answer.retry_after is not None:
+        headers["Retry-After"] = str(answer.retry_after)
+    if none_match(req.headers.get("if-none-match"), headers["ETag"]):
+        return func.HttpResponse(status_code=304, headers=headers)
+    return func.HttpResponse(payload, status_code=200, mimetype="application/json", headers=headers)
 
 
 @app.route(route="openapi.json", methods=["GET"])

@@ -68,6 +68,45 @@ class WorkItemConflict(IntakeRejected):
     http_status = 409
 
 
+class ConflictDetected(IntakeRejected):
+    """A conditional write's ``If-Match`` names a version that is not the work item's current one, or
+    another write of the next version is in flight: nothing was written (DESIGN §5, re-read first)."""
+
+    code = "conflict_detected"
+    http_status = 412
+
+    def __init__(self, reason: str, *, current_version: int) -> None:
+        super().__init__(reason)
+        self.current_version = current_version
+
+
+class PreconditionRequired(IntakeRejected):
+    """A new version of an existing work item sent without ``If-Match``: unconditional overwrites are
+    refused, so a retry after a timeout can never silently become version N+1."""
+
+    code = "precondition_required"
+    http_status = 428
+
+    def __init__(self, reason: str, *, current_version: int) -> None:
+        super().__init__(reason)
+        self.current_version = current_version
+
+
+class IdempotencyKeyReused(IntakeRejected):
+    """The ``Idempotency-Key`` was already used by this caller for other content or metadata."""
+
+    code = "idempotency_key_reused"
+    http_status = 409
+
+
+class RequestInProgress(IntakeRejected):
+    """The first request with this ``Idempotency-Key`` is still running; ask again shortly."""
+
+    code = "request_in_progress"
+    http_status = 409
+    retry_after = 1.0
+
+
 class PublishNotConfirmed(IntakeRejected):
     """The broker did not confirm the publish (or is known to be down); nothing was activated,
     reconciliation cleans up. ``retry_after`` is the seconds a caller should wait (Retry-After)."""

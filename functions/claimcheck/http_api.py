@@ -11,6 +11,7 @@ Function App can use this module at cold start.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ HEADER_FIELDS = {
     "traceparent": "traceparent",
 }
 FORM_FIELDS = frozenset(HEADER_FIELDS.values())
+# Intake headers that steer the write itself rather than describe the document (function_app reads them).
+INTAKE_CONTROL_HEADERS = ("idempotency-key", "if-match")
 REQUIRED_FIELDS = ("tenant_id", "purpose", "classification")
 DOCUMENT_PART = "document"
 
@@ -81,6 +84,35 @@ def parse_min_version(raw: str | None) -> int | None:
     if not MIN_VERSION.fullmatch(raw):
         raise BadRequest("min_version must be a whole number of at most 18 digits")
     return int(raw)
+
+
+# A status answer's ETag: the version it shows and a digest of the whole answer, so that a state change
+# within one version is a new ETag (If-None-Match → 304 only when nothing changed) and If-Match can
+# still carry the ETag to name the version a conditional write expects.
+STATUS_ETAG = re.compile(r'(?:W/)?"v([0-9]{1,18})(?:-[0-9a-f]{1,64})?"')
+
+
+def status_etag(version: int, body: bytes) -> str:
+    return f'"v{version}-{hashlib.sha256(body).hexdigest()[:16]}"'
+
+
+def parse_if_match(raw: str | None) -> int | None:
+    """The version an ``If-Match`` names: the version number itself or a status answer's ETag."""
+    if raw is None:
+        return None
+    value = raw.strip()
+    matched = MIN_VERSION.fullmatch(value) or STATUS_ETAG.fullmatch(value)
+    if matched is None:
+        raise BadRequest("If-Match must be a version number or an ETag of a status answer")
+    return int(matched.group(1) if matched.lastindex else matched.group(0))
+
+
+def none_match(raw: str | None, etag: str) -> bool:
+    """True if ``If-None-Match`` lists ``etag`` (or is ``*``): the caller's copy is current (304)."""
+    if raw is None:
+        return False
+    candidates = [part.strip().removeprefix("W/") for part in raw.split(",")]
+    return "*" in candidates or etag in candidates
 
 
 def read_submission(headers: Mapping[str, str], body: bytes) -> Submission:

@@ -40,7 +40,6 @@ from claimcheck.workitems import IntakeReceipt, WorkItemStore
 log = logging.getLogger(__name__)
 
 PRIORITIES = frozenset({"high", "normal"})
-VISIBILITY_WINDOW = timedelta(seconds=30)
 TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 
 
@@ -104,8 +103,14 @@ class Producer:
         review_required: bool = False,
         correlation_id: str | None = None,
         traceparent: str | None = None,
+        if_match: int | None = None,
+        require_if_match: bool = False,
     ) -> IntakeReceipt:
-        """Accept one document; raise an ``IntakeRejected`` leaf for bad input (nothing is kept then)."""
+        """Accept one document; raise an ``IntakeRejected`` leaf for bad input (nothing is kept then).
+
+        ``if_match``/``require_if_match``: the conditional write of DESIGN §5 (the HTTP route always
+        requires it for an existing work item; ``WorkItemStore.reserve_version`` checks it).
+        """
         declared = len(source) if isinstance(source, bytes) else None
         policy, level = check_intake(
             self._purposes,
@@ -143,7 +148,13 @@ class Producer:
                 stream = _Prefixed(head, stream)
         now = self._clock()
         version = self._work_items.reserve_version(
-            work_item_id, tenant_id=tenant_id, purpose=purpose, now=now
+            work_item_id,
+            tenant_id=tenant_id,
+            purpose=purpose,
+            now=now,
+            if_match=if_match,
+            require_if_match=require_if_match,
+            in_flight=timedelta(seconds=self._settings.visibility_window_seconds),
         )
         submission = _Submission(
             tenant_id=tenant_id,
@@ -281,7 +292,7 @@ class Producer:
             request_id=uuid.uuid4().hex,
             message_id=envelope.message_id,
             accepted_at=accepted_at,
-            visibility_deadline=accepted_at + VISIBILITY_WINDOW,
+            visibility_deadline=accepted_at + timedelta(seconds=self._settings.visibility_window_seconds),
             content_length=envelope.content_length,
             sha256=envelope.checksum.value,
         )

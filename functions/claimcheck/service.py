@@ -17,6 +17,7 @@ from claimcheck.cleanup import Cleaner
 from claimcheck.consumer import Consumer
 from claimcheck.deadletters import DeadLetterSource
 from claimcheck.idempotency import IdempotencyLedger
+from claimcheck.intake_keys import INTAKE_LEASE, IntakeKeys
 from claimcheck.integrity import DEFAULT_CHUNK_BYTES
 from claimcheck.messages import Bus
 from claimcheck.policy import DEFAULT_PURPOSES, PurposePolicy
@@ -42,6 +43,7 @@ class ClaimCheck:
     consumer: Consumer
     reconciler: Reconciler
     status: WorkItemStatus
+    intake_keys: IntakeKeys
 
     @classmethod
     def from_settings(
@@ -156,7 +158,18 @@ class ClaimCheck:
                 clock=clock,
                 dead_letters=dead_letters,
             ),
-            status=WorkItemStatus(work_items, registry),
+            status=WorkItemStatus(
+                work_items,
+                registry,
+                window=timedelta(seconds=settings.visibility_window_seconds),
+                clock=clock,
+            ),
+            intake_keys=IntakeKeys(
+                table(settings.idempotency_table),
+                window=timedelta(seconds=settings.idempotency_window_seconds),
+                lease=INTAKE_LEASE,
+                clock=clock,
+            ),
         )
 
 

@@ -112,6 +112,12 @@ class Settings:
     publish_timeout_seconds: int = 5
     # After a failed intake publish, intake answers 503 at once for this long, then tries again.
     publish_cool_down_seconds: int = 5
+    # How long an intake Idempotency-Key answers with its first receipt (claimcheck.intake_keys);
+    # after that the key may be used again. A day covers any agent's retries after a timeout.
+    idempotency_window_seconds: int = 24 * 3600
+    # An accepted write's visibility deadline (receipt.visibility_deadline): a status read of a
+    # reserved version answers awaiting_visibility inside it and propagation_exceeded after it.
+    visibility_window_seconds: int = 30
     consumer_identity: str = DEFAULT_CONSUMER_IDENTITY
     # purpose → the consumer identities allowed to read its payloads (overrides the purpose table).
     purpose_consumers: Mapping[str, frozenset[str]] = field(default_factory=dict)
@@ -147,6 +153,10 @@ class Settings:
             outage_wait_seconds=_positive_int(values, "CLAIMCHECK_OUTAGE_WAIT_SECONDS", 60),
             publish_timeout_seconds=_positive_int(values, "CLAIMCHECK_PUBLISH_TIMEOUT_SECONDS", 5),
             publish_cool_down_seconds=_positive_int(values, "CLAIMCHECK_PUBLISH_COOL_DOWN_SECONDS", 5),
+            idempotency_window_seconds=_positive_int(
+                values, "CLAIMCHECK_IDEMPOTENCY_WINDOW_SECONDS", 24 * 3600
+            ),
+            visibility_window_seconds=_positive_int(values, "CLAIMCHECK_VISIBILITY_WINDOW_SECONDS", 30),
             consumer_identity=values.get(CONSUMER_IDENTITY_SETTING) or DEFAULT_CONSUMER_IDENTITY,
             purpose_consumers=_purpose_consumers(values.get(PURPOSE_CONSUMERS_SETTING)),
             provisional_tag=_provisional_tag(values),

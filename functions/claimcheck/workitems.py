@@ -2,20 +2,37 @@
 
 A producer first reserves the next version (``pending_version``), and confirms it only after the
 publish is confirmed; the visible ``version`` therefore never runs ahead of what a consumer can
-read. ``WorkItemStatus.get(id, min_version=N)`` answers ``awaiting_visibility`` while the confirmed
-version is below N, never "not found".
+read. ``WorkItemStatus.get(id, min_version=N)`` answers per ``claimcheck.final_states``:
+``awaiting_visibility`` while a reserved N is inside its window, ``unknown_version`` if N was never
+reserved, ``propagation_exceeded`` after the window, and so on.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from claimcheck.envelope import format_timestamp
-from claimcheck.errors import ConcurrencyConflict, RecordExists, RecordNotFound, WorkItemConflict
+from claimcheck.errors import (
+    ConcurrencyConflict,
+    ConflictDetected,
+    PreconditionRequired,
+    RecordExists,
+    RecordNotFound,
+    WorkItemConflict,
+)
+from claimcheck.final_states import (
+    AWAITING_VISIBILITY,
+    PROPAGATION_EXCEEDED,
+    UNKNOWN_VERSION,
+    FinalAnswer,
+    VersionFacts,
+    decide,
+)
 from claimcheck.registry import PayloadRegistry
 from claimcheck.states import WorkItemState, check_work_item_move
 from claimcheck.storage import EntityTable, StoredEntity
@@ -23,8 +40,9 @@ from claimcheck.storage import EntityTable, StoredEntity
 _ROW = "workitem"
 _KEPT_RECEIPTS = 20
 _WRITE_ATTEMPTS = 5
-AWAITING_VISIBILITY = "awaiting_visibility"
-VERSION_CONFIRMED = "version_confirmed"
+log = logging.getLogger(__name__)
+# Answers in which the asked version is not visible: the view shows no receipt or result.
+_NOTHING_VISIBLE = frozenset({AWAITING_VISIBILITY, UNKNOWN_VERSION, PROPAGATION_EXCEEDED})
 
 
 @dataclass(frozen=True)
@@ -74,6 +92,7 @@ class WorkItemRecord:
     failure_reason: str | None
     updated_at: datetime
     etag: str
+    reserved_at: datetime | None = None  # when pending_version was reserved (None: rows before this)
 
 
 @dataclass(frozen=True)
@@ -90,9 +109,11 @@ class WorkItemView:
     updated_at: datetime | None
     receipt_versions: tuple[int, ...] = ()
     payload_state: str | None = None  # state of the latest version's stored object; "inline" if none
+    answer: FinalAnswer | None = None  # the read-after-write state and the agent's next action
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            **(self.answer.to_dict() if self.answer else {}),
             "receipt_versions": list(self.receipt_versions),
             "payload_state": self.payload_state,
             "work_item_id": self.work_item_id,
@@ -114,9 +135,28 @@ class WorkItemStore:
         stored = self._table.get(work_item_id, _ROW)
         return None if stored is None else _record(stored)
 
-    def reserve_version(self, work_item_id: str, *, tenant_id: str, purpose: str, now: datetime) -> int:
-        """Reserve the next version (monotonic: a crashed reservation leaves a gap, never a reuse)."""
+    def reserve_version(
+        self,
+        work_item_id: str,
+        *,
+        tenant_id: str,
+        purpose: str,
+        now: datetime,
+        if_match: int | None = None,
+        require_if_match: bool = False,
+        in_flight: timedelta = timedelta(seconds=30),
+    ) -> int:
+        """Reserve the next version (monotonic: a crashed reservation leaves a gap, never a reuse).
+
+        Conditional writes (DESIGN §5): ``if_match`` must equal the confirmed version, and no other
+        reservation younger than ``in_flight`` may be pending (two writers presenting the same current
+        version would otherwise both win). With ``require_if_match`` a work item that already has a
+        confirmed version refuses a write without ``if_match``.
+        """
         current = self.get(work_item_id)
+        if current is not None and current.tenant_id != tenant_id:
+            raise WorkItemConflict("this work item id is not available")
+        _check_precondition(current, if_match, require_if_match, now=now, in_flight=in_flight)
         if current is None:
             entity = {
                 "PartitionKey": work_item_id,
@@ -130,17 +170,18 @@ class WorkItemStore:
                 "result": "",
                 "failure_reason": "",
                 "updated_at": now,
+                "reserved_at": now,
             }
             try:
                 self._table.insert(entity)
             except RecordExists as exc:
                 raise WorkItemConflict("another submission for this work item is in progress") from exc
             return 1
-        if current.tenant_id != tenant_id:
-            raise WorkItemConflict("this work item id is not available")
         version = max(current.version, current.pending_version) + 1
         try:
-            self._table.replace(_entity(current, pending_version=version, updated_at=now), current.etag)
+            self._table.replace(
+                _entity(current, pending_version=version, updated_at=now, reserved_at=now), current.etag
+            )
         except (ConcurrencyConflict, RecordNotFound) as exc:
             raise WorkItemConflict("another submission for this work item won the next version") from exc
         return version
@@ -202,11 +243,20 @@ class WorkItemStore:
 
 
 class WorkItemStatus:
-    """The read side of the status API."""
+    """The read side of the status API: the authoritative row, answered per DESIGN §5."""
 
-    def __init__(self, store: WorkItemStore, registry: PayloadRegistry) -> None:
+    def __init__(
+        self,
+        store: WorkItemStore,
+        registry: PayloadRegistry,
+        *,
+        window: timedelta = timedelta(seconds=30),
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
         self._store = store
         self._registry = registry
+        self._window = window
+        self._clock = clock
 
     def get(
         self,
@@ -216,43 +266,64 @@ class WorkItemStatus:
         tenant_id: str | None = None,
         tenant_visible: Callable[[str], bool] | None = None,
     ) -> WorkItemView | None:
-        """The work item as the authoritative table holds it now.
+        """The work item as the authoritative table holds it now, with its read-after-write answer.
 
-        With ``min_version``, an absent row or a lower confirmed version means the accepted write is
-        not visible yet: the answer is ``awaiting_visibility``, never "not found". With ``tenant_id``
-        (or ``tenant_visible``, the caller's tenant scope), another tenant's work item reads as absent.
+        None: no visible version and no ``min_version`` asked (a plain 404). With ``min_version`` the
+        view's ``answer`` is ``claimcheck.final_states.decide``'s; an absent row is ``unknown_version``.
+        With ``tenant_id`` (or ``tenant_visible``, the caller's tenant scope), another tenant's work
+        item reads as absent.
         """
         record = self._store.get(work_item_id)
         if record is not None and tenant_id is not None and record.tenant_id != tenant_id:
             record = None
         if record is not None and tenant_visible is not None and not tenant_visible(record.tenant_id):
             record = None
-        confirmed = 0 if record is None else record.version
-        if record is None or confirmed == 0 or (min_version is not None and confirmed < min_version):
-            if min_version is None:
-                return None
+        if min_version is None and (record is None or record.version == 0):
+            return None
+        latest = None if record is None or not record.receipts else record.receipts[-1]
+        payload_state = self._payload_state(latest)
+        facts = None
+        if record is not None:
+            facts = VersionFacts(
+                confirmed_version=record.version,
+                pending_version=max(record.pending_version, record.version),
+                reserved_at=record.reserved_at or record.updated_at,
+                processing_state=record.state.value if record.version else None,
+                payload_state=payload_state,
+                receipts=record.receipts,
+            )
+        answer = decide(facts, min_version, now=self._clock(), window=self._window)
+        if answer.visibility == PROPAGATION_EXCEEDED:
+            log.warning(
+                "ALERT %s: version %s reserved but not visible after %s; reconciliation needed",
+                work_item_id,
+                min_version,
+                self._window,
+            )
+        if record is None or answer.visibility in _NOTHING_VISIBLE:
             return WorkItemView(
                 work_item_id=work_item_id,
-                state=AWAITING_VISIBILITY,
-                visibility=AWAITING_VISIBILITY,
+                state=answer.visibility,
+                visibility=answer.visibility,
                 version=0 if record is None else record.version,
                 latest_receipt=None,
                 result=None,
                 failure_reason=None,
                 updated_at=None if record is None else record.updated_at,
+                answer=answer,
             )
-        latest = record.receipts[-1] if record.receipts else None
         return WorkItemView(
             work_item_id=work_item_id,
             state=record.state.value,
             receipt_versions=tuple(int(receipt["version"]) for receipt in record.receipts),
-            payload_state=self._payload_state(latest),
-            visibility=VERSION_CONFIRMED,
+            payload_state=payload_state,
+            visibility=answer.visibility,
             version=record.version,
             latest_receipt=latest,
             result=record.result,
             failure_reason=record.failure_reason,
             updated_at=record.updated_at,
+            answer=answer,
         )
 
     def _payload_state(self, receipt: Mapping[str, Any] | None) -> str | None:
@@ -262,6 +333,34 @@ class WorkItemStatus:
             return "inline"
         payload = self._registry.get(receipt["payload_ref"])
         return None if payload is None else payload.state.value
+
+
+def _check_precondition(
+    current: WorkItemRecord | None,
+    if_match: int | None,
+    require_if_match: bool,
+    *,
+    now: datetime,
+    in_flight: timedelta,
+) -> None:
+    confirmed = 0 if current is None else current.version
+    if if_match is None:
+        if require_if_match and confirmed > 0:
+            raise PreconditionRequired(
+                f"work item exists at version {confirmed}; send If-Match with the version you read",
+                current_version=confirmed,
+            )
+        return
+    if if_match != confirmed:
+        raise ConflictDetected(
+            f"If-Match {if_match} is not the current version {confirmed}; re-read before writing",
+            current_version=confirmed,
+        )
+    if current is not None and current.pending_version > confirmed and now - current.updated_at < in_flight:
+        raise ConflictDetected(
+            f"version {current.pending_version} is being written by another request; re-read",
+            current_version=confirmed,
+        )
 
 
 def _entity(record: WorkItemRecord, **changes: Any) -> dict[str, Any]:
@@ -275,6 +374,7 @@ def _entity(record: WorkItemRecord, **changes: Any) -> dict[str, Any]:
         "result": record.result,
         "failure_reason": record.failure_reason,
         "updated_at": record.updated_at,
+        "reserved_at": record.reserved_at,
     }
     values.update(changes)
     return {
@@ -289,6 +389,7 @@ def _entity(record: WorkItemRecord, **changes: Any) -> dict[str, Any]:
         "result": "" if values["result"] is None else json.dumps(values["result"], sort_keys=True),
         "failure_reason": values["failure_reason"] or "",
         "updated_at": values["updated_at"],
+        **({"reserved_at": values["reserved_at"]} if values["reserved_at"] is not None else {}),
     }
 
 
@@ -306,4 +407,5 @@ def _record(stored: StoredEntity) -> WorkItemRecord:
         failure_reason=values["failure_reason"] or None,
         updated_at=values["updated_at"],
         etag=stored.etag,
+        reserved_at=values.get("reserved_at"),
     )

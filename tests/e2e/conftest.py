@@ -23,6 +23,8 @@ TEST_TOPOLOGY = {
 # Small enough that the 413 test sends little, large enough for every sample.
 MAX_PAYLOAD_BYTES = 1024 * 1024
 CLAIM_LEASE_SECONDS = 9
+# A short visibility deadline, so that propagation_exceeded is reached in seconds (test_read_after_write).
+VISIBILITY_WINDOW_SECONDS = 8
 
 
 @pytest.fixture(scope="session")
@@ -35,6 +37,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
             "CLAIMCHECK_MAX_PAYLOAD_BYTES": str(MAX_PAYLOAD_BYTES),
             # A crashed attempt's claim ends within this; the live one renews it every third of it.
             "CLAIMCHECK_CLAIM_LEASE_SECONDS": str(CLAIM_LEASE_SECONDS),
+            "CLAIMCHECK_VISIBILITY_WINDOW_SECONDS": str(VISIBILITY_WINDOW_SECONDS),
         },
     ) as running:
         banners = banners_of(running)

@@ -39,6 +39,7 @@ def submit(
     purpose: str = "contract-review",
     classification: str = "internal",
     work_item_id: str | None = None,
+    if_match: int | None = None,
 ) -> dict[str, Any]:
     headers = {
         **auth(stack),
@@ -49,6 +50,8 @@ def submit(
     }
     if work_item_id is not None:
         headers["X-Work-Item-Id"] = work_item_id
+    if if_match is not None:
+        headers["If-Match"] = str(if_match)
     response = requests.post(f"{stack.api_url}/documents", data=document, headers=headers, timeout=60)
     assert response.status_code == 202, response.text
     return dict(response.json())

@@ -73,8 +73,9 @@ def test_older_version_queued_with_a_newer_is_superseded(stack: LocalStack, bus:
     work_item_id = f"wi-{uuid.uuid4().hex}"
     with bus.get_queue_receiver("documents", session_id=work_item_id) as hold:
         hold.peek_messages(max_message_count=1)  # holding the session keeps the consumer away from it
-        for sample in ("service-agreement.txt", "contrato-prestacao-servicos.txt"):
-            submit(stack, (SAMPLES / sample).read_bytes(), tenant=tenant, work_item_id=work_item_id)
+        for current, sample in enumerate(("service-agreement.txt", "contrato-prestacao-servicos.txt")):
+            document = (SAMPLES / sample).read_bytes()
+            submit(stack, document, tenant=tenant, work_item_id=work_item_id, if_match=current or None)
     views = wait_for_states(stack, [work_item_id])
     assert (views[work_item_id]["version"], views[work_item_id]["result"]["version"]) == (2, 2)
     assert [

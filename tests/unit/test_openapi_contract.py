@@ -13,7 +13,7 @@ import pytest
 import schemathesis
 from claimcheck.auth import MISSING_ROLE_BODY, UNAUTHENTICATED_BODY
 from claimcheck.errors import IntakeRejected
-from claimcheck.http_api import DOCUMENT_PART, FORM_FIELDS, HEADER_FIELDS
+from claimcheck.http_api import DOCUMENT_PART, FORM_FIELDS, HEADER_FIELDS, INTAKE_CONTROL_HEADERS
 from claimcheck.policy import DEFAULT_PURPOSES, Classification
 
 from local.functions_host import DEFAULT_APP
@@ -140,7 +140,7 @@ def test_form_fields_and_headers_are_the_ones_intake_reads() -> None:
         parameter["name"].lower() for parameter in operation["parameters"] if parameter["in"] == "header"
     }
     form = set(operation["requestBody"]["content"]["multipart/form-data"]["schema"]["properties"])
-    assert headers == set(HEADER_FIELDS)
+    assert headers == set(HEADER_FIELDS) | set(INTAKE_CONTROL_HEADERS)
     assert form == {DOCUMENT_PART, *FORM_FIELDS}
 
 
@@ -170,7 +170,7 @@ def test_every_gated_route_documents_the_gates_answers() -> None:
 
 
 def test_status_reads_the_headers_it_documents() -> None:
-    """The status route reads X-Tenant-Id (narrowing to one tenant); the document lists it."""
+    """The status route reads X-Tenant-Id (narrowing to one tenant) and If-None-Match; both documented."""
     [status] = [function for function in _http_functions() if function.route == "work-items/{id}"]
     source = inspect.getsource(status.handler)
     read = {name.lower() for name in re.findall(r'headers\.get\("([\w-]+)"\)', source)}
@@ -179,4 +179,4 @@ def test_status_reads_the_headers_it_documents() -> None:
         for parameter in DOCUMENT["paths"]["/work-items/{id}"]["get"]["parameters"]
         if parameter["in"] == "header"
     }
-    assert read == documented == {"x-tenant-id"}
+    assert read == documented == {"x-tenant-id", "if-none-match"}

@@ -192,12 +192,12 @@ def test_after_a_lost_publish_intake_refuses_at_once_then_tries_again(make_harne
     assert len(harness.queued()) == 1
 
 
-def test_status_answers_awaiting_visibility_until_the_version_is_confirmed(make_harness: Build) -> None:
-    """status.get(min_version=N) says awaiting_visibility below N, and version_confirmed at N."""
+def test_status_answers_unknown_version_until_the_version_is_confirmed(make_harness: Build) -> None:
+    """status.get(min_version=N) says unknown_version for an N never reserved, version_confirmed at N."""
     harness = make_harness()
     status = harness.claimcheck.status
     assert status.get("wi-unknown") is None
-    assert status.get("wi-unknown", min_version=1).state == "awaiting_visibility"  # type: ignore[union-attr]
+    assert status.get("wi-unknown", min_version=1).state == "unknown_version"  # type: ignore[union-attr]
     first = harness.claimcheck.producer.submit(
         b"first " + PAYLOAD_MARKER.encode(),
         tenant_id="tenant-a",
@@ -208,7 +208,7 @@ def test_status_answers_awaiting_visibility_until_the_version_is_confirmed(make_
     )
     view = status.get("wi-raw-1", min_version=2)
     assert view is not None
-    assert (view.visibility, view.version) == ("awaiting_visibility", 1)
+    assert (view.visibility, view.version) == ("unknown_version", 1)  # version 2 is not reserved yet
     second = harness.claimcheck.producer.submit(
         b"second " + PAYLOAD_MARKER.encode(),
         tenant_id="tenant-a",

@@ -17,9 +17,12 @@ from claimcheck.http_api import (
     MAX_PART_HEADER_BYTES,
     BadRequest,
     check_work_item_id,
+    none_match,
+    parse_if_match,
     parse_min_version,
     read_multipart,
     read_submission,
+    status_etag,
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -207,3 +210,23 @@ def test_any_json_document_parses_or_is_a_typed_envelope_error(document: object)
 
     with contextlib.suppress(InvalidEnvelope, UnsupportedSchemaVersion):
         parse_envelope(json.dumps(document).encode())
+
+
+@pytest.mark.parametrize(("raw", "version"), [("3", 3), ('"v3"', 3), ('W/"v12-0a1b"', 12), (None, None)])
+def test_if_match_names_a_version_by_number_or_status_etag(raw: str | None, version: int | None) -> None:
+    assert parse_if_match(raw) == version
+
+
+@pytest.mark.parametrize("raw", ["*", "v3", '"3"', "", "³"])
+def test_if_match_refuses_what_names_no_version(raw: str) -> None:
+    with pytest.raises(BadRequest):
+        parse_if_match(raw)
+
+
+def test_if_none_match_matches_the_current_etag_only() -> None:
+    etag = status_etag(2, b"{}")
+    assert parse_if_match(etag) == 2
+    assert none_match(f'"other", {etag}', etag)
+    assert none_match(f"W/{etag}", etag)
+    assert not none_match(status_etag(2, b"{ }"), etag)
+    assert not none_match(None, etag)

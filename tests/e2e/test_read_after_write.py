@@ -1,0 +1,278 @@
+"""The read-after-write seed's cases over the HTTP API of the local stack (DESIGN §5).
+
+A lagging write path is a real alternative ``Bus`` behind the producer's port (``_HeldBroker``: a broker
+slow to confirm a publish), not a patched function: while it holds, the version is reserved but not
+visible, exactly as when Service Bus is slow on Azure.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import requests
+from azure.data.tables import TableServiceClient
+from azure.servicebus import ServiceBusClient
+from claimcheck import ClaimCheck
+from claimcheck.adapters.servicebus import ServiceBusBus
+from claimcheck.messages import OutboundMessage
+from claimcheck.settings import REGISTRY_TABLE, Settings
+
+from local.stack import LocalStack
+
+from .conftest import VISIBILITY_WINDOW_SECONDS
+from .journey import SAMPLES, auth
+
+DOCUMENT = (SAMPLES / "service-agreement.txt").read_bytes()
+OTHER_DOCUMENT = (SAMPLES / "urgent-notice.txt").read_bytes()
+HOLD_LIMIT_SECONDS = 180.0
+
+
+class _HeldBroker:
+    """A producer's ``Bus`` whose publish waits until released, then publishes: a slow broker."""
+
+    def __init__(self, bus: ServiceBusBus) -> None:
+        self._bus = bus
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def publish(self, destination: str, message: OutboundMessage) -> None:
+        self.entered.set()
+        if not self.release.wait(HOLD_LIMIT_SECONDS):
+            raise TimeoutError("the test never released the held publish")
+        self._bus.publish(destination, message)
+
+
+@pytest.fixture
+def held_broker(stack: LocalStack) -> Iterator[_HeldBroker]:
+    bus = ServiceBusBus(connection_string=stack.servicebus_connection_string)
+    held = _HeldBroker(bus)
+    try:
+        yield held
+    finally:
+        held.release.set()
+        bus.close()
+
+
+def _tenant() -> str:
+    return f"t-raw-{uuid.uuid4().hex[:8]}"
+
+
+def _post(
+    stack: LocalStack,
+    body: bytes,
+    tenant: str,
+    *,
+    work_item_id: str | None = None,
+    key: str | None = None,
+    if_match: str | None = None,
+) -> requests.Response:
+    headers = {
+        **auth(stack),
+        "X-Tenant-Id": tenant,
+        "X-Purpose": "contract-review",
+        "X-Classification": "confidential",  # always by reference: an object and a registry record
+        "Content-Type": "text/plain",
+    }
+    for name, value in (("X-Work-Item-Id", work_item_id), ("Idempotency-Key", key), ("If-Match", if_match)):
+        if value is not None:
+            headers[name] = value
+    return requests.post(f"{stack.api_url}/documents", data=body, headers=headers, timeout=60)
+
+
+def _read(
+    stack: LocalStack, work_item_id: str, min_version: int | None = None, etag: str | None = None
+) -> requests.Response:
+    headers = {**auth(stack), **({"If-None-Match": etag} if etag else {})}
+    params = {} if min_version is None else {"min_version": str(min_version)}
+    return requests.get(
+        f"{stack.api_url}/work-items/{work_item_id}", params=params, headers=headers, timeout=30
+    )
+
+
+def _answer(response: requests.Response) -> tuple[int, str, str]:
+    body = response.json()
+    return response.status_code, body["visibility"], body["next_action"]
+
+
+def _registry_rows(stack: LocalStack, work_item_id: str) -> int:
+    tables = TableServiceClient.from_connection_string(stack.storage_connection_string)
+    rows = tables.get_table_client(REGISTRY_TABLE).query_entities(
+        "work_item_id eq @id", parameters={"id": work_item_id}
+    )
+    return len(list(rows))
+
+
+def test_accepted_write_then_immediate_read(stack: LocalStack) -> None:
+    """Seed 1: the read right after the 202 sees the version (never 404), with an ETag; a version never
+    written is unknown_version (404, stop), not awaiting_visibility."""
+    accepted = _post(stack, DOCUMENT, _tenant())
+    assert accepted.status_code == 202, accepted.text
+    receipt = accepted.json()["receipt"]
+    read = _read(stack, receipt["work_item_id"], receipt["version"])
+    assert read.status_code == 200
+    assert read.json()["visibility"] == "version_confirmed"
+    assert read.json()["version"] >= receipt["version"]
+    assert read.headers["ETag"].startswith(f'"v{read.json()["version"]}-')
+    if read.json()["next_action"] == "wait":
+        assert int(read.headers["Retry-After"]) == read.json()["retry_after"] >= 1
+    else:
+        assert read.json()["next_action"] == "proceed"
+    never = _read(stack, receipt["work_item_id"], receipt["version"] + 5)
+    assert (never.status_code, never.json()["error"], never.json()["next_action"]) == (
+        404,
+        "unknown_version",
+        "stop",
+    )
+
+
+def test_stale_reads_while_the_write_is_not_visible_wait_then_confirm(
+    stack: LocalStack, held_broker: _HeldBroker
+) -> None:
+    """Seeds 2 and 3: while the version is reserved but not yet in the index, two reads in a row answer
+    awaiting_visibility with wait + Retry-After (never 404 / "not executed"); once the publish is
+    confirmed the same read answers version_confirmed."""
+    work_item_id, tenant = f"wi-{uuid.uuid4().hex}", _tenant()
+    producer = ClaimCheck.from_settings(
+        Settings(environment="local"), storage_connection=stack.storage_connection_string, bus=held_broker
+    ).producer
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        intake = pool.submit(
+            producer.submit,
+            DOCUMENT,
+            tenant_id=tenant,
+            purpose="contract-review",
+            classification="internal",
+            content_type="text/plain",
+            work_item_id=work_item_id,
+        )
+        assert held_broker.entered.wait(60), "the producer never reached its publish"
+        stale = [_read(stack, work_item_id, 1) for _ in range(2)]
+        held_broker.release.set()
+        receipt = intake.result(timeout=60)
+    for read in stale:
+        assert _answer(read) == (200, "awaiting_visibility", "wait")
+        assert int(read.headers["Retry-After"]) == read.json()["retry_after"] >= 1
+    assert _answer(_read(stack, work_item_id, receipt.version))[:2] == (200, "version_confirmed")
+
+
+def test_visibility_deadline_exceeded_then_propagation_completes_late(
+    stack: LocalStack, held_broker: _HeldBroker
+) -> None:
+    """Seeds 7 and 12: past the visibility deadline an unconfirmed version is propagation_exceeded
+    (reconcile), not awaiting_visibility forever; a publish confirmed after that reads as confirmed."""
+    work_item_id = f"wi-{uuid.uuid4().hex}"
+    producer = ClaimCheck.from_settings(
+        Settings(environment="local"), storage_connection=stack.storage_connection_string, bus=held_broker
+    ).producer
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        intake = pool.submit(
+            producer.submit,
+            DOCUMENT,
+            tenant_id=_tenant(),
+            purpose="contract-review",
+            classification="internal",
+            content_type="text/plain",
+            work_item_id=work_item_id,
+        )
+        assert held_broker.entered.wait(60), "the producer never reached its publish"
+        assert _answer(_read(stack, work_item_id, 1))[1] == "awaiting_visibility"
+        time.sleep(VISIBILITY_WINDOW_SECONDS + 1)
+        exceeded = _read(stack, work_item_id, 1)
+        held_broker.release.set()
+        intake.result(timeout=60)
+    assert _answer(exceeded) == (200, "propagation_exceeded", "reconcile")
+    assert "Retry-After" not in exceeded.headers
+    assert _answer(_read(stack, work_item_id, 1))[:2] == (200, "version_confirmed")
+
+
+def test_newer_version_by_someone_else_is_a_conflict(stack: LocalStack) -> None:
+    """Seed 5: B writes version 2 over A's version 1; A's write based on version 1 is a 412
+    conflict_detected naming version 2, nothing is overwritten, and A's read of version 1 says re_read."""
+    tenant, work_item_id = _tenant(), f"wi-{uuid.uuid4().hex}"
+    assert _post(stack, DOCUMENT, tenant, work_item_id=work_item_id).status_code == 202
+    seen_by_a = _read(stack, work_item_id, 1).headers["ETag"]
+    by_b = _post(stack, OTHER_DOCUMENT, tenant, work_item_id=work_item_id, if_match="1")
+    assert by_b.status_code == 202, by_b.text
+    by_a = _post(stack, DOCUMENT + b" edited", tenant, work_item_id=work_item_id, if_match=seen_by_a)
+    assert (by_a.status_code, by_a.json()["error"], by_a.json()["current_version"]) == (
+        412,
+        "conflict_detected",
+        2,
+    )
+    assert _answer(_read(stack, work_item_id, 1))[1:] == ("conflict_detected", "re_read")
+    latest = _read(stack, work_item_id).json()
+    assert (latest["version"], latest["latest_receipt"]["sha256"]) == (2, by_b.json()["receipt"]["sha256"])
+
+
+def test_timeout_after_write_then_retry_with_the_same_key(stack: LocalStack, bus: ServiceBusClient) -> None:
+    """Seed 6: the answer to the first request is lost; the retry with the same Idempotency-Key gets the
+    original receipt: one registry record, one message. A retry without a key cannot silently write
+    version 2 either: it needs If-Match (428)."""
+    tenant, work_item_id, key = _tenant(), f"wi-{uuid.uuid4().hex}", uuid.uuid4().hex
+    with bus.get_queue_receiver("documents", session_id=work_item_id) as hold:
+        hold.peek_messages(max_message_count=1)  # keeps the consumer away while the queue is counted
+        first = _post(stack, DOCUMENT, tenant, work_item_id=work_item_id, key=key)
+        retry = _post(stack, DOCUMENT, tenant, work_item_id=work_item_id, key=key)
+        unkeyed = _post(stack, DOCUMENT, tenant, work_item_id=work_item_id)
+        queued = hold.peek_messages(max_message_count=10)
+    assert (first.status_code, retry.status_code) == (202, 202)
+    assert retry.json() == first.json()
+    assert retry.headers["Idempotent-Replayed"] == "true"
+    assert "Idempotent-Replayed" not in first.headers
+    assert (unkeyed.status_code, unkeyed.json()["error"]) == (428, "precondition_required")
+    assert len(queued) == 1
+    assert _registry_rows(stack, work_item_id) == 1
+
+
+def test_retry_with_the_same_key_and_other_content_is_refused(stack: LocalStack) -> None:
+    """Seed 8: a key reused for other content is a 409 idempotency_key_reused; nothing is written."""
+    tenant, key = _tenant(), uuid.uuid4().hex
+    first = _post(stack, DOCUMENT, tenant, key=key)
+    reused = _post(stack, OTHER_DOCUMENT, tenant, key=key)
+    assert (reused.status_code, reused.json()["error"]) == (409, "idempotency_key_reused")
+    work_item_id = first.json()["work_item_id"]
+    assert _read(stack, work_item_id).json()["version"] == 1
+    assert _registry_rows(stack, work_item_id) == 1
+
+
+def test_retry_with_another_key_for_the_same_content_is_a_conflict(stack: LocalStack) -> None:
+    """Seed 9: version 2 written under one key; the retry under a new key (same content, same If-Match)
+    is a 412 conflict_detected instead of a version 3."""
+    tenant, work_item_id = _tenant(), f"wi-{uuid.uuid4().hex}"
+    assert _post(stack, DOCUMENT, tenant, work_item_id=work_item_id).status_code == 202
+    second = _post(stack, OTHER_DOCUMENT, tenant, work_item_id=work_item_id, key="k-1", if_match="1")
+    again = _post(stack, OTHER_DOCUMENT, tenant, work_item_id=work_item_id, key="k-2", if_match="1")
+    assert second.status_code == 202
+    assert (again.status_code, again.json()["error"], again.json()["current_version"]) == (
+        412,
+        "conflict_detected",
+        2,
+    )
+    assert _read(stack, work_item_id).json()["version"] == 2
+    assert _registry_rows(stack, work_item_id) == 2
+
+
+def test_a_cached_old_answer_is_not_confirmed_as_current(stack: LocalStack) -> None:
+    """Seed 10: a client holding version 1's answer (its ETag) gets 304 only while nothing changed; after
+    version 2 the same If-None-Match gets the new answer, and the ETag works as If-Match."""
+    tenant, work_item_id = _tenant(), f"wi-{uuid.uuid4().hex}"
+    assert _post(stack, DOCUMENT, tenant, work_item_id=work_item_id).status_code == 202
+    cached = _read(stack, work_item_id)
+    etag = cached.headers["ETag"]
+    unchanged = _read(stack, work_item_id, etag=etag)
+    if unchanged.status_code == 200:  # processing moved on between the two reads: a new answer
+        etag = unchanged.headers["ETag"]
+        unchanged = _read(stack, work_item_id, etag=etag)
+    assert (unchanged.status_code, unchanged.content) == (304, b"")
+    second = _post(stack, OTHER_DOCUMENT, tenant, work_item_id=work_item_id, if_match=etag)
+    assert second.status_code == 202, second.text
+    fresh = _read(stack, work_item_id, etag=etag)
+    assert fresh.status_code == 200
+    assert fresh.json()["version"] == 2
+    assert fresh.headers["ETag"] != etag
+

@@ -1,0 +1,135 @@
+"""Idempotent and conditional intake and the status answers of DESIGN §5, on Azurite tables."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from claimcheck.errors import (
+    ConflictDetected,
+    IdempotencyKeyReused,
+    PreconditionRequired,
+    PublishNotConfirmed,
+)
+from claimcheck.intake_keys import fingerprint, intake_key_id
+from claimcheck.workitems import IntakeReceipt
+
+from .conftest import Harness, document
+
+Build = Callable[..., Harness]
+FIELDS: dict[str, Any] = {
+    "tenant_id": "tenant-a",
+    "purpose": "contract-review",
+    "classification": "internal",
+}
+
+
+def keyed(harness: Harness, body: bytes, key: str, **extra: Any) -> tuple[IntakeReceipt, bool]:
+    fields = {**FIELDS, **extra}
+
+    def write() -> IntakeReceipt:
+        return harness.claimcheck.producer.submit(body, content_type="text/plain", **fields)
+
+    return harness.claimcheck.intake_keys.once(
+        intake_key_id("caller-1", FIELDS["tenant_id"], key), fingerprint(body, fields, "text/plain"), write
+    )
+
+
+def test_same_key_same_content_answers_the_first_receipt_without_a_second_write(make_harness: Build) -> None:
+    harness = make_harness()
+    body = document(50_000)
+    first, replayed_first = keyed(harness, body, "k-1")
+    again, replayed_again = keyed(harness, body, "k-1")
+    assert (replayed_first, replayed_again) == (False, True)
+    assert again.to_dict() == first.to_dict()  # what the API answers: the same receipt
+    assert len(harness.queued()) == 1
+    assert len(harness.blob_names()) == 1
+
+
+def test_same_key_other_content_is_refused_and_writes_nothing(make_harness: Build) -> None:
+    harness = make_harness()
+    keyed(harness, document(50_000), "k-2")
+    with pytest.raises(IdempotencyKeyReused):
+        keyed(harness, document(50_001), "k-2")
+    with pytest.raises(IdempotencyKeyReused):
+        keyed(harness, document(50_000), "k-2", classification="confidential")
+    assert len(harness.queued()) == 1
+
+
+def test_a_failed_write_frees_its_key_and_an_expired_key_writes_again(make_harness: Build) -> None:
+    harness = make_harness(idempotency_window_seconds=60)
+    body = document(50_000)
+
+    def unconfirmed() -> IntakeReceipt:
+        raise PublishNotConfirmed("simulated: the queue did not confirm")
+
+    key_id = intake_key_id("caller-1", FIELDS["tenant_id"], "k-3")
+    with pytest.raises(PublishNotConfirmed):
+        harness.claimcheck.intake_keys.once(key_id, fingerprint(body, FIELDS, "text/plain"), unconfirmed)
+    first, replayed = keyed(harness, body, "k-3")
+    assert not replayed
+    harness.clock.advance(timedelta(seconds=61))
+    later, replayed_later = keyed(harness, body, "k-3")
+    assert not replayed_later
+    assert later.work_item_id != first.work_item_id
+
+
+def test_keys_are_scoped_to_the_caller(make_harness: Build) -> None:
+    harness = make_harness()
+    body = document(50_000)
+    keyed(harness, body, "k-4")
+    other = harness.claimcheck.intake_keys.once(
+        intake_key_id("caller-2", FIELDS["tenant_id"], "k-4"),
+        fingerprint(body, FIELDS, "text/plain"),
+        lambda: harness.claimcheck.producer.submit(body, content_type="text/plain", **FIELDS),
+    )
+    assert other[1] is False
+    assert len(harness.queued()) == 2
+
+
+def test_a_new_version_needs_the_current_version_in_if_match(make_harness: Build) -> None:
+    harness = make_harness()
+    producer, status = harness.claimcheck.producer, harness.claimcheck.status
+    values: dict[str, Any] = {**FIELDS, "content_type": "text/plain", "work_item_id": "wi-cond"}
+    assert producer.submit(document(50_000), **values, require_if_match=True).version == 1
+    with pytest.raises(PreconditionRequired):
+        producer.submit(document(50_001), **values, require_if_match=True)
+    with pytest.raises(ConflictDetected) as stale:
+        producer.submit(document(50_001), **values, if_match=0, require_if_match=True)
+    assert stale.value.current_version == 1
+    assert producer.submit(document(50_001), **values, if_match=1, require_if_match=True).version == 2
+    with pytest.raises(ConflictDetected):
+        producer.submit(document(50_002), **values, if_match=1, require_if_match=True)
+    assert len(harness.queued()) == 2
+    view = status.get("wi-cond", min_version=1)
+    assert view is not None
+    assert view.answer is not None
+    assert (view.answer.visibility, view.answer.next_action) == ("conflict_detected", "re_read")
+
+
+def test_status_answers_unknown_awaiting_and_exceeded_versions(make_harness: Build) -> None:
+    harness = make_harness(visibility_window_seconds=30)
+    producer, status = harness.claimcheck.producer, harness.claimcheck.status
+    values: dict[str, Any] = {**FIELDS, "content_type": "text/plain", "work_item_id": "wi-late"}
+    producer.submit(document(50_000), **values)
+    harness.bus.fail_next = 1  # version 2 is reserved, its publish never confirmed
+    with pytest.raises(PublishNotConfirmed):
+        producer.submit(document(50_001), **values)
+    answers = []
+    for version in (3, 2):
+        view = status.get("wi-late", min_version=version)
+        assert view is not None
+        assert view.answer is not None
+        answers.append((view.answer.visibility, view.answer.next_action))
+    harness.clock.advance(timedelta(seconds=31))
+    view = status.get("wi-late", min_version=2)
+    assert view is not None
+    assert view.answer is not None
+    answers.append((view.answer.visibility, view.answer.next_action))
+    assert answers == [
+        ("unknown_version", "stop"),
+        ("awaiting_visibility", "wait"),
+        ("propagation_exceeded", "reconcile"),
+    ]
