@@ -177,14 +177,30 @@ class WorkItemStore:
             except RecordExists as exc:
                 raise WorkItemConflict("another submission for this work item is in progress") from exc
             return 1
-        version = max(current.version, current.pending_version) + 1
-        try:
-            self._table.replace(
-                _entity(current, pending_version=version, updated_at=now, reserved_at=now), current.etag
-            )
-        except (ConcurrencyConflict, RecordNotFound) as exc:
-            raise WorkItemConflict("another submission for this work item won the next version") from exc
-        return version
+        for _ in range(_WRITE_ATTEMPTS):
+            version = max(current.version, current.pending_version) + 1
+            try:
+                self._table.replace(
+                    _entity(current, pending_version=version, updated_at=now, reserved_at=now), current.etag
+                )
+                return version
+            except RecordNotFound as exc:
+                raise WorkItemConflict("this work item changed under this submission; retry") from exc
+            except ConcurrencyConflict as exc:
+                # A consumer moving the processing state changes the row, not its versions: try again.
+                fresh = self.get(work_item_id)
+                if fresh is None or (fresh.version, fresh.pending_version) != (
+                    current.version,
+                    current.pending_version,
+                ):
+                    if if_match is not None:
+                        raise ConflictDetected(
+                            "another submission won the next version; re-read before writing",
+                            current_version=0 if fresh is None else fresh.version,
+                        ) from exc
+                    raise WorkItemConflict("another submission won this work item's next version") from exc
+                current = fresh
+        raise WorkItemConflict(f"work item {work_item_id}: too many concurrent updates; retry")
 
     def confirm_version(
         self, work_item_id: str, version: int, receipt: Mapping[str, Any] | None, *, now: datetime

@@ -98,6 +98,11 @@ def _granted_tenant_in_headers(context: Any, headers: Any) -> st.SearchStrategy[
     if not isinstance(headers, dict):
         return st.just(headers)
     headers = _fresh_intake_controls(headers)
+    reading = context.operation is not None and context.operation.method.upper() == "GET"
+    if reading and "X-Tenant-Id" in headers and next(_CALLS) % 2:
+        # A status read narrowed to another tenant is a 404 like an unknown id: half the reads are not
+        # narrowed, so the stateful read after a 202 can reach that very work item.
+        headers = {name: value for name, value in headers.items() if name != "X-Tenant-Id"}
     if "X-Tenant-Id" not in headers:
         return st.just(headers)
     return _granted_tenant(headers["X-Tenant-Id"]).map(lambda tenant: {**headers, "X-Tenant-Id": tenant})
