@@ -3,10 +3,13 @@ functions/function_app.py, all as child processes, with a test topology of short
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
 from azure.servicebus import ServiceBusClient
+from claimcheck.adapters.servicebus import ServiceBusBus
+from claimcheck.messages import OutboundMessage
 
 from infra.topology import load_topology
 from local.stack import LocalStack, start_stack
@@ -52,3 +55,33 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
 def bus(stack: LocalStack) -> Iterator[ServiceBusClient]:
     with ServiceBusClient.from_connection_string(stack.servicebus_connection_string) as client:
         yield client
+
+
+# How long a held publish may wait for the test to release it.
+HOLD_LIMIT_SECONDS = 180.0
+
+
+class HeldBroker:
+    """A producer's ``Bus`` whose publish waits until released, then publishes: a slow broker."""
+
+    def __init__(self, bus: ServiceBusBus) -> None:
+        self._bus = bus
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def publish(self, destination: str, message: OutboundMessage) -> None:
+        self.entered.set()
+        if not self.release.wait(HOLD_LIMIT_SECONDS):
+            raise TimeoutError("the test never released the held publish")
+        self._bus.publish(destination, message)
+
+
+@pytest.fixture
+def held_broker(stack: LocalStack) -> Iterator[HeldBroker]:
+    bus = ServiceBusBus(connection_string=stack.servicebus_connection_string)
+    held = HeldBroker(bus)
+    try:
+        yield held
+    finally:
+        held.release.set()
+        bus.close()

@@ -1,61 +1,30 @@
 """The read-after-write seed's cases over the HTTP API of the local stack (DESIGN §5).
 
-A lagging write path is a real alternative ``Bus`` behind the producer's port (``_HeldBroker``: a broker
+A lagging write path is a real alternative ``Bus`` behind the producer's port (``HeldBroker`` in
+conftest.py: a broker
 slow to confirm a publish), not a patched function: while it holds, the version is reserved but not
 visible, exactly as when Service Bus is slow on Azure.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-import pytest
 import requests
 from azure.data.tables import TableServiceClient
 from azure.servicebus import ServiceBusClient
 from claimcheck import ClaimCheck
-from claimcheck.adapters.servicebus import ServiceBusBus
-from claimcheck.messages import OutboundMessage
 from claimcheck.settings import REGISTRY_TABLE, Settings
 
 from local.stack import LocalStack
 
-from .conftest import VISIBILITY_WINDOW_SECONDS
+from .conftest import VISIBILITY_WINDOW_SECONDS, HeldBroker
 from .journey import SAMPLES, auth
 
 DOCUMENT = (SAMPLES / "service-agreement.txt").read_bytes()
 OTHER_DOCUMENT = (SAMPLES / "urgent-notice.txt").read_bytes()
-HOLD_LIMIT_SECONDS = 180.0
-
-
-class _HeldBroker:
-    """A producer's ``Bus`` whose publish waits until released, then publishes: a slow broker."""
-
-    def __init__(self, bus: ServiceBusBus) -> None:
-        self._bus = bus
-        self.entered = threading.Event()
-        self.release = threading.Event()
-
-    def publish(self, destination: str, message: OutboundMessage) -> None:
-        self.entered.set()
-        if not self.release.wait(HOLD_LIMIT_SECONDS):
-            raise TimeoutError("the test never released the held publish")
-        self._bus.publish(destination, message)
-
-
-@pytest.fixture
-def held_broker(stack: LocalStack) -> Iterator[_HeldBroker]:
-    bus = ServiceBusBus(connection_string=stack.servicebus_connection_string)
-    held = _HeldBroker(bus)
-    try:
-        yield held
-    finally:
-        held.release.set()
-        bus.close()
 
 
 def _tenant() -> str:
@@ -131,7 +100,7 @@ def test_accepted_write_then_immediate_read(stack: LocalStack) -> None:
 
 
 def test_stale_reads_while_the_write_is_not_visible_wait_then_confirm(
-    stack: LocalStack, held_broker: _HeldBroker
+    stack: LocalStack, held_broker: HeldBroker
 ) -> None:
     """Seeds 2 and 3: while the version is reserved but not yet in the index, two reads in a row answer
     awaiting_visibility with wait + Retry-After (never 404 / "not executed"); once the publish is
@@ -161,7 +130,7 @@ def test_stale_reads_while_the_write_is_not_visible_wait_then_confirm(
 
 
 def test_visibility_deadline_exceeded_then_propagation_completes_late(
-    stack: LocalStack, held_broker: _HeldBroker
+    stack: LocalStack, held_broker: HeldBroker
 ) -> None:
     """Seeds 7 and 12: past the visibility deadline an unconfirmed version is propagation_exceeded
     (reconcile), not awaiting_visibility forever; a publish confirmed after that reads as confirmed."""

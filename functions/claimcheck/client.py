@@ -1,0 +1,249 @@
+"""A small typed client for agents: submit a document once, then wait for an explicit final state.
+
+``submit`` streams the document, always sends an ``Idempotency-Key`` (a retry after a timeout or a 503
+answers the first receipt instead of writing again) and retries only what is safe to retry.
+``wait`` polls the status API "at least version N" with bounded attempts, full jitter and an absolute
+deadline, honouring ``Retry-After``, and ends in the state the API named (DESIGN §5). Delays come from
+the one backoff function, ``claimcheck.outcome.compute_backoff``.
+
+Standard library only (``urllib``), so an agent needs nothing but this package.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from claimcheck.outcome import compute_backoff
+
+# Answers after which the same request may succeed: the key makes resending it safe.
+_RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+_RETRYABLE_CODES = frozenset({"request_in_progress"})
+
+
+class ApiError(Exception):
+    """The API refused the request (or kept failing until the attempts ran out)."""
+
+    def __init__(self, status: int, body: Mapping[str, Any]) -> None:
+        super().__init__(f"HTTP {status}: {body.get('error', 'error')}: {body.get('message', '')}")
+        self.status = status
+        self.code = str(body.get("error", ""))
+        self.body = dict(body)
+
+
+@dataclass(frozen=True)
+class Receipt:
+    work_item_id: str
+    version: int
+    idempotency_key: str
+    replayed: bool
+    raw: Mapping[str, Any] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class FinalState:
+    """Where waiting ended. ``next_action`` is the API's, or ``wait`` if the deadline/attempts ran out
+    first (``exhausted``): the version is not known to be visible, and that is no reason to write again."""
+
+    visibility: str
+    next_action: str
+    version: int
+    attempts: int
+    exhausted: bool
+    body: Mapping[str, Any] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class _Answer:
+    status: int
+    body: dict[str, Any]
+    headers: Mapping[str, str]
+
+
+class ClaimCheckClient:
+    def __init__(
+        self,
+        api_url: str,
+        token: Callable[[], str],
+        *,
+        timeout: float = 60.0,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        backoff_base: timedelta = timedelta(milliseconds=500),
+        backoff_cap: timedelta = timedelta(seconds=20),
+    ) -> None:
+        """``api_url`` ends in ``/api``; ``token()`` returns a current bearer token for the API."""
+        if urllib.parse.urlsplit(api_url).scheme not in ("http", "https"):
+            raise ValueError("api_url must be an http(s) URL")
+        self._api = api_url.rstrip("/")
+        self._token = token
+        self._timeout = timeout
+        self._sleep = sleep
+        self._clock = clock
+        self._base = backoff_base
+        self._cap = backoff_cap
+
+    def submit(
+        self,
+        source: str | Path | BinaryIO | bytes,
+        *,
+        tenant_id: str,
+        purpose: str,
+        classification: str,
+        content_type: str,
+        work_item_id: str | None = None,
+        if_match: int | str | None = None,
+        idempotency_key: str | None = None,
+        max_attempts: int = 5,
+        deadline_seconds: float = 300.0,
+    ) -> Receipt:
+        """Submit once (retries carry the same key); ``ApiError`` for a refusal that retrying cannot fix.
+
+        A path is reopened for each attempt; a stream is retried only if it can seek back to its start.
+        """
+        key = idempotency_key or uuid.uuid4().hex
+        headers = {
+            "Idempotency-Key": key,
+            "X-Tenant-Id": tenant_id,
+            "X-Purpose": purpose,
+            "X-Classification": classification,
+            "Content-Type": content_type,
+        }
+        if work_item_id is not None:
+            headers["X-Work-Item-Id"] = work_item_id
+        if if_match is not None:
+            headers["If-Match"] = str(if_match)
+        give_up_at = self._clock() + deadline_seconds
+        for attempt in range(1, max_attempts + 1):
+            with _Body(source) as (body, length):
+                answer = self._call("POST", "/documents", headers | {"Content-Length": str(length)}, body)
+            if answer.status == 202:
+                return Receipt(
+                    work_item_id=answer.body["work_item_id"],
+                    version=int(answer.body["receipt"]["version"]),
+                    idempotency_key=key,
+                    replayed=answer.headers.get("Idempotent-Replayed") == "true",
+                    raw=answer.body,
+                )
+            retryable = answer.status in _RETRYABLE_STATUSES or answer.body.get("error") in _RETRYABLE_CODES
+            if not retryable or not _Body.rewindable(source) or attempt == max_attempts:
+                raise ApiError(answer.status, answer.body)
+            if not self._pause(attempt, answer, give_up_at):
+                raise ApiError(answer.status, answer.body)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def status(self, work_item_id: str, min_version: int | None = None) -> tuple[int, dict[str, Any]]:
+        query = "" if min_version is None else f"?min_version={min_version}"
+        path = f"/work-items/{urllib.parse.quote(work_item_id, safe='')}{query}"
+        answer = self._call("GET", path, {}, None)
+        return answer.status, answer.body
+
+    def wait(self, receipt: Receipt, deadline_seconds: float, *, max_attempts: int = 30) -> FinalState:
+        """Poll until the API names a state that is not ``wait``, or the attempts or deadline run out."""
+        give_up_at = self._clock() + deadline_seconds
+        quoted = urllib.parse.quote(receipt.work_item_id, safe="")
+        path = f"/work-items/{quoted}?min_version={receipt.version}"
+        answer = _Answer(0, {}, {})
+        for attempt in range(1, max_attempts + 1):
+            answer = self._call("GET", path, {}, None)
+            action = answer.body.get("next_action")
+            if answer.status in (200, 404) and action and action != "wait":
+                return _final(answer, attempt, exhausted=False)
+            if answer.status not in (200, 404) and answer.status not in _RETRYABLE_STATUSES:
+                raise ApiError(answer.status, answer.body)
+            if attempt == max_attempts or not self._pause(attempt, answer, give_up_at):
+                return _final(answer, attempt, exhausted=True)
+        return _final(answer, max_attempts, exhausted=True)
+
+    def _pause(self, attempt: int, answer: _Answer, give_up_at: float) -> bool:
+        """Sleep before the next attempt (full jitter, at least Retry-After); False if past the deadline."""
+        ceiling = compute_backoff(attempt, base=self._base, jitter=False, max_backoff=self._cap)
+        delay = random.uniform(0, ceiling.total_seconds())
+        retry_after = answer.headers.get("Retry-After", "")
+        if retry_after.isascii() and retry_after.isdigit():
+            delay = max(delay, float(retry_after))
+        if self._clock() + delay >= give_up_at:
+            return False
+        self._sleep(delay)
+        return True
+
+    def _call(self, method: str, path: str, headers: Mapping[str, str], body: Any) -> _Answer:
+        request = urllib.request.Request(  # noqa: S310 - the scheme is checked in __init__
+            self._api + path,
+            data=body,
+            method=method,
+            headers={**headers, "Authorization": f"Bearer {self._token()}", "Accept": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self._timeout) as response:  # noqa: S310
+                return _Answer(response.status, _json(response.read()), dict(response.headers))
+        except urllib.error.HTTPError as error:
+            return _Answer(error.code, _json(error.read()), dict(error.headers))
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
+            # No answer at all: the request may or may not have been applied. The key makes a resend safe.
+            return _Answer(503, {"error": "no_answer", "message": type(error).__name__}, {})
+
+
+class _Body:
+    """The request body for one attempt: a freshly opened file, the bytes, or the caller's stream."""
+
+    def __init__(self, source: str | Path | BinaryIO | bytes) -> None:
+        self._source = source
+        self._opened: BinaryIO | None = None
+
+    @staticmethod
+    def rewindable(source: str | Path | BinaryIO | bytes) -> bool:
+        return isinstance(source, str | Path | bytes) or source.seekable()
+
+    def __enter__(self) -> tuple[BinaryIO | bytes, int]:
+        source = self._source
+        if isinstance(source, bytes):
+            return source, len(source)
+        if isinstance(source, str | Path):
+            self._opened = open(source, "rb")
+            stream: BinaryIO = self._opened
+        else:
+            stream = source
+            if stream.seekable():
+                stream.seek(0)
+        start = stream.tell() if stream.seekable() else 0
+        length = stream.seek(0, 2) - start if stream.seekable() else -1
+        if stream.seekable():
+            stream.seek(start)
+        if length < 0:
+            raise ValueError("a stream without a known length cannot be streamed: pass a path or bytes")
+        return stream, length
+
+    def __exit__(self, *_: object) -> None:
+        if self._opened is not None:
+            self._opened.close()
+
+
+def _json(raw: bytes) -> dict[str, Any]:
+    try:
+        parsed = json.loads(raw) if raw else {}
+    except ValueError:
+        return {"error": "not_json", "message": "the answer was not JSON"}
+    return parsed if isinstance(parsed, dict) else {"error": "not_json", "message": "not a JSON object"}
+
+
+def _final(answer: _Answer, attempts: int, *, exhausted: bool) -> FinalState:
+    body = answer.body
+    return FinalState(
+        visibility=str(body.get("visibility", "")),
+        next_action="wait" if exhausted else str(body.get("next_action", "")),
+        version=int(body.get("version", 0) or 0),
+        attempts=attempts,
+        exhausted=exhausted,
+        body=body,
+    )
