@@ -105,9 +105,7 @@ def read_host_json(path: Path | None) -> HostOptions:
                 bus, "maxConcurrentSessions", defaults.max_concurrent_sessions, path
             ),
             session_idle_timeout=_duration(bus, "sessionIdleTimeout", defaults.session_idle_timeout),
-            max_auto_lock_renewal_duration=_duration(
-                bus, "maxAutoLockRenewalDuration", defaults.max_auto_lock_renewal_duration
-            ),
+            max_auto_lock_renewal_duration=_renewal_duration(bus, defaults.max_auto_lock_renewal_duration),
             prefetch_count=_non_negative(bus, "prefetchCount", defaults.prefetch_count, path),
             auto_complete_messages=_flag(bus, "autoCompleteMessages", defaults.auto_complete_messages, path),
         ),
@@ -158,6 +156,18 @@ def _flag(section: Mapping[str, Any], key: str, default: bool, path: Path) -> bo
     if not isinstance(raw, bool):
         raise HostConfigError(f"{path}: extensions.serviceBus.{key} must be true or false, got {raw!r}")
     return raw
+
+
+# .NET's Timeout.InfiniteTimeSpan as host.json spells it: renew the lock for as long as the function runs
+# (a century here: the SDK's renewer adds the limit to datetimes, which timedelta.max would overflow).
+_INFINITE_TIMESPAN = "-00:00:00.0010000"
+UNLIMITED_RENEWAL = timedelta(days=36500)
+
+
+def _renewal_duration(section: Mapping[str, Any], default: timedelta) -> timedelta:
+    if str(section.get("maxAutoLockRenewalDuration", "")).strip() == _INFINITE_TIMESPAN:
+        return UNLIMITED_RENEWAL
+    return _duration(section, "maxAutoLockRenewalDuration", default)
 
 
 def _duration(section: Mapping[str, Any], key: str, default: timedelta) -> timedelta:

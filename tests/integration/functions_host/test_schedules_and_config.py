@@ -11,6 +11,7 @@ import pytest
 
 from local.functions_host.app_loader import HttpFunction
 from local.functions_host.host_config import (
+    UNLIMITED_RENEWAL,
     HostConfigError,
     apply_local_settings,
     parse_timespan,
@@ -101,6 +102,15 @@ def test_malformed_service_bus_setting_is_refused(tmp_path: Path, bad: dict[str,
     path.write_text(json.dumps({"extensions": {"serviceBus": bad}}))
     with pytest.raises(HostConfigError, match=f"extensions.serviceBus.{next(iter(bad))}"):
         read_host_json(path)
+
+
+def test_infinite_lock_renewal_is_the_dotnet_infinite_timespan(tmp_path: Path) -> None:
+    """maxAutoLockRenewalDuration "-00:00:00.0010000" (Timeout.InfiniteTimeSpan) renews without limit."""
+    path = tmp_path / "host.json"
+    path.write_text(
+        json.dumps({"extensions": {"serviceBus": {"maxAutoLockRenewalDuration": "-00:00:00.0010000"}}})
+    )
+    assert read_host_json(path).service_bus.max_auto_lock_renewal_duration == UNLIMITED_RENEWAL
 
 
 def test_timespan_with_fraction() -> None:

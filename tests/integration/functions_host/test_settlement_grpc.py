@@ -80,7 +80,8 @@ def _journal(path: Path, count: int, timeout: float = 60.0) -> list[dict[str, ob
 def test_each_settlement_action_goes_through_the_extensions_grpc_client(
     client: ServiceBusClient, journals: dict[str, Path]
 ) -> None:
-    """complete, abandon, deadletter (reason + description), defer and session state reach the broker
+    """complete, abandon, deadletter (reason + description), defer, session state, session lock renewal
+    and session release reach the broker
     through the extension's ServiceBusMessageActions; the message the function sees has no receiver."""
     _send(
         client,
@@ -90,10 +91,12 @@ def test_each_settlement_action_goes_through_the_extensions_grpc_client(
             "s-dead": "deadletter:bad-input",
             "s-defer": "defer",
             "s-state": "state:step-3",
+            "s-renew": "renew",
+            "s-release": "release",
         },
     )
     with start_host(SAMPLE_APP, port=0, only=["settlements"]):
-        lines = _journal(journals["bus"], 6)  # the abandoned message comes back once
+        lines = _journal(journals["bus"], 8)  # the abandoned message comes back once
     assert {(line["receiver"], line["actions"]) for line in lines} == {(False, EXTENSION_ACTIONS)}
     outcomes = sorted((str(line["body"]), str(line.get("settled") or line.get("error"))) for line in lines)
     assert outcomes == [
@@ -102,8 +105,11 @@ def test_each_settlement_action_goes_through_the_extensions_grpc_client(
         ("complete", "complete"),
         ("deadletter:bad-input", "deadletter"),
         ("defer", "defer"),
+        ("release", "complete"),
+        ("renew", "complete"),
         ("state:step-3", "complete"),
     ]
+    assert [line["renewed_until_ahead"] for line in lines if line["body"] == "renew"] == [True]
     with client.get_queue_receiver(
         "settlements", sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=5
     ) as dlq:

@@ -9,6 +9,7 @@ import json
 import os
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import azure.functions as func
@@ -129,6 +130,11 @@ def settlements(message: ServiceBusReceivedMessage, message_actions: ServiceBusM
         else:
             if command == "state":
                 message_actions.set_session_state(str(message.session_id), argument.encode())
+            if command == "renew":
+                locked_until = message_actions.renew_session_lock(str(message.session_id))
+                line["renewed_until_ahead"] = locked_until.ToDatetime(tzinfo=UTC) > datetime.now(UTC)
+            if command == "release":
+                message_actions.release_session(str(message.session_id))
             message_actions.complete(message)
             line["settled"] = "complete"
     except SettlementError as error:
