@@ -14,6 +14,7 @@ component, ingestion needs the Entra token that APPLICATIONINSIGHTS_AUTHENTICATI
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from claimcheck.access import ACCESS_TABLE_SETTING, AccessTable
@@ -53,15 +54,16 @@ class AppIdentity:
 IDENTITY_CONNECTIONS = ("AzureWebJobsStorage", SERVICEBUS_CONNECTION, STORAGE_CONNECTION)
 
 
-def identity_settings(identity: AppIdentity) -> dict[str, str]:
-    """Which managed identity every connection uses, and who the consumer is for every purpose."""
+def identity_settings(identity: AppIdentity, consumed_purposes: Collection[str]) -> dict[str, str]:
+    """Which managed identity every connection uses, and that it is the consumer of the purposes the
+    stack consumes (claimcheck:consumedPurposes), the others having none."""
     return {
         **{f"{connection}__{key}": value for connection in IDENTITY_CONNECTIONS
            for key, value in (("credential", "managedidentity"), ("clientId", identity.client_id))},
         "AZURE_CLIENT_ID": identity.client_id,
         "APPLICATIONINSIGHTS_AUTHENTICATION_STRING": f"ClientId={identity.client_id};Authorization=AAD",
         # The consumer checks its own identity against each purpose's allowed consumers.
-        **consumer_settings(identity.principal_id, DEFAULT_PURPOSES),
+        **consumer_settings(identity.principal_id, DEFAULT_PURPOSES, consumed_purposes),
     }
 
 
@@ -72,9 +74,10 @@ def service_bus_fqdn(endpoint: str) -> str:
 
 
 def build_app_settings(endpoints: AppEndpoints, identity: AppIdentity, topology: Topology,
-                       environment: str) -> dict[str, str]:
+                       environment: str, consumed_purposes: Collection[str] = tuple(DEFAULT_PURPOSES),
+                       ) -> dict[str, str]:
     bindings, tables = topology.bindings, topology.tables
-    return identity_settings(identity) | {
+    return identity_settings(identity, consumed_purposes) | {
         "AzureWebJobsStorage__accountName": endpoints.host_storage_account,
         f"{SERVICEBUS_CONNECTION}__fullyQualifiedNamespace": endpoints.service_bus_fqdn,
         f"{STORAGE_CONNECTION}__blobServiceUri": endpoints.payload_blob_uri.rstrip("/"),

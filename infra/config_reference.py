@@ -99,6 +99,10 @@ KEYS: tuple[Key, ...] = (
         "use `tenants` (ids or `prefix*`), `purposes` and `classifications` (default all). Any entry "
         "makes the API's app registration emit group claims (`SecurityGroup`); the caller still needs "
         "an app role for the route.", "group_grants"),
+    Key("consumedPurposes", "list of purposes", "The purposes whose payloads this stack's consumer reads: "
+        "its managed identity's principal id becomes their one allowed consumer "
+        "(`CLAIMCHECK_PURPOSE_CONSUMERS`); any other purpose has none, so its messages are dead-lettered "
+        "`access_denied`.", "consumed_purposes"),
     Key("owner", "tag value", "`owner` tag on every resource that takes tags.", "owner"),
     Key("costCenter", "tag value", "`costCenter` tag on every resource that takes tags.", "cost_center"),
     Key("functionMaximumInstances", "integer 40-1000", "Flex Consumption scale-out limit.",

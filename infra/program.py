@@ -83,6 +83,7 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
                             app_insights_connection_string=monitoring.app_insights.connection_string,
                             maximum_instances=settings.function_maximum_instances,
                             instance_memory_mb=settings.function_instance_memory_mb, auth=auth,
+                            consumed_purposes=settings.consumed_purposes,
                             zone_redundant=settings.zone_redundant,
                             infrastructure_encryption=settings.require_infrastructure_encryption,
                             consumer_always_ready=settings.consumer_always_ready,

@@ -130,6 +130,9 @@ class StackSettings:
     # Access-table grants by Entra group (the token's `groups` claim): any caller in the group gets the
     # grant's tenants, purposes and classifications. Any such grant turns on the API's group claims.
     group_grants: tuple[AccessGrant, ...] = ()
+    # The purposes whose payloads this stack's consumer reads (its managed identity is their one allowed
+    # consumer); the others' messages are dead-lettered access_denied. Default: every purpose.
+    consumed_purposes: tuple[str, ...] = tuple(sorted(DEFAULT_PURPOSES))
 
 
 def stack_slug(stack: str) -> str:
@@ -201,6 +204,7 @@ def load_settings(config: Mapping[str, Any], stack: str) -> StackSettings:
         evidence_immutability_days=reader.integer("evidenceImmutabilityDays", 0, 0, 146_000),
         topology=load_topology(reader.mapping("topology")),
         group_grants=reader.group_grants("groupGrants"),
+        consumed_purposes=reader.purposes("consumedPurposes"),
     )
     reader.reject_unknown()
     _refuse_contradictions(settings)
@@ -346,6 +350,18 @@ class _Reader:
         if len({principal.name for principal in principals}) != len(principals):
             raise StackConfigError(f"{PROJECT}:{key}: principal names must be unique")
         return tuple(principals)
+
+    def purposes(self, key: str) -> tuple[str, ...]:
+        """Purpose names of the purpose table (claimcheck.policy), at least one; absent: all of them."""
+        value = self._get(key)
+        known = sorted(DEFAULT_PURPOSES)
+        if value is None:
+            return tuple(known)
+        if (not isinstance(value, list) or not value or len(set(value)) != len(value)
+                or not all(isinstance(item, str) and item in DEFAULT_PURPOSES for item in value)):
+            raise StackConfigError(f"{PROJECT}:{key}: {value!r} is invalid; expected a non-empty list of "
+                                   f"distinct purposes among {known}")
+        return tuple(value)
 
     def group_grants(self, key: str) -> tuple[AccessGrant, ...]:
         """Grants by group object id, checked by the parser the Function App uses on the app setting."""

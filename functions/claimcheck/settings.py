@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 # Connection *names* (the `connection=` of a binding). On Azure each one is expanded by the host into
@@ -180,15 +180,25 @@ def _provisional_tag(values: Mapping[str, str]) -> ProvisionalTag:
     return tag
 
 
-def consumer_settings(consumer_identity: str, purposes: Iterable[str]) -> dict[str, str]:
-    """The consumer's identity and, for every purpose this app serves, that identity as its consumer.
+def consumer_settings(
+    consumer_identity: str, purposes: Iterable[str], consumed: Collection[str] | None = None
+) -> dict[str, str]:
+    """The consumer's identity and each purpose's allowed consumers: that identity for the purposes it
+    consumes (``consumed``; None = all), nobody for the others.
 
-    One function for both deployments: infra/ passes the managed identity's principal id, the local
-    stack its stand-in; both pass the purpose table's names, so no purpose is left to the defaults.
+    One function for both deployments: infra/ passes the managed identity's principal id and the stack
+    config's consumed purposes, the local stack its stand-in and all; both pass the purpose table's
+    names, so no purpose is left to the purpose table's default readers.
     """
     if not consumer_identity:
         raise SettingsError(f"{CONSUMER_IDENTITY_SETTING} needs the consumer's identity")
-    consumers = {purpose: [consumer_identity] for purpose in sorted(purposes)}
+    names = sorted(purposes)
+    unknown = sorted(set(consumed or ()) - set(names))
+    if unknown:
+        raise SettingsError(f"{PURPOSE_CONSUMERS_SETTING} names unknown purposes {unknown}")
+    consumers = {
+        purpose: [consumer_identity] if consumed is None or purpose in consumed else [] for purpose in names
+    }
     return {
         CONSUMER_IDENTITY_SETTING: consumer_identity,
         PURPOSE_CONSUMERS_SETTING: json.dumps(consumers, separators=(",", ":")),

@@ -35,7 +35,8 @@ class FunctionApp(pulumi.ComponentResource):
                  service_bus_fqdn: pulumi.Input[str], payload_blob_endpoint: pulumi.Input[str],
                  payload_table_endpoint: pulumi.Input[str],
                  app_insights_connection_string: pulumi.Input[str], maximum_instances: int,
-                 instance_memory_mb: int, auth: pulumi.Input[ApiAuth], zone_redundant: bool,
+                 instance_memory_mb: int, auth: pulumi.Input[ApiAuth], consumed_purposes: tuple[str, ...],
+                 zone_redundant: bool,
                  infrastructure_encryption: bool, consumer_always_ready: int, public_network_access: str,
                  integration_subnet_id: pulumi.Input[str] | None = None,
                  opts: pulumi.ResourceOptions | None = None) -> None:
@@ -68,7 +69,7 @@ class FunctionApp(pulumi.ComponentResource):
             AppEndpoints(service_bus_fqdn=values[0], payload_blob_uri=values[1], payload_table_uri=values[2],
                          host_storage_account=values[3], app_insights_connection_string=values[4]),
             AppIdentity(client_id=values[6], principal_id=values[7]),
-            topology, environment) | auth_settings(values[5]))
+            topology, environment, consumed_purposes) | auth_settings(values[5]))
         self.app_settings = app_settings
         package_url = pulumi.Output.concat(
             self.host_account.primary_endpoints.apply(lambda endpoints: endpoints.blob), DEPLOYMENT_CONTAINER)

@@ -15,9 +15,9 @@ from claimcheck.settings import PROVISIONAL_TAG_NAME, PROVISIONAL_TAG_VALUE, Set
 
 from infra import entrypoint
 from infra.policy import rules
-from infra.stack_config import REPO_ROOT, read_stack_config
+from infra.stack_config import REPO_ROOT, StackConfigError, load_settings, read_stack_config
 from tests.infra.pulumi_harness import APP_IDENTITY_CLIENT_ID, APP_PRINCIPAL_ID, ProgramRun, run_program
-from tests.infra.stacks import Stack, host_account, stack_run
+from tests.infra.stacks import CONSUMED_PURPOSES, Stack, host_account, stack_run
 
 
 def test_namespace_is_entra_only_with_tls12(stack: Stack) -> None:
@@ -175,13 +175,27 @@ def test_every_identity_connection_names_the_user_assigned_identity(stack: Stack
 
 def test_consumer_identity_is_the_apps_managed_identity(stack: Stack) -> None:
     """The consumer's identity setting is the identity's principal id (the one the role assignments
-    name), and every purpose of the purpose table allows exactly that consumer."""
-    _, run = stack
+    name), and every purpose the stack consumes allows exactly that consumer (all of them by default)."""
+    settings, run = stack
     app = Settings.from_env(_app_settings(run))
     assert app.consumer_identity == APP_PRINCIPAL_ID
-    assert app.purpose_consumers == {purpose: frozenset({APP_PRINCIPAL_ID}) for purpose in DEFAULT_PURPOSES}
+    assert set(app.purpose_consumers) == set(DEFAULT_PURPOSES)
+    assert {purpose for purpose, consumers in app.purpose_consumers.items()
+            if consumers == {APP_PRINCIPAL_ID}} == set(settings.consumed_purposes)
     assert {assignment.inputs["principalId"] for assignment in run.of_type("RoleAssignment")
             if assignment.name.split("-access-", 1)[-1].startswith("app-")} == {APP_PRINCIPAL_ID}
+
+
+def test_consumed_purposes_from_the_stack_config_bound_the_consumer() -> None:
+    """claimcheck:consumedPurposes lists what this stack consumes: the others get no allowed consumer."""
+    app = Settings.from_env(_app_settings(stack_run("prod+producer")[1]))
+    assert app.purpose_consumers == {
+        purpose: frozenset({APP_PRINCIPAL_ID}) if purpose in CONSUMED_PURPOSES else frozenset()
+        for purpose in DEFAULT_PURPOSES
+    }
+    for bad in ([], ["gossip"], ["contract-review", "contract-review"], "contract-review"):
+        with pytest.raises(StackConfigError, match="claimcheck:consumedPurposes"):
+            load_settings({"consumedPurposes": bad}, "dev")
 
 
 # protobuf that the Python worker bundles for Python 3.8-3.12 ("protobuf~=4.25.3" in

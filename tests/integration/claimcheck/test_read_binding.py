@@ -149,3 +149,18 @@ def test_consumer_settings_read_back_as_that_identity_for_every_purpose() -> Non
     assert settings.purpose_consumers == {purpose: frozenset({"principal-1"}) for purpose in DEFAULT_PURPOSES}
     with pytest.raises(SettingsError, match="CLAIMCHECK_CONSUMER_IDENTITY"):
         consumer_settings("", DEFAULT_PURPOSES)
+    with pytest.raises(SettingsError, match=r"unknown purposes \['gossip'\]"):
+        consumer_settings("principal-1", DEFAULT_PURPOSES, ["gossip"])
+
+
+def test_a_purpose_the_stack_does_not_consume_is_read_by_nobody(make_harness: Build) -> None:
+    """claimcheck:consumedPurposes without contract-review: the app's own identity may not read it."""
+    settings = Settings.from_env(consumer_settings("principal-1", DEFAULT_PURPOSES, ["evidence-archive"]))
+    harness = make_harness(consumer_identity="principal-1", purpose_consumers=settings.purpose_consumers)
+    submit(harness, document(50_000))
+    outcome = harness.claimcheck.consumer.handle(harness.delivery())
+    assert isinstance(outcome, DeadLetter)
+    assert outcome.reason is DeadLetterReason.ACCESS_DENIED
+    assert harness.analyzer.seen == []
+    submit(harness, document(50_000), purpose="evidence-archive")
+    assert harness.claimcheck.consumer.handle(harness.delivery()) == Complete()
