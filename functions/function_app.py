@@ -56,6 +56,9 @@ RECONCILE_SCHEDULE = "0 */5 * * * *"
 # The checked-in OpenAPI 3.1 document of this app's HTTP API; a test keeps it and the routes in agreement.
 OPENAPI_DOCUMENT = Path(__file__).with_name("openapi.json")
 
+# Seconds an agent waits before reading again when the status read path is unavailable (503).
+STATUS_RETRY_AFTER = 5
+
 # Longest backoff waited out before abandoning a message to retry it (well under the lock renewal limit).
 RETRY_PAUSE_CAP = timedelta(seconds=30)
 
@@ -295,7 +298,22 @@ def get_work_item(req: func.HttpRequest) -> func.HttpResponse:
     def visible(tenant_id: str) -> bool:
         return access.may_see_tenant(caller, tenant_id) and selected in (None, tenant_id)
 
-    view = claimcheck().status.get(work_item_id, min_version=min_version, tenant_visible=visible)
+    from claimcheck.resilience import is_outage
+
+    try:
+        view = claimcheck().status.get(work_item_id, min_version=min_version, tenant_visible=visible)
+    except Exception as error:
+        if not is_outage(error):
+            raise
+        # No authoritative read, so no answer at all: a stale one could make an agent write again.
+        logger.warning("status read of %s unavailable: %s", work_item_id, type(error).__name__)
+        unavailable = {
+            "error": "unavailable",
+            "message": "the authoritative store cannot be read now; ask again after Retry-After",
+            "next_action": "wait",
+            "retry_after": STATUS_RETRY_AFTER,
+        }
+        return _json(503, unavailable, {"Retry-After": str(STATUS_RETRY_AFTER)})
     if view is None:
         # The same answer for an unknown id and another tenant's (it names only what the caller sent).
         return _json(404, {"error": "not_found", "message": f"no work item {work_item_id}"})

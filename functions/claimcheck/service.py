@@ -32,6 +32,11 @@ if TYPE_CHECKING:
 
 SERVICE_IDENTITY = DEFAULT_CONSUMER_IDENTITY
 
+# The status API reads on its own short leash: when the authoritative table is unreachable an agent
+# gets a 503 with Retry-After in seconds (and asks again), never a stale answer and never a request
+# that hangs through the SDK's default retries for minutes.
+STATUS_READ_LIMITS: dict[str, Any] = {"retry_total": 1, "connection_timeout": 3, "read_timeout": 10}
+
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
@@ -87,6 +92,9 @@ class ClaimCheck:
         if storage_connection is not None:
             blobs = BlobServiceClient.from_connection_string(storage_connection, **transfer)
             tables = TableServiceClient.from_connection_string(storage_connection)
+            status_tables = TableServiceClient.from_connection_string(
+                storage_connection, **STATUS_READ_LIMITS
+            )
         else:
             if blob_service_uri is None or table_service_uri is None:
                 raise ValueError("give storage_connection, or both blob_service_uri and table_service_uri")
@@ -96,6 +104,7 @@ class ClaimCheck:
                 credential = DefaultAzureCredential()
             blobs = BlobServiceClient(blob_service_uri, credential=credential, **transfer)
             tables = TableServiceClient(table_service_uri, credential=credential)
+            status_tables = TableServiceClient(table_service_uri, credential=credential, **STATUS_READ_LIMITS)
         container = blobs.get_container_client(settings.payload_container)
         table_names = (
             settings.registry_table,
@@ -159,8 +168,8 @@ class ClaimCheck:
                 dead_letters=dead_letters,
             ),
             status=WorkItemStatus(
-                work_items,
-                registry,
+                WorkItemStore(AzureEntityTable(status_tables.get_table_client(settings.work_items_table))),
+                PayloadRegistry(AzureEntityTable(status_tables.get_table_client(settings.registry_table))),
                 window=timedelta(seconds=settings.visibility_window_seconds),
                 clock=clock,
             ),

@@ -245,3 +245,23 @@ def test_a_cached_old_answer_is_not_confirmed_as_current(stack: LocalStack) -> N
     assert fresh.json()["version"] == 2
     assert fresh.headers["ETag"] != etag
 
+
+
+def test_strong_read_unavailable_is_a_503_to_wait_never_a_stale_answer(stack: LocalStack) -> None:
+    """Seed 11: with the authoritative store down, the status read answers 503 unavailable with
+    next_action wait and Retry-After (within seconds, not after the SDK's default retries); once the
+    store is back, the same read answers the version."""
+    accepted = _post(stack, DOCUMENT, _tenant())
+    assert accepted.status_code == 202, accepted.text
+    work_item_id = accepted.json()["work_item_id"]
+    # A clean stop (Azurite flushes its data, as LocalStack.restart does), so only reachability changes.
+    stack.taken_down.add("azurite")
+    stack.azurite.stop(flush=True)
+    try:
+        down = _read(stack, work_item_id, 1)
+    finally:
+        stack.start("azurite")
+    assert (down.status_code, down.json()["error"]) == (503, "unavailable"), down.text
+    assert down.json()["next_action"] == "wait"
+    assert int(down.headers["Retry-After"]) == down.json()["retry_after"] >= 1
+    assert _answer(_read(stack, work_item_id, 1))[:2] == (200, "version_confirmed")
