@@ -15,13 +15,14 @@ from concurrent.futures import ThreadPoolExecutor
 import requests
 from azure.data.tables import TableServiceClient
 from azure.servicebus import ServiceBusClient
+from azure.storage.blob import BlobServiceClient
 from claimcheck import ClaimCheck
-from claimcheck.settings import REGISTRY_TABLE, Settings
+from claimcheck.settings import PAYLOAD_CONTAINER, REGISTRY_TABLE, Settings
 
 from local.stack import LocalStack
 
 from .conftest import VISIBILITY_WINDOW_SECONDS, HeldBroker
-from .journey import SAMPLES, auth
+from .journey import SAMPLES, auth, wait_until
 
 DOCUMENT = (SAMPLES / "service-agreement.txt").read_bytes()
 OTHER_DOCUMENT = (SAMPLES / "urgent-notice.txt").read_bytes()
@@ -265,3 +266,23 @@ def test_strong_read_unavailable_is_a_503_to_wait_never_a_stale_answer(stack: Lo
     assert down.json()["next_action"] == "wait"
     assert int(down.headers["Retry-After"]) == down.json()["retry_after"] >= 1
     assert _answer(_read(stack, work_item_id, 1))[:2] == (200, "version_confirmed")
+
+
+def test_a_version_whose_object_is_gone_needs_reconciliation(
+    stack: LocalStack, bus: ServiceBusClient
+) -> None:
+    """The stored object of an accepted version disappears before processing: the consumer dead-letters
+    it and the status answers needs_reconciliation with next_action reconcile (not proceed, not wait)."""
+    work_item_id = f"wi-{uuid.uuid4().hex}"
+    with bus.get_queue_receiver("documents", session_id=work_item_id) as hold:
+        hold.peek_messages(max_message_count=1)  # the consumer waits until the object is gone
+        accepted = _post(stack, DOCUMENT, _tenant(), work_item_id=work_item_id)
+        assert accepted.status_code == 202, accepted.text
+        blobs = BlobServiceClient.from_connection_string(stack.storage_connection_string)
+        blobs.get_container_client(PAYLOAD_CONTAINER).delete_blob(accepted.json()["receipt"]["payload_ref"])
+    wait_until(
+        lambda: _read(stack, work_item_id, 1).json()["state"] in ("failed", "completed"),
+        "the consumer never settled the version whose object is gone",
+        timeout=150,
+    )
+    assert _answer(_read(stack, work_item_id, 1)) == (200, "needs_reconciliation", "reconcile")
