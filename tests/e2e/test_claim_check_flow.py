@@ -7,11 +7,12 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+import requests
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceivedMessage
 
 from local.stack import LocalStack
 
-from .journey import SAMPLES, dead_letters, result_events, submit, wait_for_states, wait_until
+from .journey import SAMPLES, auth, dead_letters, result_events, submit, wait_for_states, wait_until
 
 
 def _tenant() -> str:
@@ -83,6 +84,10 @@ def test_older_version_queued_with_a_newer_is_superseded(stack: LocalStack, bus:
     ] == [2]
     superseded = _wait_for_dead_letters(bus, lambda message: message.session_id == work_item_id)
     assert [message.dead_letter_reason for message in superseded] == ["version_mismatch"]
+    # Read-after-write for whoever wrote version 1: a newer version with other content replaced it.
+    status_url = f"{stack.api_url}/work-items/{work_item_id}"
+    older = requests.get(status_url, params={"min_version": "1"}, headers=auth(stack), timeout=30).json()
+    assert (older["visibility"], older["next_action"]) == ("conflict_detected", "re_read")
 
 
 # Sending and completing the burst share one budget, kept well under pytest's 300 s timeout: on a
