@@ -326,7 +326,9 @@ def get_work_item(req: func.HttpRequest) -> func.HttpResponse:
         }
         return _json(404, body)
     payload = json.dumps(view.to_dict()).encode()
-    headers = {"ETag": status_etag(view.version, payload)}
+    # no-cache: a cache may keep the answer but must revalidate it (If-None-Match) before every use, so
+    # no intermediary hands an agent an old version as current.
+    headers = {"ETag": status_etag(view.version, payload), "Cache-Control": "no-cache"}
     if answer is not None and answer.retry_after is not None:
         headers["Retry-After"] = str(answer.retry_after)
     if none_match(req.headers.get("if-none-match"), headers["ETag"]):

@@ -233,6 +233,7 @@ def test_a_cached_old_answer_is_not_confirmed_as_current(stack: LocalStack) -> N
     tenant, work_item_id = _tenant(), f"wi-{uuid.uuid4().hex}"
     assert _post(stack, DOCUMENT, tenant, work_item_id=work_item_id).status_code == 202
     cached = _read(stack, work_item_id)
+    assert cached.headers["Cache-Control"] == "no-cache"  # shared caches must revalidate, never serve it
     etag = cached.headers["ETag"]
     unchanged = _read(stack, work_item_id, etag=etag)
     if unchanged.status_code == 200:  # processing moved on between the two reads: a new answer
