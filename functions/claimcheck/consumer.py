@@ -18,6 +18,7 @@ from typing import Any, BinaryIO
 
 from claimcheck.analysis import AnalysisError, AnalysisResult, Analyzer
 from claimcheck.cleanup import Cleaner
+from claimcheck.deliveries import DeliveryCounter, delivery_number
 from claimcheck.envelope import Envelope, parse_envelope
 from claimcheck.errors import (
     AccessDenied,
@@ -100,6 +101,7 @@ class Consumer:
         registry: PayloadRegistry,
         work_items: WorkItemStore,
         ledger: IdempotencyLedger,
+        deliveries: DeliveryCounter,
         results: EntityTable,
         cleaner: Cleaner,
         bus: Bus,
@@ -114,6 +116,7 @@ class Consumer:
         self._registry = registry
         self._work_items = work_items
         self._ledger = ledger
+        self._deliveries = deliveries
         self._results = results
         self._cleaner = cleaner
         self._bus = bus
@@ -435,6 +438,18 @@ class Consumer:
             log.warning("could not record failure of %s: %s", envelope.work_item_id, type(exc).__name__)
 
     def _retry_or_give_up(self, message: InboundMessage, reason: str, last: DeadLetterReason) -> Outcome:
-        if message.delivery_count >= self._settings.max_delivery_count:
-            return DeadLetter(last, f"gave up after {message.delivery_count} deliveries: {reason}")
-        return Retry(reason, compute_backoff(message.delivery_count))
+        try:
+            deliveries = delivery_number(message.delivery_count, lambda: self._count_delivery(message))
+        except Exception as exc:  # the count's store is down: retry; the broker's own bound still holds
+            log.warning(
+                "could not count deliveries of message %s (%s)", message.message_id, type(exc).__name__
+            )
+            return Retry(reason, compute_backoff(1))
+        if deliveries >= self._settings.max_delivery_count:
+            return DeadLetter(last, f"gave up after {deliveries} deliveries: {reason}")
+        return Retry(reason, compute_backoff(deliveries))
+
+    def _count_delivery(self, message: InboundMessage) -> int:
+        return self._deliveries.count(
+            message.message_id, message.sequence_number, message.lock_token, now=self._clock()
+        )

@@ -16,11 +16,15 @@ class InboundMessage:
 
     body: bytes
     message_id: str
-    delivery_count: int  # 1 on first delivery
+    # 1 on first delivery; None when the trigger does not report it (Azure Functions' binding data,
+    # see claimcheck.deliveries): then the consumer counts the deliveries it retries itself.
+    delivery_count: int | None
     session_id: str | None = None
     correlation_id: str | None = None
     application_properties: Mapping[str, Any] = field(default_factory=dict)
     enqueued_time: datetime | None = None
+    sequence_number: int | None = None  # with message_id, names the message for the app's own count
+    lock_token: str | None = None  # names this delivery (each delivery has its own lock)
 
 
 @dataclass(frozen=True)

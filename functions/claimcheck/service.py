@@ -16,6 +16,7 @@ from claimcheck.analysis import Analyzer, ContractObligationExtractor
 from claimcheck.cleanup import Cleaner
 from claimcheck.consumer import Consumer
 from claimcheck.deadletters import DeadLetterSource
+from claimcheck.deliveries import DeliveryCounter
 from claimcheck.idempotency import IdempotencyLedger
 from claimcheck.intake_keys import INTAKE_LEASE, IntakeKeys
 from claimcheck.integrity import DEFAULT_CHUNK_BYTES
@@ -148,6 +149,7 @@ class ClaimCheck:
                 registry=registry,
                 work_items=work_items,
                 ledger=ledger,
+                deliveries=DeliveryCounter(table(settings.idempotency_table)),
                 results=table(settings.results_table),
                 cleaner=cleaner,
                 bus=bus,

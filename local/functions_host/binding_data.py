@@ -7,15 +7,12 @@ followed by the whole received AMQP message (header, delivery annotations carryi
 that datum to the binding extension's own ``ServiceBusConverter``, which decodes it into an
 azure-servicebus ``ServiceBusReceivedMessage`` with no receiver.
 
-ONE DELIBERATE DIFFERENCE (``azure_layout``): extension 1.0.0b2 decodes from just after the first
-``x-opt-lock-token`` it finds, which in the host's bytes lies after the AMQP header, so on Azure
-``message.delivery_count`` is None and our consumer sees every delivery as the first (its last-delivery
-dead-letter reasons never fire; the broker's MaxDeliveryCountExceeded does). Until the app stops
-depending on it (or the extension decodes the header), the local host inserts the marker the
-extension's decoder looks for right after the lock token, so the whole message, header included, is
-decoded. ``model_binding_data(message, azure_layout=True)`` builds the exact Azure bytes; a test pins
-what the extension makes of them, so the day it keeps the header that test fails and this goes.
+Extension 1.0.0b2 decodes from just after the first ``x-opt-lock-token`` it finds, which in these bytes
+lies after the AMQP header, so ``message.delivery_count`` is None, locally as on Azure; the app then
+counts its deliveries itself (claimcheck.deliveries). A test pins what the extension makes of these
+bytes, so the day it keeps the header that test fails and the app's count is no longer consulted.
 """
+
 
 from __future__ import annotations
 
@@ -47,9 +44,8 @@ class ModelBindingData:
     content: bytes
 
 
-def model_binding_data(message: ServiceBusReceivedMessage, *, azure_layout: bool = False) -> ModelBindingData:
-    """The host's binding data for a message received in peek-lock mode by our receiver (see the module
-    docstring for ``azure_layout``)."""
+def model_binding_data(message: ServiceBusReceivedMessage) -> ModelBindingData:
+    """The host's binding data for a message received in peek-lock mode by our receiver."""
     lock_token = message.lock_token
     if lock_token is None:
         raise ValueError("only a peek-locked message can be bound to a Service Bus trigger")
@@ -79,7 +75,7 @@ def model_binding_data(message: ServiceBusReceivedMessage, *, azure_layout: bool
         version=BINDING_VERSION,
         source=BINDING_SOURCE,
         content_type=BINDING_CONTENT_TYPE,
-        content=token.bytes_le + (b"" if azure_layout else _X_OPT_LOCK_TOKEN) + bytes(encoded),
+        content=token.bytes_le + bytes(encoded),
     )
 
 

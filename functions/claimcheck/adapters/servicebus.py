@@ -122,13 +122,23 @@ def inbound_message(message: ServiceBusReceivedMessage) -> InboundMessage:
     return InboundMessage(
         body=b"".join(message.body),
         message_id=str(message.message_id),
-        # Service Bus puts "previous deliveries" in the AMQP header and the Python SDK passes it on as is.
-        delivery_count=(message.delivery_count or 0) + 1,
+        delivery_count=_delivery_count(message),
         session_id=message.session_id,
         correlation_id=message.correlation_id,
         application_properties=properties,
         enqueued_time=message.enqueued_time_utc,
+        sequence_number=message.sequence_number,
+        lock_token=None if message.lock_token is None else str(message.lock_token),
     )
+
+
+def _delivery_count(message: ServiceBusReceivedMessage) -> int | None:
+    """1 on first delivery, from the AMQP header's "previous deliveries" (absent means 0); None when
+    the message came without its header, as the Functions binding extension decodes it on Azure."""
+    header = message.raw_amqp_message.header
+    if header is None:
+        return None
+    return (header.delivery_count or 0) + 1
 
 
 def _text(value: object) -> object:
