@@ -24,7 +24,7 @@ from claimcheck.errors import ConcurrencyConflict, RecordExists, RecordNotFound
 from claimcheck.storage import EntityTable
 
 _ROW = "deliveries"
-_CONFLICT_RETRIES = 5
+_CONFLICT_RETRIES = 32  # each lost race means another delivery was counted: progress, not a loop
 
 
 def delivery_number(reported: int | None, count: Callable[[], int]) -> int:
