@@ -34,7 +34,7 @@ from azure.servicebus import (
     ServiceBusReceivedMessage,
     ServiceBusReceiver,
 )
-from azure.servicebus.exceptions import OperationTimeoutError
+from azure.servicebus.exceptions import MessageLockLostError, OperationTimeoutError, SessionLockLostError
 from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActions
 from claimcheck.outcome import compute_backoff
 from claimcheck.resilience import FailureStreak
@@ -252,7 +252,13 @@ class ServiceBusListener:
     def _pause_after(self, error: Exception) -> None:
         if self._stopping.is_set():
             return
-        self._broker.failed(error)  # logs "down" on the first failure of the streak only
+        if isinstance(error, SessionLockLostError | MessageLockLostError):
+            # A lock that ended (typically one taken before a broker restart) says nothing about the
+            # broker being down now: it is not counted in the broker's streak (which would log a
+            # second "down" after the broker was already back up); this worker still backs off.
+            logger.info("function %s: %s; reopening", self.function.name, type(error).__name__)
+        else:
+            self._broker.failed(error)  # logs "down" on the first failure of the streak only
         failures = getattr(self._worker_failures, "count", 0) + 1
         self._worker_failures.count = failures
         delay = compute_backoff(failures, base=_RETRY_BASE, max_backoff=_RETRY_CAP)
