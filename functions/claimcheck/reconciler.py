@@ -10,6 +10,8 @@
 - processed records under a sync or async policy, older than the interrupted-cleanup grace → deleted
   (a crash between ``processed`` and the cleanup; a redelivery only completes as a duplicate);
 - processed records kept under a retention policy → deleted once retention has elapsed;
+- reconciliation entries of versions past their visibility deadline (raised by the status read,
+  ``claimcheck.propagation``) → resolved once the version is confirmed, otherwise counted and alerted;
 - dead-lettered messages per entity (count, oldest age) through a ``DeadLetterSource``, when given,
   with an alert line for an entity whose oldest one is older than the configured age.
 
@@ -29,6 +31,7 @@ from claimcheck.cleanup import Cleaner
 from claimcheck.deadletters import DeadLetterSource, dead_letter_alerts
 from claimcheck.errors import StoreError
 from claimcheck.policy import CleanupPolicy, PurposePolicy
+from claimcheck.propagation import PropagationEntries, resolved_by
 from claimcheck.registry import PayloadRecord, PayloadRegistry
 from claimcheck.settings import Settings
 from claimcheck.states import PayloadState
@@ -47,6 +50,9 @@ class ReconciliationReport:
     cleaned_up: list[str] = field(default_factory=list)
     retention_removed: list[str] = field(default_factory=list)
     interrupted_cleanups_finished: list[str] = field(default_factory=list)
+    # "<work item> v<version>" of propagation_exceeded entries still open, and resolved in this run.
+    propagation_exceeded: list[str] = field(default_factory=list)
+    propagation_resolved: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)  # records that changed under us; next run
     errors: list[str] = field(default_factory=list)  # refs whose step failed; retried next run
     # One entry per entity read: {"entity", "count", "oldest_age_seconds" (None when empty)}.
@@ -69,8 +75,10 @@ class Reconciler:
         purposes: Mapping[str, PurposePolicy],
         clock: Callable[[], datetime],
         dead_letters: DeadLetterSource | None = None,
+        propagation: PropagationEntries | None = None,
     ) -> None:
         self._store = store
+        self._propagation = propagation
         self._dead_letters = dead_letters
         self._dead_letter_alert_age = timedelta(seconds=settings.dead_letter_alert_age_seconds)
         self._registry = registry
@@ -108,6 +116,7 @@ class Reconciler:
         except Exception as exc:  # the listing itself failed; each object's own failure is caught inside
             report.errors.append("provisional-object sweep")
             log.warning("provisional-object sweep failed (%s); retried next run", type(exc).__name__)
+        self._propagation_entries(now, report)
         self._count_dead_letters(now, report)
         for alert in report.alerts:
             log.warning("ALERT %s", alert)
@@ -122,6 +131,8 @@ class Reconciler:
             + len(report.retention_removed)
             + len(report.interrupted_cleanups_finished),
             "interrupted_cleanups_finished": len(report.interrupted_cleanups_finished),
+            "propagation_exceeded_open": len(report.propagation_exceeded),
+            "propagation_resolved": len(report.propagation_resolved),
             "errors": len(report.errors),
             "dead_lettered": sum(entry["count"] for entry in report.dead_letters),
             "oldest_dead_letter_age_s": max(
@@ -134,6 +145,33 @@ class Reconciler:
             extra={"custom_dimensions": counts},
         )
         return report
+
+    def _propagation_entries(self, now: datetime, report: ReconciliationReport) -> None:
+        if self._propagation is None:
+            return
+        try:
+            entries = list(self._propagation.open_entries())
+        except Exception as exc:  # the listing itself failed: the run goes on
+            report.errors.append("propagation entries")
+            log.warning("propagation entries unavailable (%s); retried next run", type(exc).__name__)
+            return
+        for entry in entries:
+            name = f"{entry.work_item_id} v{entry.version}"
+            try:
+                item = self._work_items.get(entry.work_item_id)
+                if resolved_by(entry, None if item is None else item.version):
+                    self._propagation.resolve(entry, now=now)
+                    report.propagation_resolved.append(name)
+                    continue
+            except Exception as exc:
+                report.errors.append(name)
+                log.warning("propagation entry %s failed (%s); retried next run", name, type(exc).__name__)
+                continue
+            report.propagation_exceeded.append(name)
+            report.alerts.append(
+                f"{name}: reserved but still not visible past its visibility deadline (entry raised"
+                f" {_rounded(now - entry.raised_at)} ago); the writer was told to reconcile"
+            )
 
     def _count_dead_letters(self, now: datetime, report: ReconciliationReport) -> None:
         if self._dead_letters is None:

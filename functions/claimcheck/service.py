@@ -23,6 +23,7 @@ from claimcheck.integrity import DEFAULT_CHUNK_BYTES
 from claimcheck.messages import Bus
 from claimcheck.policy import DEFAULT_PURPOSES, PurposePolicy
 from claimcheck.producer import Producer
+from claimcheck.propagation import PropagationEntries
 from claimcheck.reconciler import Reconciler
 from claimcheck.registry import PayloadRegistry
 from claimcheck.settings import DEFAULT_CONSUMER_IDENTITY, PURPOSE_CONSUMERS_SETTING, Settings, SettingsError
@@ -168,12 +169,16 @@ class ClaimCheck:
                 purposes=purposes,
                 clock=clock,
                 dead_letters=dead_letters,
+                propagation=PropagationEntries(table(settings.work_items_table)),
             ),
             status=WorkItemStatus(
                 WorkItemStore(AzureEntityTable(status_tables.get_table_client(settings.work_items_table))),
                 PayloadRegistry(AzureEntityTable(status_tables.get_table_client(settings.registry_table))),
                 window=timedelta(seconds=settings.visibility_window_seconds),
                 clock=clock,
+                entries=PropagationEntries(
+                    AzureEntityTable(status_tables.get_table_client(settings.work_items_table))
+                ),
             ),
             intake_keys=IntakeKeys(
                 table(settings.idempotency_table),

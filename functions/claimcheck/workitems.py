@@ -33,6 +33,7 @@ from claimcheck.final_states import (
     VersionFacts,
     decide,
 )
+from claimcheck.propagation import PropagationEntries
 from claimcheck.registry import PayloadRegistry
 from claimcheck.states import WorkItemState, check_work_item_move
 from claimcheck.storage import EntityTable, StoredEntity
@@ -268,11 +269,13 @@ class WorkItemStatus:
         *,
         window: timedelta = timedelta(seconds=30),
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        entries: PropagationEntries | None = None,
     ) -> None:
         self._store = store
         self._registry = registry
         self._window = window
         self._clock = clock
+        self._entries = entries
 
     def get(
         self,
@@ -308,14 +311,10 @@ class WorkItemStatus:
                 payload_state=payload_state,
                 receipts=record.receipts,
             )
-        answer = decide(facts, min_version, now=self._clock(), window=self._window)
+        now = self._clock()
+        answer = decide(facts, min_version, now=now, window=self._window)
         if answer.visibility == PROPAGATION_EXCEEDED:
-            log.warning(
-                "ALERT %s: version %s reserved but not visible after %s; reconciliation needed",
-                work_item_id,
-                min_version,
-                self._window,
-            )
+            self._raise_entry(work_item_id, max(min_version or 1, 1), now)
         if record is None or answer.visibility in _NOTHING_VISIBLE:
             return WorkItemView(
                 work_item_id=work_item_id,
@@ -341,6 +340,30 @@ class WorkItemStatus:
             updated_at=record.updated_at,
             answer=answer,
         )
+
+    def _raise_entry(self, work_item_id: str, version: int, now: datetime) -> None:
+        """The reconciliation entry DESIGN §5 asks for, once per (work item, version). A failed write
+        does not change the answer (it was read); the next read of that version tries again."""
+        if self._entries is None:
+            raised = True
+        else:
+            try:
+                raised = self._entries.raise_entry(work_item_id, version, now=now)
+            except Exception as error:
+                log.warning(
+                    "reconciliation entry for %s v%d not recorded (%s); the next read retries",
+                    work_item_id,
+                    version,
+                    type(error).__name__,
+                )
+                return
+        if raised:
+            log.warning(
+                "ALERT %s: version %d reserved but not visible after %s; reconciliation entry raised",
+                work_item_id,
+                version,
+                self._window,
+            )
 
     def _payload_state(self, receipt: Mapping[str, Any] | None) -> str | None:
         if receipt is None:

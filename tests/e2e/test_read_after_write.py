@@ -13,11 +13,11 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import requests
-from azure.data.tables import TableServiceClient
+from azure.data.tables import TableClient, TableServiceClient
 from azure.servicebus import ServiceBusClient
 from azure.storage.blob import BlobServiceClient
 from claimcheck import ClaimCheck
-from claimcheck.settings import PAYLOAD_CONTAINER, REGISTRY_TABLE, Settings
+from claimcheck.settings import PAYLOAD_CONTAINER, REGISTRY_TABLE, WORK_ITEMS_TABLE, Settings
 
 from local.stack import LocalStack
 
@@ -75,6 +75,11 @@ def _registry_rows(stack: LocalStack, work_item_id: str) -> int:
         "work_item_id eq @id", parameters={"id": work_item_id}
     )
     return len(list(rows))
+
+
+def _work_items_table(stack: LocalStack) -> TableClient:
+    tables = TableServiceClient.from_connection_string(stack.storage_connection_string)
+    return tables.get_table_client(WORK_ITEMS_TABLE)
 
 
 def test_accepted_write_then_immediate_read(stack: LocalStack) -> None:
@@ -157,6 +162,9 @@ def test_visibility_deadline_exceeded_then_propagation_completes_late(
         intake.result(timeout=60)
     assert _answer(exceeded) == (200, "propagation_exceeded", "reconcile")
     assert "Retry-After" not in exceeded.headers
+    # DESIGN §5: the read that found it exceeded raised a reconciliation entry for (work item, version 1).
+    entry = _work_items_table(stack).get_entity(work_item_id, "propagation-exceeded-0000000001")
+    assert entry["entry_state"] == "open"
     assert _answer(_read(stack, work_item_id, 1))[:2] == (200, "version_confirmed")
 
 
@@ -246,7 +254,6 @@ def test_a_cached_old_answer_is_not_confirmed_as_current(stack: LocalStack) -> N
     assert fresh.status_code == 200
     assert fresh.json()["version"] == 2
     assert fresh.headers["ETag"] != etag
-
 
 
 def test_strong_read_unavailable_is_a_503_to_wait_never_a_stale_answer(stack: LocalStack) -> None:

@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from claimcheck.adapters.tables import AzureEntityTable
 from claimcheck.errors import (
     ConflictDetected,
     IdempotencyKeyReused,
@@ -14,7 +15,7 @@ from claimcheck.errors import (
     PublishNotConfirmed,
 )
 from claimcheck.intake_keys import fingerprint, intake_key_id
-from claimcheck.workitems import IntakeReceipt
+from claimcheck.workitems import IntakeReceipt, WorkItemStore
 
 from .conftest import Harness, document
 
@@ -133,3 +134,48 @@ def test_status_answers_unknown_awaiting_and_exceeded_versions(make_harness: Bui
         ("awaiting_visibility", "wait"),
         ("propagation_exceeded", "reconcile"),
     ]
+
+
+def test_propagation_exceeded_raises_one_entry_that_the_reconciler_reports_then_resolves(
+    make_harness: Build,
+) -> None:
+    """DESIGN §5: the first read past the deadline records a reconciliation entry (later reads add none);
+    the reconciler counts it while the version is not visible and resolves it once it is."""
+    harness = make_harness(visibility_window_seconds=30)
+    producer, status = harness.claimcheck.producer, harness.claimcheck.status
+    values: dict[str, Any] = {**FIELDS, "content_type": "text/plain", "work_item_id": "wi-entry"}
+    producer.submit(document(50_000), **values)
+    harness.bus.fail_next = 1  # version 2 is reserved, its publish never confirmed
+    with pytest.raises(PublishNotConfirmed):
+        producer.submit(document(50_001), **values)
+
+    def entries() -> list[dict[str, Any]]:
+        rows = harness.rows(harness.settings.work_items_table)
+        return [row for row in rows if row["RowKey"] != "workitem"]
+
+    assert status.get("wi-entry", min_version=2) is not None
+    assert entries() == []  # inside the deadline: awaiting_visibility, nothing to reconcile
+    harness.clock.advance(timedelta(seconds=31))
+    for _ in range(2):
+        view = status.get("wi-entry", min_version=2)
+        assert view is not None
+        assert view.answer is not None
+        assert view.answer.visibility == "propagation_exceeded"
+    raised = entries()
+    assert [(row["PartitionKey"], row["RowKey"], row["entry_state"]) for row in raised] == [
+        ("wi-entry", "propagation-exceeded-0000000002", "open")
+    ]
+    report = harness.claimcheck.reconciler.run()
+    assert (report.propagation_exceeded, report.propagation_resolved) == (["wi-entry v2"], [])
+    assert any(alert.startswith("wi-entry v2: reserved but still not visible") for alert in report.alerts)
+
+    # Propagation completes late (what the producer, or the reconciler's activation, does after the
+    # publish is confirmed): the version becomes visible.
+    work_items = WorkItemStore(
+        AzureEntityTable(harness.tables.get_table_client(harness.settings.work_items_table))
+    )
+    work_items.confirm_version("wi-entry", 2, None, now=harness.clock.now)
+    report = harness.claimcheck.reconciler.run()
+    assert (report.propagation_exceeded, report.propagation_resolved) == ([], ["wi-entry v2"])
+    assert [row["entry_state"] for row in entries()] == ["resolved"]
+    assert harness.claimcheck.reconciler.run().propagation_resolved == []  # resolved once
