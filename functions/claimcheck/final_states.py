@@ -9,6 +9,7 @@ visibility             next_action  when
 version_confirmed      proceed      version ≥ N is visible and its processing is finished
 version_confirmed      wait         version ≥ N is visible, its result is still being computed
 awaiting_visibility    wait         N was reserved by an intake and its deadline has not passed
+awaiting_visibility    re_read      a non-authoritative read (a cache) shows less than N, or no N asked
 propagation_exceeded   reconcile    N was reserved but is still not visible after the deadline
 conflict_detected      re_read      a newer version with other content replaced N
 needs_reconciliation   reconcile    the visible version failed, expired or lost its object
@@ -16,6 +17,11 @@ unknown_version        stop         N was never reserved (HTTP 404): it was neve
 =====================  ===========  ==========================================================
 
 ``wait`` comes with ``retry_after`` seconds (also sent as ``Retry-After``).
+
+A record read from a cache or replica (``authoritative=False``) may be older than the table. Versions
+only grow, so it still proves "version ≥ N is visible"; it never proves which version is the latest,
+that N is unknown, or that N is late — for those the answer is ``awaiting_visibility`` / ``re_read``,
+so an old version is never confirmed as current.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ class VersionFacts:
     processing_state: str | None  # accepted | running | completed | failed | expired
     payload_state: str | None
     receipts: Sequence[Mapping[str, Any]] = ()
+    authoritative: bool = True  # False: read through a cache/replica that may be behind the table
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,8 @@ def decide(
     """The state and next action for a read of "at least ``min_version``" (None: the latest)."""
     confirmed = 0 if facts is None else facts.confirmed_version
     wanted = 1 if min_version is None else max(min_version, 1)
+    if facts is not None and not facts.authoritative and (min_version is None or confirmed < wanted):
+        return FinalAnswer(AWAITING_VISIBILITY, RE_READ)
     if facts is None or confirmed < wanted:
         if facts is None or facts.pending_version < wanted or facts.reserved_at is None:
             return FinalAnswer(UNKNOWN_VERSION, STOP)

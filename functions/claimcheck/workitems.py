@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from claimcheck.envelope import format_timestamp
 from claimcheck.errors import (
@@ -128,7 +128,19 @@ class WorkItemView:
         }
 
 
+class WorkItemReader(Protocol):
+    """The status read port: where ``WorkItemStatus`` reads a work item's row."""
+
+    # False for a reader that may answer an older row than the table holds (a cache, a replica).
+    @property
+    def authoritative(self) -> bool: ...
+
+    def get(self, work_item_id: str) -> WorkItemRecord | None: ...
+
+
 class WorkItemStore:
+    authoritative = True  # point reads of the table itself (strongly consistent)
+
     def __init__(self, table: EntityTable) -> None:
         self._table = table
 
@@ -264,7 +276,7 @@ class WorkItemStatus:
 
     def __init__(
         self,
-        store: WorkItemStore,
+        store: WorkItemReader,
         registry: PayloadRegistry,
         *,
         window: timedelta = timedelta(seconds=30),
@@ -310,6 +322,7 @@ class WorkItemStatus:
                 processing_state=record.state.value if record.version else None,
                 payload_state=payload_state,
                 receipts=record.receipts,
+                authoritative=self._store.authoritative,
             )
         now = self._clock()
         answer = decide(facts, min_version, now=now, window=self._window)

@@ -15,7 +15,9 @@ from claimcheck.errors import (
     PublishNotConfirmed,
 )
 from claimcheck.intake_keys import fingerprint, intake_key_id
-from claimcheck.workitems import IntakeReceipt, WorkItemStore
+from claimcheck.registry import PayloadRegistry
+from claimcheck.status_cache import CachingWorkItemReader
+from claimcheck.workitems import IntakeReceipt, WorkItemStatus, WorkItemStore
 
 from .conftest import Harness, document
 
@@ -179,3 +181,43 @@ def test_propagation_exceeded_raises_one_entry_that_the_reconciler_reports_then_
     assert (report.propagation_exceeded, report.propagation_resolved) == ([], ["wi-entry v2"])
     assert [row["entry_state"] for row in entries()] == ["resolved"]
     assert harness.claimcheck.reconciler.run().propagation_resolved == []  # resolved once
+
+
+def test_a_caching_status_reader_never_confirms_the_old_version_as_current(make_harness: Build) -> None:
+    """Seed 10, a cache returning the old object: a status reading through a cache that still holds
+    version 1 after version 2 was confirmed answers awaiting_visibility / re_read for version 2 and for
+    the latest — never version 1 as current, never "version 2 unknown"; once the cache expires, v2."""
+    harness = make_harness()
+    producer = harness.claimcheck.producer
+    values: dict[str, Any] = {**FIELDS, "content_type": "text/plain", "work_item_id": "wi-cached"}
+    table = AzureEntityTable(harness.tables.get_table_client(harness.settings.work_items_table))
+    registry = PayloadRegistry(
+        AzureEntityTable(harness.tables.get_table_client(harness.settings.registry_table))
+    )
+    cache = CachingWorkItemReader(WorkItemStore(table), ttl=timedelta(minutes=5), clock=harness.clock)
+    cached_status = WorkItemStatus(cache, registry, clock=harness.clock)
+
+    assert producer.submit(document(50_000), **values).version == 1
+    first = cached_status.get("wi-cached", min_version=1)  # the cache now holds version 1
+    assert first is not None
+    assert first.answer is not None
+    assert (first.answer.visibility, first.version) == ("version_confirmed", 1)
+    assert producer.submit(document(50_001), **values, if_match=1).version == 2
+
+    answers = []
+    for min_version in (2, None):
+        view = cached_status.get("wi-cached", min_version=min_version)
+        assert view is not None
+        assert view.answer is not None
+        answers.append((view.answer.visibility, view.answer.next_action, view.latest_receipt))
+    assert answers == [("awaiting_visibility", "re_read", None)] * 2
+    still_one = cached_status.get("wi-cached", min_version=1)  # "at least 1" is still true
+    assert still_one is not None
+    assert still_one.answer is not None
+    assert still_one.answer.visibility in ("version_confirmed", "conflict_detected")
+
+    harness.clock.advance(timedelta(minutes=6))  # the cache entry expires: the table's row is read
+    fresh = cached_status.get("wi-cached", min_version=2)
+    assert fresh is not None
+    assert fresh.answer is not None
+    assert (fresh.answer.visibility, fresh.version) == ("version_confirmed", 2)

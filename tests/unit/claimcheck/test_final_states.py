@@ -56,3 +56,23 @@ def test_decide(given: VersionFacts | None, min_version: int | None, expected: F
 def test_only_unknown_version_is_a_404() -> None:
     assert FinalAnswer("unknown_version", "stop").http_status == 404
     assert FinalAnswer("propagation_exceeded", "reconcile").http_status == 200
+
+
+@pytest.mark.parametrize(
+    ("given", "min_version", "expected"),
+    [
+        # A cached row proves "at least N" (versions only grow) ...
+        (facts(2), 2, FinalAnswer("version_confirmed", "proceed")),
+        (facts(2, shas=("a", "a")), 1, FinalAnswer("version_confirmed", "proceed")),
+        # ... but never the latest, nor that N is unknown, awaited or late: re-read.
+        (facts(1), None, FinalAnswer("awaiting_visibility", "re_read")),
+        (facts(1), 2, FinalAnswer("awaiting_visibility", "re_read")),
+        (facts(1, 2, reserved_ago=1), 2, FinalAnswer("awaiting_visibility", "re_read")),
+        (facts(1, 2, reserved_ago=31), 2, FinalAnswer("awaiting_visibility", "re_read")),
+    ],
+)
+def test_a_non_authoritative_read_never_confirms_an_old_version_as_current(
+    given: VersionFacts, min_version: int | None, expected: FinalAnswer
+) -> None:
+    cached = VersionFacts(**{**given.__dict__, "authoritative": False})
+    assert decide(cached, min_version, now=NOW, window=WINDOW) == expected
