@@ -19,6 +19,16 @@ import typer
 
 from scripts.ops_api import DEFAULT_API, DocumentRequest, get_work_item, send_document
 from scripts.ops_errors import OpsError
+from scripts.ops_options import (
+    ApiOption,
+    AudienceOption,
+    ClientIdOption,
+    ConnectionOption,
+    FunctionKeyOption,
+    ManagementOption,
+    NamespaceOption,
+    TokenIssuerOption,
+)
 from scripts.ops_output import (
     ACTIVE_COLUMNS,
     DEAD_LETTER_COLUMNS,
@@ -51,59 +61,6 @@ app = typer.Typer(
 dlq_app = typer.Typer(help="Inspect and replay dead-lettered messages.", no_args_is_help=True)
 app.add_typer(dlq_app, name="dlq")
 
-ConnectionOption = Annotated[
-    str | None,
-    typer.Option(
-        "--connection-string",
-        envvar="CLAIMCHECK_SERVICEBUS_CONNECTION",
-        show_default=False,
-        help="Service Bus connection string (the local emulator's). Never printed.",
-    ),
-]
-NamespaceOption = Annotated[
-    str | None,
-    typer.Option(
-        "--namespace",
-        envvar="CLAIMCHECK_SERVICEBUS_NAMESPACE",
-        help="Namespace FQDN (sb-x.servicebus.windows.net); signs in with DefaultAzureCredential.",
-    ),
-]
-ApiOption = Annotated[
-    str, typer.Option("--api", envvar="CLAIMCHECK_API", help="Base URL of the Function App API.")
-]
-FunctionKeyOption = Annotated[
-    str | None,
-    typer.Option(
-        "--function-key",
-        envvar="CLAIMCHECK_API_KEY",
-        show_default=False,
-        help="Function or host key for the API on Azure (sent as x-functions-key). Never printed.",
-    ),
-]
-AudienceOption = Annotated[
-    str | None,
-    typer.Option(
-        "--audience",
-        envvar="CLAIMCHECK_API_AUDIENCE",
-        show_default=False,
-        help="The API's application ID URI (pulumi stack output apiAudience); on Azure the token comes "
-        "from DefaultAzureCredential for <audience>/.default. Tokens are never printed.",
-    ),
-]
-TokenIssuerOption = Annotated[
-    str | None,
-    typer.Option(
-        "--token-issuer",
-        envvar="CLAIMCHECK_TOKEN_ISSUER",
-        show_default=False,
-        help="The local stack's token issuer (printed by python -m local.stack); the default for a "
-        "loopback --api is the issuer on port 7090.",
-    ),
-]
-ClientIdOption = Annotated[
-    str,
-    typer.Option("--client-id", envvar="CLAIMCHECK_CLIENT_ID", help="Local identity to get a token for."),
-]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of a table.")]
 SubscriptionOption = Annotated[
     str | None, typer.Option("--subscription", "-s", help="Subscription of the topic ENTITY.")
@@ -334,14 +291,7 @@ def dlq_replay(
 
 @app.command()
 def stats(
-    management_connection_string: Annotated[
-        str | None,
-        typer.Option(
-            envvar="CLAIMCHECK_SERVICEBUS_MANAGEMENT_CONNECTION",
-            help="Emulator only: its management connection string (the '(management)' line it prints); "
-            "default: the --connection-string on port 5300 when that one is on 5672.",
-        ),
-    ] = None,
+    management_connection_string: ManagementOption = None,
     connection_string: ConnectionOption = None,
     namespace: NamespaceOption = None,
     as_json: JsonOption = False,

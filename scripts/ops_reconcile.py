@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from scripts.ops_errors import OpsError
+from scripts.ops_options import ConnectionOption, ManagementOption, NamespaceOption
 from scripts.ops_output import print_json
 
 if TYPE_CHECKING:
@@ -43,31 +44,6 @@ BlobUriOption = Annotated[
 TableUriOption = Annotated[
     str | None,
     typer.Option("--table-service-uri", envvar="CLAIMCHECK_TABLE_SERVICE_URI", help="Azure: table endpoint."),
-]
-BusConnectionOption = Annotated[
-    str | None,
-    typer.Option(
-        "--connection-string",
-        envvar="CLAIMCHECK_SERVICEBUS_CONNECTION",
-        show_default=False,
-        help="Service Bus connection string (the local emulator's), for dead-letter counts. Never printed.",
-    ),
-]
-BusNamespaceOption = Annotated[
-    str | None,
-    typer.Option(
-        "--namespace",
-        envvar="CLAIMCHECK_SERVICEBUS_NAMESPACE",
-        help="Namespace FQDN for dead-letter counts; signs in with DefaultAzureCredential.",
-    ),
-]
-ManagementOption = Annotated[
-    str | None,
-    typer.Option(
-        "--management-connection-string",
-        envvar="CLAIMCHECK_SERVICEBUS_MANAGEMENT_CONNECTION",
-        help="Emulator only: its management connection string (as for `stats`).",
-    ),
 ]
 LOCAL_KEY_HOLDER = "storage account key holder (connection string)"
 
@@ -127,8 +103,8 @@ def reconcile(
     storage_connection_string: StorageOption = None,
     blob_service_uri: BlobUriOption = None,
     table_service_uri: TableUriOption = None,
-    connection_string: BusConnectionOption = None,
-    namespace: BusNamespaceOption = None,
+    connection_string: ConnectionOption = None,
+    namespace: NamespaceOption = None,
     management_connection_string: ManagementOption = None,
 ) -> None:
     """Run the reconciler once now (what the timer does every five minutes) and print its report:

@@ -12,6 +12,15 @@ import typer
 from scripts.ops_api import DocumentRequest, get_work_item, send_document
 from scripts.ops_deploy import ARM_ENDPOINT, DeployTarget, RetryPolicy, deploy_package
 from scripts.ops_errors import OpsError
+from scripts.ops_options import (
+    ApiOption,
+    AudienceOption,
+    ClientIdOption,
+    ConnectionOption,
+    FunctionKeyOption,
+    NamespaceOption,
+    TokenIssuerOption,
+)
 from scripts.ops_servicebus import BusTarget, Entity, peek_pages, receiver_for
 from scripts.ops_smoke import (
     SMOKE_CLASSIFICATION,
@@ -94,32 +103,17 @@ def _audit_finder(target: BusTarget, topic: str, subscription: str, limit: int) 
 
 
 def smoke(
-    api: Annotated[str, typer.Option("--api", envvar="CLAIMCHECK_API",
-                                     help="Base URL of the Function App API (https://<host>/api).")],
+    api: ApiOption,
     tenant: Annotated[str, typer.Option(help="Tenant the smoke document is submitted for.")] = "smoke-test",
-    connection_string: Annotated[str | None, typer.Option(
-        "--connection-string", envvar="CLAIMCHECK_SERVICEBUS_CONNECTION", show_default=False,
-        help="Service Bus connection string (the local emulator's). Never printed.")] = None,
-    namespace: Annotated[str | None, typer.Option(
-        "--namespace", envvar="CLAIMCHECK_SERVICEBUS_NAMESPACE",
-        help="Namespace FQDN (pulumi stack output serviceBusFqdn); signs in with DefaultAzureCredential.")
-    ] = None,
+    connection_string: ConnectionOption = None,
+    namespace: NamespaceOption = None,
     results_topic: Annotated[str, typer.Option(help="The results topic.")] = "results",
     audit_subscription: Annotated[str, typer.Option(help="The subscription that receives every result.")
                                   ] = "audit",
-    function_key: Annotated[str | None, typer.Option(
-        "--function-key", envvar="CLAIMCHECK_API_KEY", show_default=False,
-        help="Function or host key for the API on Azure (sent as x-functions-key). Never printed.")] = None,
-    audience: Annotated[str | None, typer.Option(
-        "--audience", envvar="CLAIMCHECK_API_AUDIENCE", show_default=False,
-        help="The API's application ID URI (pulumi stack output apiAudience); the token comes from "
-             "DefaultAzureCredential for <audience>/.default. Never printed.")] = None,
-    token_issuer: Annotated[str | None, typer.Option(
-        "--token-issuer", envvar="CLAIMCHECK_TOKEN_ISSUER", show_default=False,
-        help="The local stack's token issuer (printed by python -m local.stack).")] = None,
-    client_id: Annotated[str, typer.Option(
-        "--client-id", envvar="CLAIMCHECK_CLIENT_ID", help="Local identity to get a token for.")
-    ] = LOCAL_CLIENT_ID,
+    function_key: FunctionKeyOption = None,
+    audience: AudienceOption = None,
+    token_issuer: TokenIssuerOption = None,
+    client_id: ClientIdOption = LOCAL_CLIENT_ID,
     timeout: Annotated[float, typer.Option(min=1, help="Seconds for the whole test.")] = 300,
     peek_limit: Annotated[int, typer.Option(min=1, help="At most this many audit messages peeked per look.")
                           ] = 5000,
