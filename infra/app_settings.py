@@ -35,10 +35,10 @@ from infra.topology import Topology
 
 @dataclass(frozen=True)
 class AppEndpoints:
-    service_bus_fqdn: str            # <namespace>.servicebus.windows.net
-    payload_blob_uri: str            # https://<account>.blob.core.windows.net
-    payload_table_uri: str           # https://<account>.table.core.windows.net
-    host_storage_account: str        # the AzureWebJobsStorage / deployment account
+    service_bus_fqdn: str  # <namespace>.servicebus.windows.net
+    payload_blob_uri: str  # https://<account>.blob.core.windows.net
+    payload_table_uri: str  # https://<account>.table.core.windows.net
+    host_storage_account: str  # the AzureWebJobsStorage / deployment account
     app_insights_connection_string: str
 
 
@@ -46,8 +46,8 @@ class AppEndpoints:
 class AppIdentity:
     """The app's user-assigned managed identity."""
 
-    client_id: str      # what the host and azure-identity ask tokens for
-    principal_id: str   # its service principal's object id: role assignments, the consumer identity
+    client_id: str  # what the host and azure-identity ask tokens for
+    principal_id: str  # its service principal's object id: role assignments, the consumer identity
 
 
 # Every connection the host resolves with the identity (the binding connections and its own storage).
@@ -58,8 +58,11 @@ def identity_settings(identity: AppIdentity, consumed_purposes: Collection[str])
     """Which managed identity every connection uses, and that it is the consumer of the purposes the
     stack consumes (claimcheck:consumedPurposes), the others having none."""
     return {
-        **{f"{connection}__{key}": value for connection in IDENTITY_CONNECTIONS
-           for key, value in (("credential", "managedidentity"), ("clientId", identity.client_id))},
+        **{
+            f"{connection}__{key}": value
+            for connection in IDENTITY_CONNECTIONS
+            for key, value in (("credential", "managedidentity"), ("clientId", identity.client_id))
+        },
         "AZURE_CLIENT_ID": identity.client_id,
         "APPLICATIONINSIGHTS_AUTHENTICATION_STRING": f"ClientId={identity.client_id};Authorization=AAD",
         # The consumer checks its own identity against each purpose's allowed consumers.
@@ -73,9 +76,13 @@ def service_bus_fqdn(endpoint: str) -> str:
     return host.split("/", 1)[0].split(":", 1)[0]
 
 
-def build_app_settings(endpoints: AppEndpoints, identity: AppIdentity, topology: Topology,
-                       environment: str, consumed_purposes: Collection[str] = tuple(DEFAULT_PURPOSES),
-                       ) -> dict[str, str]:
+def build_app_settings(
+    endpoints: AppEndpoints,
+    identity: AppIdentity,
+    topology: Topology,
+    environment: str,
+    consumed_purposes: Collection[str] = tuple(DEFAULT_PURPOSES),
+) -> dict[str, str]:
     bindings, tables = topology.bindings, topology.tables
     return identity_settings(identity, consumed_purposes) | {
         "AzureWebJobsStorage__accountName": endpoints.host_storage_account,

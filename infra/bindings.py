@@ -36,8 +36,9 @@ class FunctionMetadata:
 def functions_metadata(app: FunctionRegister) -> list[FunctionMetadata]:
     """function.json-shaped bindings of every function registered on an azure.functions app."""
     return [
-        FunctionMetadata(name=str(function.get_function_name()),
-                         bindings=tuple(function.get_bindings_dict()["bindings"]))
+        FunctionMetadata(
+            name=str(function.get_function_name()), bindings=tuple(function.get_bindings_dict()["bindings"])
+        )
         for function in app.get_functions()
     ]
 
@@ -71,14 +72,18 @@ class _Checker:
             path = self._resolve(where, "path", binding.get("path"))
             container = path.split("/", 1)[0] if path else None
             if container is not None and container not in self.topology.containers:
-                self.problems.append(f"{where}: container {container!r} is not in the topology "
-                                     f"(containers: {list(self.topology.containers)})")
+                self.problems.append(
+                    f"{where}: container {container!r} is not in the topology "
+                    f"(containers: {list(self.topology.containers)})"
+                )
         elif kind == "table":
             self._connection(where, binding, DEFAULT_STORAGE_CONNECTION, (TABLE_IDENTITY_SETTING,))
             table = self._resolve(where, "tableName", binding.get("tableName"))
             if table is not None and table not in self.topology.tables.all():
-                self.problems.append(f"{where}: table {table!r} is not in the topology "
-                                     f"(tables: {list(self.topology.tables.all())})")
+                self.problems.append(
+                    f"{where}: table {table!r} is not in the topology "
+                    f"(tables: {list(self.topology.tables.all())})"
+                )
 
     def _service_bus(self, where: str, binding: Mapping[str, Any], *, is_trigger: bool) -> None:
         self._connection(where, binding, DEFAULT_SERVICE_BUS_CONNECTION, (SERVICE_BUS_IDENTITY_SETTING,))
@@ -89,8 +94,9 @@ class _Checker:
                 return
             queues = {queue.name: queue for queue in self.topology.queues}
             if queue_name not in queues:
-                self.problems.append(f"{where}: queue {queue_name!r} is not in the topology "
-                                     f"(queues: {sorted(queues)})")
+                self.problems.append(
+                    f"{where}: queue {queue_name!r} is not in the topology (queues: {sorted(queues)})"
+                )
             elif is_trigger:
                 self._consumed_queues.add(queue_name)
                 self._sessions(where, f"queue {queue_name!r}", sessions, queues[queue_name].requires_session)
@@ -101,37 +107,49 @@ class _Checker:
             return
         topics = {topic.name: topic for topic in self.topology.topics}
         if topic_name not in topics:
-            self.problems.append(f"{where}: topic {topic_name!r} is not in the topology "
-                                 f"(topics: {sorted(topics)})")
+            self.problems.append(
+                f"{where}: topic {topic_name!r} is not in the topology (topics: {sorted(topics)})"
+            )
             return
         if not is_trigger:
             return
         subscription_name = self._resolve(where, "subscriptionName", binding.get("subscriptionName"))
         subscriptions = {sub.name: sub for sub in topics[topic_name].subscriptions}
         if subscription_name not in subscriptions:
-            self.problems.append(f"{where}: subscription {topic_name}/{subscription_name} is not in the "
-                                 f"topology (subscriptions: {sorted(subscriptions)})")
+            self.problems.append(
+                f"{where}: subscription {topic_name}/{subscription_name} is not in the "
+                f"topology (subscriptions: {sorted(subscriptions)})"
+            )
             return
-        self._sessions(where, f"subscription {topic_name}/{subscription_name}", sessions,
-                       subscriptions[subscription_name].requires_session)
+        self._sessions(
+            where,
+            f"subscription {topic_name}/{subscription_name}",
+            sessions,
+            subscriptions[subscription_name].requires_session,
+        )
 
     def _sessions(self, where: str, entity: str, enabled: bool, required: bool) -> None:
         if enabled != required:
-            self.problems.append(f"{where}: is_sessions_enabled={enabled} but {entity} has "
-                                 f"requires_session={required}")
+            self.problems.append(
+                f"{where}: is_sessions_enabled={enabled} but {entity} has requires_session={required}"
+            )
 
-    def _connection(self, where: str, binding: Mapping[str, Any], default: str,
-                    identity_settings: tuple[str, ...]) -> None:
+    def _connection(
+        self, where: str, binding: Mapping[str, Any], default: str, identity_settings: tuple[str, ...]
+    ) -> None:
         name = self._resolve(where, "connection", binding.get("connection") or default)
         if name is None:
             return
         if not any(f"{name}__{setting}" in self.app_settings for setting in identity_settings):
             wanted = " or ".join(f"{name}__{setting}" for setting in identity_settings)
-            self.problems.append(f"{where}: connection {name!r} has no identity-based setting ({wanted}) "
-                                 "in the app settings")
+            self.problems.append(
+                f"{where}: connection {name!r} has no identity-based setting ({wanted}) in the app settings"
+            )
         if name in self.app_settings:
-            self.problems.append(f"{where}: app setting {name!r} holds a connection string; use only "
-                                 f"identity-based {name}__* settings")
+            self.problems.append(
+                f"{where}: app setting {name!r} holds a connection string; use only "
+                f"identity-based {name}__* settings"
+            )
 
     def _resolve(self, where: str, field: str, value: object) -> str | None:
         """Resolves `%SETTING%` expressions against the app settings; None (and a problem) if missing."""
@@ -139,8 +157,10 @@ class _Checker:
             return None
         missing = [name for name in _APP_SETTING_EXPRESSION.findall(value) if name not in self.app_settings]
         if missing:
-            self.problems.append(f"{where}: {field} {value!r} refers to app setting(s) {missing} that the "
-                                 "infrastructure does not set")
+            self.problems.append(
+                f"{where}: {field} {value!r} refers to app setting(s) {missing} that the "
+                "infrastructure does not set"
+            )
             return None
         return _APP_SETTING_EXPRESSION.sub(lambda match: self.app_settings[match.group(1)], value)
 

@@ -35,10 +35,10 @@ EXAMPLE_STACK = "dev"
 
 @dataclass(frozen=True)
 class Key:
-    name: str                      # after the `claimcheck:` prefix
+    name: str  # after the `claimcheck:` prefix
     type: str
     meaning: str
-    attribute: str | None = None   # StackSettings field whose empty-config value is the default
+    attribute: str | None = None  # StackSettings field whose empty-config value is the default
     derived_default: str | None = None  # when the default depends on the stack or other keys
 
 
@@ -47,87 +47,187 @@ def _choices(values: tuple[Any, ...]) -> str:
 
 
 KEYS: tuple[Key, ...] = (
-    Key("environment", "string, 1-16 of `a-z 0-9 -`", "Environment name the app reports "
+    Key(
+        "environment",
+        "string, 1-16 of `a-z 0-9 -`",
+        "Environment name the app reports "
         "(CLAIMCHECK_ENVIRONMENT) and the policy checks; changing it renames nothing.",
-        derived_default="the stack name"),
+        derived_default="the stack name",
+    ),
     Key("location", "Azure region", "Region of every resource; it must offer Flex Consumption.", "location"),
-    Key("resourceGroupName", "string, 1-90 characters", "Resource group the stack creates (or adopts if "
-        "pre-created and imported).", derived_default="`rg-claimcheck-<stack>`"),
-    Key("serviceBusSku", _choices(SERVICE_BUS_SKUS), "Service Bus tier (Basic has no topics or sessions).",
-        "service_bus_sku"),
-    Key("serviceBusCapacity", _choices(PREMIUM_CAPACITIES), "Premium messaging units (ignored on "
-        "Standard).", "service_bus_capacity"),
-    Key("privateNetworking", "boolean", "VNet, private endpoints and privatelink DNS zones for the "
+    Key(
+        "resourceGroupName",
+        "string, 1-90 characters",
+        "Resource group the stack creates (or adopts if pre-created and imported).",
+        derived_default="`rg-claimcheck-<stack>`",
+    ),
+    Key(
+        "serviceBusSku",
+        _choices(SERVICE_BUS_SKUS),
+        "Service Bus tier (Basic has no topics or sessions).",
+        "service_bus_sku",
+    ),
+    Key(
+        "serviceBusCapacity",
+        _choices(PREMIUM_CAPACITIES),
+        "Premium messaging units (ignored on Standard).",
+        "service_bus_capacity",
+    ),
+    Key(
+        "privateNetworking",
+        "boolean",
+        "VNet, private endpoints and privatelink DNS zones for the "
         "namespace and both storage accounts, their public network access off, and Flex Consumption VNet "
-        "integration. Needs Premium.", "private_networking"),
-    Key("vnetAddressSpace", "private IPv4 CIDR, /23 or larger", "The VNet's address space (with "
+        "integration. Needs Premium.",
+        "private_networking",
+    ),
+    Key(
+        "vnetAddressSpace",
+        "private IPv4 CIDR, /23 or larger",
+        "The VNet's address space (with "
         "`privateNetworking`): its first /24 holds the private endpoints, the second the Function App's "
-        "integration.", "vnet_address_space"),
-    Key("publicNetworkAccess", _choices(PUBLIC_NETWORK_ACCESS), "Public network access of the namespace "
+        "integration.",
+        "vnet_address_space",
+    ),
+    Key(
+        "publicNetworkAccess",
+        _choices(PUBLIC_NETWORK_ACCESS),
+        "Public network access of the namespace "
         "and both storage accounts; `Disabled` goes with `privateNetworking` (contradictions refused), "
-        "anything but `Enabled` needs Premium.", derived_default="`Disabled` with `privateNetworking`, "
-        "else `Enabled`"),
+        "anything but `Enabled` needs Premium.",
+        derived_default="`Disabled` with `privateNetworking`, else `Enabled`",
+    ),
     Key("storageSku", _choices(STORAGE_SKUS), "Redundancy of both storage accounts.", "storage_sku"),
-    Key("blobDeleteRetentionDays", "integer 1-365", "Blob soft-delete retention.",
-        "blob_delete_retention_days"),
-    Key("containerDeleteRetentionDays", "integer 1-365", "Container soft-delete retention.",
-        "container_delete_retention_days"),
-    Key("logRetentionDays", "integer 30-730", "Log Analytics and Application Insights retention.",
-        "log_retention_days"),
-    Key("alertEmails", "list of e-mail addresses", "Receivers of the action group's alerts.",
-        "alert_emails"),
-    Key("backlogAlertThreshold", "integer 1-10000000", "Active messages that, for 15 minutes, raise the "
-        "backlog alert.", "backlog_alert_threshold"),
-    Key("producerPrincipals", "list of `{name, objectId}`, optional `appRoles`, `tenants`, `purposes`, "
-        "`classifications`", "Service principals that send documents with "
+    Key(
+        "blobDeleteRetentionDays",
+        "integer 1-365",
+        "Blob soft-delete retention.",
+        "blob_delete_retention_days",
+    ),
+    Key(
+        "containerDeleteRetentionDays",
+        "integer 1-365",
+        "Container soft-delete retention.",
+        "container_delete_retention_days",
+    ),
+    Key(
+        "logRetentionDays",
+        "integer 30-730",
+        "Log Analytics and Application Insights retention.",
+        "log_retention_days",
+    ),
+    Key("alertEmails", "list of e-mail addresses", "Receivers of the action group's alerts.", "alert_emails"),
+    Key(
+        "backlogAlertThreshold",
+        "integer 1-10000000",
+        "Active messages that, for 15 minutes, raise the backlog alert.",
+        "backlog_alert_threshold",
+    ),
+    Key(
+        "producerPrincipals",
+        "list of `{name, objectId}`, optional `appRoles`, `tenants`, `purposes`, `classifications`",
+        "Service principals that send documents with "
         "the Python API: Sender on the queue, the payload writer role, registry and work-item tables. "
         "Placeholder GUIDs are refused. For the HTTP API: `appRoles` assigned on the API's app "
         "registration (default `Documents.Submit`, `WorkItems.Read`), and an access-table grant of "
         "`tenants` (ids or `prefix*`; none: no tenant), `purposes` and `classifications` (default all).",
-        "producer_principals"),
-    Key("smokeTestPrincipals", "list of `{name, objectId}`", "Identities that run `claimcheck-ops smoke` "
+        "producer_principals",
+    ),
+    Key(
+        "smokeTestPrincipals",
+        "list of `{name, objectId}`",
+        "Identities that run `claimcheck-ops smoke` "
         "(the CI deploy identity): Azure Service Bus Data Receiver on the `audit` subscription only, to "
         "peek for the smoke document's result event; `Documents.Submit` and `WorkItems.Read` on the API "
-        "for the tenant `smoke-test` (or the entry's own `tenants`).", "smoke_test_principals"),
-    Key("operatorPrincipals", "list of `{name, objectId}`", "Identities that run `claimcheck-ops` "
+        "for the tenant `smoke-test` (or the entry's own `tenants`).",
+        "smoke_test_principals",
+    ),
+    Key(
+        "operatorPrincipals",
+        "list of `{name, objectId}`",
+        "Identities that run `claimcheck-ops` "
         "against the stack (`dlq list/show/replay`, `peek`, `stats`): Azure Service Bus Data Owner on each "
         "queue and subscription (dead-letter receive, replay send, runtime counts need the Manage claim), "
         "Data Sender on each topic (a subscription's replayed copy); no payload or table access.",
-        "operator_principals"),
-    Key("groupGrants", "list of `{name, groupId, tenants}`, optional `purposes`, `classifications`",
+        "operator_principals",
+    ),
+    Key(
+        "groupGrants",
+        "list of `{name, groupId, tenants}`, optional `purposes`, `classifications`",
         "Access-table grants by Entra group: any caller whose token's `groups` claim holds `groupId` may "
         "use `tenants` (ids or `prefix*`), `purposes` and `classifications` (default all). Any entry "
         "makes the API's app registration emit group claims (`SecurityGroup`); the caller still needs "
-        "an app role for the route.", "group_grants"),
-    Key("consumedPurposes", "list of purposes", "The purposes whose payloads this stack's consumer reads: "
+        "an app role for the route.",
+        "group_grants",
+    ),
+    Key(
+        "consumedPurposes",
+        "list of purposes",
+        "The purposes whose payloads this stack's consumer reads: "
         "its managed identity's principal id becomes their one allowed consumer "
         "(`CLAIMCHECK_PURPOSE_CONSUMERS`); any other purpose has none, so its messages are dead-lettered "
-        "`access_denied`.", "consumed_purposes"),
+        "`access_denied`.",
+        "consumed_purposes",
+    ),
     Key("owner", "tag value", "`owner` tag on every resource that takes tags.", "owner"),
     Key("costCenter", "tag value", "`costCenter` tag on every resource that takes tags.", "cost_center"),
-    Key("functionMaximumInstances", "integer 40-1000", "Flex Consumption scale-out limit.",
-        "function_maximum_instances"),
-    Key("functionInstanceMemoryMb", _choices(INSTANCE_MEMORY_MB), "Flex Consumption instance memory.",
-        "function_instance_memory_mb"),
-    Key("protectStatefulResources", "boolean", "Pulumi `protect` on the payload storage account and the "
+    Key(
+        "functionMaximumInstances",
+        "integer 40-1000",
+        "Flex Consumption scale-out limit.",
+        "function_maximum_instances",
+    ),
+    Key(
+        "functionInstanceMemoryMb",
+        _choices(INSTANCE_MEMORY_MB),
+        "Flex Consumption instance memory.",
+        "function_instance_memory_mb",
+    ),
+    Key(
+        "protectStatefulResources",
+        "boolean",
+        "Pulumi `protect` on the payload storage account and the "
         "Service Bus namespace: a delete or replacement stops `pulumi up`.",
-        derived_default="`true` unless `environment` is `dev`"),
-    Key("zoneRedundant", "boolean", "Zone redundancy: the Premium namespace (`zoneRedundant`), the Flex "
+        derived_default="`true` unless `environment` is `dev`",
+    ),
+    Key(
+        "zoneRedundant",
+        "boolean",
+        "Zone redundancy: the Premium namespace (`zoneRedundant`), the Flex "
         "Consumption plan (`zoneRedundant`) and, as a check, storage in the ZRS family. Needs Premium and a "
-        "ZRS/GZRS/RA-GZRS `storageSku`; fixed at creation.", "zone_redundant"),
-    Key("requireInfrastructureEncryption", "boolean", "A second, infrastructure layer of encryption at "
+        "ZRS/GZRS/RA-GZRS `storageSku`; fixed at creation.",
+        "zone_redundant",
+    ),
+    Key(
+        "requireInfrastructureEncryption",
+        "boolean",
+        "A second, infrastructure layer of encryption at "
         "rest on both storage accounts; fixed at creation (a change replaces the account).",
-        "require_infrastructure_encryption"),
-    Key("consumerAlwaysReady", "integer 0-100", "Always-ready Flex Consumption instances for the "
+        "require_infrastructure_encryption",
+    ),
+    Key(
+        "consumerAlwaysReady",
+        "integer 0-100",
+        "Always-ready Flex Consumption instances for the "
         "documents consumer (`function:consume_document`); they count toward `functionMaximumInstances`.",
-        "consumer_always_ready"),
-    Key("evidenceImmutabilityDays", "integer 0-146000", "Version-level WORM on the payload container "
+        "consumer_always_ready",
+    ),
+    Key(
+        "evidenceImmutabilityDays",
+        "integer 0-146000",
+        "Version-level WORM on the payload container "
         "(0 = off): each blob version immutable for this many days. Refused while a purpose deletes "
         "(they share the container) or beyond `deleteAfterDays`; version-level immutability is chosen "
-        "when the container is created.", "evidence_immutability_days"),
-    Key("topology", "object", "Queues, topics, subscriptions and rules, containers, tables, lifecycle "
-        "and bindings laid over the default topology (see \"Topology\" below).",
-        derived_default="the default topology (DESIGN §3)"),
+        "when the container is created.",
+        "evidence_immutability_days",
+    ),
+    Key(
+        "topology",
+        "object",
+        "Queues, topics, subscriptions and rules, containers, tables, lifecycle "
+        'and bindings laid over the default topology (see "Topology" below).',
+        derived_default="the default topology (DESIGN §3)",
+    ),
 )
 
 
@@ -148,8 +248,9 @@ def render() -> str:
     """The Markdown table of every key, its type, default and meaning."""
     settings = load_settings({}, EXAMPLE_STACK)
     lines = ["| Key (`claimcheck:` prefix) | Type | Default | Meaning |", "| --- | --- | --- | --- |"]
-    lines += [f"| `{key.name}` | {key.type} | {default_text(key, settings)} | {key.meaning} |"
-              for key in KEYS]
+    lines += [
+        f"| `{key.name}` | {key.type} | {default_text(key, settings)} | {key.meaning} |" for key in KEYS
+    ]
     return "\n".join(lines)
 
 

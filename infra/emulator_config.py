@@ -83,9 +83,11 @@ class _Shaper:
             return value
         bound = allowed.low if parsed < allowed.low else allowed.high
         clamped: str = isodate.duration_isoformat(bound)
-        self._warn(f"{where}: {value} is outside the Docker emulator's range "
-                   f"{isodate.duration_isoformat(allowed.low)}-{isodate.duration_isoformat(allowed.high)};"
-                   f" using {clamped}")
+        self._warn(
+            f"{where}: {value} is outside the Docker emulator's range "
+            f"{isodate.duration_isoformat(allowed.low)}-{isodate.duration_isoformat(allowed.high)};"
+            f" using {clamped}"
+        )
         return clamped
 
     def count(self, value: int, where: str) -> int:
@@ -112,8 +114,9 @@ def build_emulator_config(
     return {"UserConfig": {"Namespaces": [namespace], "Logging": {"Type": "File"}}}
 
 
-def write_emulator_config(topology: Topology, path: Path | str, *, clamp: bool = True,
-                          warn: Warn = print_warning) -> Path:
+def write_emulator_config(
+    topology: Topology, path: Path | str, *, clamp: bool = True, warn: Warn = print_warning
+) -> Path:
     """Writes Config.json for `topology` to `path` (parent folders created); returns the path."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -125,13 +128,17 @@ def write_emulator_config(topology: Topology, path: Path | str, *, clamp: bool =
 def _check_counts(topology: Topology) -> None:
     entities = len(topology.queues) + len(topology.topics)
     if entities > MAX_QUEUES_AND_TOPICS:
-        raise EmulatorConfigError(f"the Docker emulator accepts at most {MAX_QUEUES_AND_TOPICS} queues plus "
-                                  f"topics; the topology has {entities}")
+        raise EmulatorConfigError(
+            f"the Docker emulator accepts at most {MAX_QUEUES_AND_TOPICS} queues plus "
+            f"topics; the topology has {entities}"
+        )
     for topic in topology.topics:
         if not 1 <= len(topic.subscriptions) <= MAX_SUBSCRIPTIONS_PER_TOPIC:
-            raise EmulatorConfigError(f"topic {topic.name!r}: the Docker emulator needs 1-"
-                                      f"{MAX_SUBSCRIPTIONS_PER_TOPIC} subscriptions per topic; it has "
-                                      f"{len(topic.subscriptions)}")
+            raise EmulatorConfigError(
+                f"topic {topic.name!r}: the Docker emulator needs 1-"
+                f"{MAX_SUBSCRIPTIONS_PER_TOPIC} subscriptions per topic; it has "
+                f"{len(topic.subscriptions)}"
+            )
 
 
 def _queue(queue: QueueSpec, shaper: _Shaper) -> dict[str, Any]:
@@ -141,15 +148,20 @@ def _queue(queue: QueueSpec, shaper: _Shaper) -> dict[str, Any]:
         "Properties": {
             "DeadLetteringOnMessageExpiration": queue.dead_lettering_on_message_expiration,
             "DefaultMessageTimeToLive": shaper.duration(
-                queue.default_message_time_to_live, DOCKER_LIMITS.message_ttl,
-                f"{where}.DefaultMessageTimeToLive"),
+                queue.default_message_time_to_live,
+                DOCKER_LIMITS.message_ttl,
+                f"{where}.DefaultMessageTimeToLive",
+            ),
             "DuplicateDetectionHistoryTimeWindow": shaper.duration(
-                queue.duplicate_detection_history_time_window, DOCKER_LIMITS.duplicate_window,
-                f"{where}.DuplicateDetectionHistoryTimeWindow"),
+                queue.duplicate_detection_history_time_window,
+                DOCKER_LIMITS.duplicate_window,
+                f"{where}.DuplicateDetectionHistoryTimeWindow",
+            ),
             "ForwardDeadLetteredMessagesTo": "",
             "ForwardTo": "",
-            "LockDuration": shaper.duration(queue.lock_duration, DOCKER_LIMITS.queue_lock,
-                                            f"{where}.LockDuration"),
+            "LockDuration": shaper.duration(
+                queue.lock_duration, DOCKER_LIMITS.queue_lock, f"{where}.LockDuration"
+            ),
             "MaxDeliveryCount": shaper.count(queue.max_delivery_count, f"{where}.MaxDeliveryCount"),
             "RequiresDuplicateDetection": queue.requires_duplicate_detection,
             "RequiresSession": queue.requires_session,
@@ -163,11 +175,15 @@ def _topic(topic: TopicSpec, shaper: _Shaper) -> dict[str, Any]:
         "Name": topic.name,
         "Properties": {
             "DefaultMessageTimeToLive": shaper.duration(
-                topic.default_message_time_to_live, DOCKER_LIMITS.message_ttl,
-                f"{where}.DefaultMessageTimeToLive"),
+                topic.default_message_time_to_live,
+                DOCKER_LIMITS.message_ttl,
+                f"{where}.DefaultMessageTimeToLive",
+            ),
             "DuplicateDetectionHistoryTimeWindow": shaper.duration(
-                topic.duplicate_detection_history_time_window, DOCKER_LIMITS.duplicate_window,
-                f"{where}.DuplicateDetectionHistoryTimeWindow"),
+                topic.duplicate_detection_history_time_window,
+                DOCKER_LIMITS.duplicate_window,
+                f"{where}.DuplicateDetectionHistoryTimeWindow",
+            ),
             "RequiresDuplicateDetection": topic.requires_duplicate_detection,
         },
         "Subscriptions": [_subscription(topic.name, sub, shaper) for sub in topic.subscriptions],
@@ -181,10 +197,13 @@ def _subscription(topic: str, subscription: SubscriptionSpec, shaper: _Shaper) -
         "Properties": {
             "DeadLetteringOnMessageExpiration": subscription.dead_lettering_on_message_expiration,
             "DefaultMessageTimeToLive": shaper.duration(
-                subscription.default_message_time_to_live, DOCKER_LIMITS.message_ttl,
-                f"{where}.DefaultMessageTimeToLive"),
-            "LockDuration": shaper.duration(subscription.lock_duration, DOCKER_LIMITS.subscription_lock,
-                                            f"{where}.LockDuration"),
+                subscription.default_message_time_to_live,
+                DOCKER_LIMITS.message_ttl,
+                f"{where}.DefaultMessageTimeToLive",
+            ),
+            "LockDuration": shaper.duration(
+                subscription.lock_duration, DOCKER_LIMITS.subscription_lock, f"{where}.LockDuration"
+            ),
             "MaxDeliveryCount": shaper.count(subscription.max_delivery_count, f"{where}.MaxDeliveryCount"),
             "ForwardDeadLetteredMessagesTo": "",
             "ForwardTo": "",
@@ -200,8 +219,10 @@ def _subscription(topic: str, subscription: SubscriptionSpec, shaper: _Shaper) -
 def _rule(rule: RuleSpec) -> dict[str, Any]:
     properties: dict[str, Any]
     if rule.correlation_filter is not None:
-        properties = {"FilterType": "Correlation",
-                      "CorrelationFilter": _correlation_filter(rule.correlation_filter)}
+        properties = {
+            "FilterType": "Correlation",
+            "CorrelationFilter": _correlation_filter(rule.correlation_filter),
+        }
     else:
         properties = {"FilterType": "Sql", "SqlFilter": {"SqlExpression": rule.sql_filter}}
     if rule.action is not None:
@@ -227,12 +248,14 @@ def _correlation_filter(spec: CorrelationFilterSpec) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra.emulator_config",
-                                     description="Write the Service Bus emulator Config.json.")
+    parser = argparse.ArgumentParser(
+        prog="python -m infra.emulator_config", description="Write the Service Bus emulator Config.json."
+    )
     parser.add_argument("--out", required=True, type=Path, help="where to write Config.json")
     parser.add_argument("--stack", help="read the topology from Pulumi.<stack>.yaml (default: built-in)")
-    parser.add_argument("--no-clamp", action="store_true",
-                        help="keep the service's real ranges (for our embedded emulator)")
+    parser.add_argument(
+        "--no-clamp", action="store_true", help="keep the service's real ranges (for our embedded emulator)"
+    )
     args = parser.parse_args(argv)
     try:
         config = read_stack_config(args.stack) if args.stack else {}

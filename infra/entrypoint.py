@@ -24,7 +24,7 @@ def stack_config_values() -> dict[str, Any]:
     values: dict[str, Any] = {}
     for full_key in pulumi.runtime.get_config_env():
         if full_key.startswith(prefix):
-            key = full_key[len(prefix):]
+            key = full_key[len(prefix) :]
             values[key] = _decode(config.require(key))
     return values
 

@@ -38,64 +38,110 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
     # resource group name) stops `pulumi up` instead of losing payloads or in-flight messages.
     # Tags on every resource that takes them: each top-level declaration gets the transformation and
     # hands it to the resources its component declares.
-    tagged = pulumi.ResourceOptions(transformations=[
-        tagging(stack_tags(settings.environment, settings.owner, settings.cost_center))])
+    tagged = pulumi.ResourceOptions(
+        transformations=[tagging(stack_tags(settings.environment, settings.owner, settings.cost_center))]
+    )
     stateful = pulumi.ResourceOptions(protect=settings.protect_stateful_resources)
-    group = resources.ResourceGroup(prefix, resource_group_name=settings.resource_group_name,
-                                    location=settings.location, opts=tagged)
+    group = resources.ResourceGroup(
+        prefix, resource_group_name=settings.resource_group_name, location=settings.location, opts=tagged
+    )
     rg, location = group.name, settings.location
 
-    monitoring = Monitoring(f"{prefix}-monitoring", resource_group_name=rg, location=location,
-                            retention_days=settings.log_retention_days, alert_emails=settings.alert_emails,
-                            opts=tagged)
-    messaging = Messaging(f"{prefix}-messaging", resource_group_name=rg, location=location,
-                          sku=settings.service_bus_sku, capacity=settings.service_bus_capacity,
-                          public_network_access=settings.public_network_access, topology=topology,
-                          zone_redundant=settings.zone_redundant, namespace_opts=stateful, opts=tagged)
-    network = (PrivateNetwork(f"{prefix}-network", resource_group_name=rg, location=location,
-                              address_space=settings.vnet_address_space, opts=tagged)
-               if settings.private_networking else None)
-    payloads = PayloadStorage(f"{prefix}-storage", resource_group_name=rg, location=location,
-                              sku=settings.storage_sku, account_logical_name=f"ccpay{short_env}",
-                              infrastructure_encryption=settings.require_infrastructure_encryption,
-                              public_network_access=settings.public_network_access,
-                              blob_delete_retention_days=settings.blob_delete_retention_days,
-                              container_delete_retention_days=settings.container_delete_retention_days,
-                              immutability_days=settings.evidence_immutability_days,
-                              topology=topology, account_opts=stateful, opts=tagged)
+    monitoring = Monitoring(
+        f"{prefix}-monitoring",
+        resource_group_name=rg,
+        location=location,
+        retention_days=settings.log_retention_days,
+        alert_emails=settings.alert_emails,
+        opts=tagged,
+    )
+    messaging = Messaging(
+        f"{prefix}-messaging",
+        resource_group_name=rg,
+        location=location,
+        sku=settings.service_bus_sku,
+        capacity=settings.service_bus_capacity,
+        public_network_access=settings.public_network_access,
+        topology=topology,
+        zone_redundant=settings.zone_redundant,
+        namespace_opts=stateful,
+        opts=tagged,
+    )
+    network = (
+        PrivateNetwork(
+            f"{prefix}-network",
+            resource_group_name=rg,
+            location=location,
+            address_space=settings.vnet_address_space,
+            opts=tagged,
+        )
+        if settings.private_networking
+        else None
+    )
+    payloads = PayloadStorage(
+        f"{prefix}-storage",
+        resource_group_name=rg,
+        location=location,
+        sku=settings.storage_sku,
+        account_logical_name=f"ccpay{short_env}",
+        infrastructure_encryption=settings.require_infrastructure_encryption,
+        public_network_access=settings.public_network_access,
+        blob_delete_retention_days=settings.blob_delete_retention_days,
+        container_delete_retention_days=settings.container_delete_retention_days,
+        immutability_days=settings.evidence_immutability_days,
+        topology=topology,
+        account_opts=stateful,
+        opts=tagged,
+    )
     # The API's Entra ID app registration; its audience, issuer and the producers' access grants go into
     # the app settings that claimcheck.auth and claimcheck.access read.
     callers = api_callers(settings)
-    api = ApiIdentity(f"{prefix}-api", environment=settings.environment,
-                      tenant_id=authorization.get_client_config_output().tenant_id, callers=callers,
-                      group_claims=bool(settings.group_grants))
-    access_table = AccessTable(tuple(grant for caller in callers if (grant := caller.grant()) is not None)
-                               + settings.group_grants)
+    api = ApiIdentity(
+        f"{prefix}-api",
+        environment=settings.environment,
+        tenant_id=authorization.get_client_config_output().tenant_id,
+        callers=callers,
+        group_claims=bool(settings.group_grants),
+    )
+    access_table = AccessTable(
+        tuple(grant for caller in callers if (grant := caller.grant()) is not None) + settings.group_grants
+    )
     auth = pulumi.Output.all(api.issuer, api.audiences, api.jwks_uri).apply(
-        lambda values: ApiAuth(issuer=values[0], audiences=values[1], jwks_uri=values[2],
-                               access_table=access_table))
-    functions = FunctionApp(f"{prefix}-functions", resource_group_name=rg, location=location,
-                            host_account_logical_name=f"cchost{short_env}",
-                            storage_sku=settings.storage_sku, topology=topology,
-                            environment=settings.environment, service_bus_fqdn=messaging.namespace_fqdn,
-                            payload_blob_endpoint=payloads.blob_endpoint,
-                            payload_table_endpoint=payloads.table_endpoint,
-                            app_insights_connection_string=monitoring.app_insights.connection_string,
-                            maximum_instances=settings.function_maximum_instances,
-                            instance_memory_mb=settings.function_instance_memory_mb, auth=auth,
-                            consumed_purposes=settings.consumed_purposes,
-                            zone_redundant=settings.zone_redundant,
-                            infrastructure_encryption=settings.require_infrastructure_encryption,
-                            consumer_always_ready=settings.consumer_always_ready,
-                            public_network_access=settings.public_network_access,
-                            integration_subnet_id=network.integration_subnet.id if network else None,
-                            opts=tagged)
+        lambda values: ApiAuth(
+            issuer=values[0], audiences=values[1], jwks_uri=values[2], access_table=access_table
+        )
+    )
+    functions = FunctionApp(
+        f"{prefix}-functions",
+        resource_group_name=rg,
+        location=location,
+        host_account_logical_name=f"cchost{short_env}",
+        storage_sku=settings.storage_sku,
+        topology=topology,
+        environment=settings.environment,
+        service_bus_fqdn=messaging.namespace_fqdn,
+        payload_blob_endpoint=payloads.blob_endpoint,
+        payload_table_endpoint=payloads.table_endpoint,
+        app_insights_connection_string=monitoring.app_insights.connection_string,
+        maximum_instances=settings.function_maximum_instances,
+        instance_memory_mb=settings.function_instance_memory_mb,
+        auth=auth,
+        consumed_purposes=settings.consumed_purposes,
+        zone_redundant=settings.zone_redundant,
+        infrastructure_encryption=settings.require_infrastructure_encryption,
+        consumer_always_ready=settings.consumer_always_ready,
+        public_network_access=settings.public_network_access,
+        integration_subnet_id=network.integration_subnet.id if network else None,
+        opts=tagged,
+    )
     if network is not None:
         # What each resource serves the app: the namespace (AMQP and management); blobs and tables of
         # payloads; blobs (package, host state, timer leases), queues and tables of the host account.
-        for target in (PrivateTarget("servicebus", messaging.namespace.id, ("namespace",)),
-                       PrivateTarget("payloads", payloads.account.id, ("blob", "table")),
-                       PrivateTarget("host", functions.host_account.id, ("blob", "queue", "table"))):
+        for target in (
+            PrivateTarget("servicebus", messaging.namespace.id, ("namespace",)),
+            PrivateTarget("payloads", payloads.account.id, ("blob", "table")),
+            PrivateTarget("host", functions.host_account.id, ("blob", "queue", "table")),
+        ):
             network.connect(target)
 
     bindings = topology.bindings
@@ -114,37 +160,73 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
         Grant("app-send-results", BuiltInRole.SERVICE_BUS_DATA_SENDER, results_topic, app),
         # Blob Data Contributor lacks the blob index tag actions the provisional/active state needs.
         Grant("app-payload-blobs", PAYLOAD_OPERATOR, payload_container, app),
-        *[Grant(f"app-table-{table}", BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR, resource.id, app)
-          for table, resource in payloads.tables.items()],
+        *[
+            Grant(f"app-table-{table}", BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR, resource.id, app)
+            for table, resource in payloads.tables.items()
+        ],
         Grant("app-host-storage", BuiltInRole.STORAGE_BLOB_DATA_OWNER, functions.host_account.id, app),
         Grant("app-telemetry", BuiltInRole.MONITORING_METRICS_PUBLISHER, monitoring.app_insights.id, app),
     ]
     # A producer on the Python API writes the object, its registry record and its work-item version,
     # then publishes: nothing more.
-    producer_tables = {table: payloads.tables[table].id
-                       for table in (topology.tables.registry, topology.tables.work_items)}
+    producer_tables = {
+        table: payloads.tables[table].id for table in (topology.tables.registry, topology.tables.work_items)
+    }
     for producer in settings.producer_principals:
         grants += [
-            Grant(f"producer-{producer.name}-send-documents", BuiltInRole.SERVICE_BUS_DATA_SENDER,
-                  documents_queue, producer.object_id),
-            Grant(f"producer-{producer.name}-payload-blobs", PAYLOAD_WRITER, payload_container,
-                  producer.object_id),
-            *[Grant(f"producer-{producer.name}-table-{table}", BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR,
-                    table_id, producer.object_id) for table, table_id in producer_tables.items()],
+            Grant(
+                f"producer-{producer.name}-send-documents",
+                BuiltInRole.SERVICE_BUS_DATA_SENDER,
+                documents_queue,
+                producer.object_id,
+            ),
+            Grant(
+                f"producer-{producer.name}-payload-blobs",
+                PAYLOAD_WRITER,
+                payload_container,
+                producer.object_id,
+            ),
+            *[
+                Grant(
+                    f"producer-{producer.name}-table-{table}",
+                    BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR,
+                    table_id,
+                    producer.object_id,
+                )
+                for table, table_id in producer_tables.items()
+            ],
         ]
     if settings.smoke_test_principals:
         # load_settings made sure the subscription exists.
         audit = messaging.subscriptions[f"{bindings.results_topic}/{SMOKE_AUDIT_SUBSCRIPTION}"]
-        grants += [Grant(f"smoke-{principal.name}-peek-audit", BuiltInRole.SERVICE_BUS_DATA_RECEIVER,
-                         audit.id, principal.object_id) for principal in settings.smoke_test_principals]
+        grants += [
+            Grant(
+                f"smoke-{principal.name}-peek-audit",
+                BuiltInRole.SERVICE_BUS_DATA_RECEIVER,
+                audit.id,
+                principal.object_id,
+            )
+            for principal in settings.smoke_test_principals
+        ]
     grants += operator_grants(settings, messaging)
-    Access(f"{prefix}-access", grants=grants, custom_role_scope=group.id,
-           stack_label=f"{pulumi.get_project()}/{pulumi.get_stack()}")
-    Alerts(f"{prefix}-alerts", resource_group_name=group.name, monitoring=monitoring,
-           namespace_id=messaging.namespace.id, payload_account_id=payloads.account.id,
-           function_app_id=functions.app.id, backlog_threshold=settings.backlog_alert_threshold,
-           location=location, provisional_grace_days=topology.lifecycle.provisional_grace_days,
-           opts=tagged)
+    Access(
+        f"{prefix}-access",
+        grants=grants,
+        custom_role_scope=group.id,
+        stack_label=f"{pulumi.get_project()}/{pulumi.get_stack()}",
+    )
+    Alerts(
+        f"{prefix}-alerts",
+        resource_group_name=group.name,
+        monitoring=monitoring,
+        namespace_id=messaging.namespace.id,
+        payload_account_id=payloads.account.id,
+        function_app_id=functions.app.id,
+        backlog_threshold=settings.backlog_alert_threshold,
+        location=location,
+        provisional_grace_days=topology.lifecycle.provisional_grace_days,
+        opts=tagged,
+    )
 
     outputs: dict[str, Any] = {
         "resourceGroupName": group.name,
@@ -153,16 +235,16 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
         "documentsQueue": bindings.documents_queue,
         "resultsTopic": bindings.results_topic,
         "queues": [queue.name for queue in topology.queues],
-        "subscriptions": {topic.name: [sub.name for sub in topic.subscriptions]
-                          for topic in topology.topics},
+        "subscriptions": {topic.name: [sub.name for sub in topic.subscriptions] for topic in topology.topics},
         "payloadStorageAccount": payloads.account.name,
         "payloadBlobEndpoint": payloads.blob_endpoint,
         "payloadTableEndpoint": payloads.table_endpoint,
         "payloadContainer": bindings.payload_container,
         # How long an app delete stays recoverable: as a previous version until the lifecycle rule
         # deletes it, then soft-deleted (docs/deploy.md, "Storage rules").
-        "deletedPayloadRecoverableDays": (topology.lifecycle.old_versions_delete_after_days
-                                          + settings.blob_delete_retention_days),
+        "deletedPayloadRecoverableDays": (
+            topology.lifecycle.old_versions_delete_after_days + settings.blob_delete_retention_days
+        ),
         "tables": list(topology.tables.all()),
         "functionAppName": functions.app.name,
         "functionAppId": functions.app.id,
@@ -193,18 +275,26 @@ def operator_grants(settings: StackSettings, messaging: Messaging) -> list[Grant
     for operator in settings.operator_principals:
         who, principal = f"operator-{operator.name}", operator.object_id
         owner, sender = BuiltInRole.SERVICE_BUS_DATA_OWNER, BuiltInRole.SERVICE_BUS_DATA_SENDER
-        grants += [Grant(f"{who}-queue-{name}", owner, queue.id, principal)
-                   for name, queue in messaging.queues.items()]
-        grants += [Grant(f"{who}-topic-{name}", sender, topic.id, principal)
-                   for name, topic in messaging.topics.items()]
-        grants += [Grant(f"{who}-sub-{path.replace('/', '-')}", owner, subscription.id, principal)
-                   for path, subscription in messaging.subscriptions.items()]
+        grants += [
+            Grant(f"{who}-queue-{name}", owner, queue.id, principal)
+            for name, queue in messaging.queues.items()
+        ]
+        grants += [
+            Grant(f"{who}-topic-{name}", sender, topic.id, principal)
+            for name, topic in messaging.topics.items()
+        ]
+        grants += [
+            Grant(f"{who}-sub-{path.replace('/', '-')}", owner, subscription.id, principal)
+            for path, subscription in messaging.subscriptions.items()
+        ]
     return grants
 
 
 def api_callers(settings: StackSettings) -> tuple[ProducerPrincipal, ...]:
     """Who gets app roles on the API and an access-table grant: the producer principals, and the smoke
     test identities (which submit for the tenant `smoke-test` unless their entry names tenants)."""
-    smoke = tuple(principal if principal.tenants else replace(principal, tenants=(SMOKE_TENANT,))
-                  for principal in settings.smoke_test_principals)
+    smoke = tuple(
+        principal if principal.tenants else replace(principal, tenants=(SMOKE_TENANT,))
+        for principal in settings.smoke_test_principals
+    )
     return settings.producer_principals + smoke

@@ -31,19 +31,23 @@ class BuiltInRole(Enum):
 
 
 # Roles that grant access to data (messages, blobs, tables): these must sit at entity scope.
-SERVICE_BUS_DATA_ROLES = frozenset({
-    BuiltInRole.SERVICE_BUS_DATA_RECEIVER.value,
-    BuiltInRole.SERVICE_BUS_DATA_SENDER.value,
-    BuiltInRole.SERVICE_BUS_DATA_OWNER.value,
-})
-STORAGE_DATA_ROLES = frozenset({
-    BuiltInRole.STORAGE_BLOB_DATA_CONTRIBUTOR.value,
-    BuiltInRole.STORAGE_BLOB_DATA_OWNER.value,
-    BuiltInRole.STORAGE_BLOB_DATA_READER.value,
-    BuiltInRole.STORAGE_QUEUE_DATA_CONTRIBUTOR.value,
-    BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR.value,
-    BuiltInRole.STORAGE_TABLE_DATA_READER.value,
-})
+SERVICE_BUS_DATA_ROLES = frozenset(
+    {
+        BuiltInRole.SERVICE_BUS_DATA_RECEIVER.value,
+        BuiltInRole.SERVICE_BUS_DATA_SENDER.value,
+        BuiltInRole.SERVICE_BUS_DATA_OWNER.value,
+    }
+)
+STORAGE_DATA_ROLES = frozenset(
+    {
+        BuiltInRole.STORAGE_BLOB_DATA_CONTRIBUTOR.value,
+        BuiltInRole.STORAGE_BLOB_DATA_OWNER.value,
+        BuiltInRole.STORAGE_BLOB_DATA_READER.value,
+        BuiltInRole.STORAGE_QUEUE_DATA_CONTRIBUTOR.value,
+        BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR.value,
+        BuiltInRole.STORAGE_TABLE_DATA_READER.value,
+    }
+)
 DATA_ROLES = SERVICE_BUS_DATA_ROLES | STORAGE_DATA_ROLES
 
 
@@ -56,12 +60,12 @@ class BlobDataAction(Enum):
     write, delete, add/action and move/action but none of the tag actions, which are separate
     permissions; only Storage Blob Data Owner has them among the built-in roles."""
 
-    READ = f"{_BLOBS}/read"                    # Get Blob, Get Blob Properties
-    WRITE = f"{_BLOBS}/write"                  # Put Block, Put Block List
-    DELETE = f"{_BLOBS}/delete"                # Delete Blob (and its snapshots)
-    TAGS_READ = f"{_BLOBS}/tags/read"          # Get Blob Tags
-    TAGS_WRITE = f"{_BLOBS}/tags/write"        # Set Blob Tags, and x-ms-tags on Put Block List
-    FIND_BY_TAGS = f"{_BLOBS}/filter/action"   # Find Blobs by Tags (container-scoped here)
+    READ = f"{_BLOBS}/read"  # Get Blob, Get Blob Properties
+    WRITE = f"{_BLOBS}/write"  # Put Block, Put Block List
+    DELETE = f"{_BLOBS}/delete"  # Delete Blob (and its snapshots)
+    TAGS_READ = f"{_BLOBS}/tags/read"  # Get Blob Tags
+    TAGS_WRITE = f"{_BLOBS}/tags/write"  # Set Blob Tags, and x-ms-tags on Put Block List
+    FIND_BY_TAGS = f"{_BLOBS}/filter/action"  # Find Blobs by Tags (container-scoped here)
 
 
 @dataclass(frozen=True)
@@ -80,16 +84,24 @@ class CustomRole:
 # add/action (Put Block needs write anyway), move/action (hierarchical namespace only),
 # deleteBlobVersion/permanentDelete (old versions go by the lifecycle policy), ownership/ACL actions.
 PAYLOAD_OPERATOR = CustomRole(
-    "payload-operator", "Claim Check payload operator",
+    "payload-operator",
+    "Claim Check payload operator",
     "Claim Check Function App on the payloads container: read, write-once upload, delete, and blob "
     "index tags (set, read, find) for provisional/active state.",
-    (BlobDataAction.READ, BlobDataAction.WRITE, BlobDataAction.DELETE, BlobDataAction.TAGS_READ,
-     BlobDataAction.TAGS_WRITE, BlobDataAction.FIND_BY_TAGS),
+    (
+        BlobDataAction.READ,
+        BlobDataAction.WRITE,
+        BlobDataAction.DELETE,
+        BlobDataAction.TAGS_READ,
+        BlobDataAction.TAGS_WRITE,
+        BlobDataAction.FIND_BY_TAGS,
+    ),
 )
 # A producer using the claimcheck Python API: uploads a provisional object and activates it after
 # the publish is confirmed. It never reads, deletes or searches payloads.
 PAYLOAD_WRITER = CustomRole(
-    "payload-writer", "Claim Check payload writer",
+    "payload-writer",
+    "Claim Check payload writer",
     "Claim Check producer on the payloads container: write-once upload with the provisional blob "
     "index tag, and the tag change that activates the object.",
     (BlobDataAction.WRITE, BlobDataAction.TAGS_WRITE),

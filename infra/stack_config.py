@@ -30,8 +30,14 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SERVICE_BUS_SKUS = ("Standard", "Premium")  # Basic has neither topics nor sessions
 PREMIUM_CAPACITIES = (1, 2, 4, 8, 16)
 PUBLIC_NETWORK_ACCESS = ("Enabled", "Disabled", "SecuredByPerimeter")
-STORAGE_SKUS = ("Standard_LRS", "Standard_ZRS", "Standard_GRS", "Standard_RAGRS", "Standard_GZRS",
-                "Standard_RAGZRS")
+STORAGE_SKUS = (
+    "Standard_LRS",
+    "Standard_ZRS",
+    "Standard_GRS",
+    "Standard_RAGRS",
+    "Standard_GZRS",
+    "Standard_RAGZRS",
+)
 INSTANCE_MEMORY_MB = (512, 2048, 4096)  # Flex Consumption instance sizes
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _LOCATION = re.compile(r"^[a-z][a-z0-9]{2,30}$")
@@ -43,8 +49,10 @@ _TAG_FORM = "1-256 characters without < > % & \\ ? / (a tag value), not starting
 _LOGICAL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 # GUIDs that are never a real Entra object id: the nil and max GUIDs, one hex digit repeated, and the
 # "00000000-0000-0000-0000-00000000000N" kind that sample files ship as placeholders.
-_PLACEHOLDER_GUID = re.compile(r"^(?:([0-9a-f])\1{7}-\1{4}-\1{4}-\1{4}-\1{12}"
-                               r"|00000000-0000-0000-0000-[0-9a-f]{12})$")
+_PLACEHOLDER_GUID = re.compile(
+    r"^(?:([0-9a-f])\1{7}-\1{4}-\1{4}-\1{4}-\1{12}"
+    r"|00000000-0000-0000-0000-[0-9a-f]{12})$"
+)
 
 
 # The subscription that receives every result event; `claimcheck-ops smoke` peeks it.
@@ -76,10 +84,14 @@ class ProducerPrincipal:
         if not self.tenants:
             return None
         return AccessGrant(
-            name=self.name, principal=self.object_id, tenants=self.tenants,
+            name=self.name,
+            principal=self.object_id,
+            tenants=self.tenants,
             purposes=None if self.purposes is None else frozenset(self.purposes),
-            classifications=None if self.classifications is None
-            else frozenset(Classification(value) for value in self.classifications))
+            classifications=None
+            if self.classifications is None
+            else frozenset(Classification(value) for value in self.classifications),
+        )
 
 
 @dataclass(frozen=True)
@@ -139,30 +151,43 @@ def stack_slug(stack: str) -> str:
     """The stack name as it can appear in resource names: lower case, [a-z0-9-], at most 16 characters."""
     slug = re.sub(r"[^a-z0-9-]+", "-", stack.lower()).strip("-")[:16].rstrip("-")
     if not slug or not slug[0].isalpha():
-        raise StackConfigError(f"stack name {stack!r} cannot name resources: start it with a letter "
-                               "(resource names derive from the stack name)")
+        raise StackConfigError(
+            f"stack name {stack!r} cannot name resources: start it with a letter "
+            "(resource names derive from the stack name)"
+        )
     return slug
 
 
 def load_settings(config: Mapping[str, Any], stack: str) -> StackSettings:
     """Settings from the project's config values (keys without the `claimcheck:` prefix)."""
     reader = _Reader(config)
-    environment = reader.string("environment", stack.lower(), _ENVIRONMENT,
-                                "1-16 lower-case letters, digits or '-', starting with a letter")
+    environment = reader.string(
+        "environment",
+        stack.lower(),
+        _ENVIRONMENT,
+        "1-16 lower-case letters, digits or '-', starting with a letter",
+    )
     sku = reader.choice("serviceBusSku", "Standard", SERVICE_BUS_SKUS)
     private = reader.boolean("privateNetworking", False)
-    public_access = reader.choice("publicNetworkAccess", "Disabled" if private else "Enabled",
-                                  PUBLIC_NETWORK_ACCESS)
+    public_access = reader.choice(
+        "publicNetworkAccess", "Disabled" if private else "Enabled", PUBLIC_NETWORK_ACCESS
+    )
     if private and sku != "Premium":
-        raise StackConfigError(f"{PROJECT}:privateNetworking: true needs {PROJECT}:serviceBusSku 'Premium' "
-                               f"(private endpoints are a Premium feature), got {sku!r}")
+        raise StackConfigError(
+            f"{PROJECT}:privateNetworking: true needs {PROJECT}:serviceBusSku 'Premium' "
+            f"(private endpoints are a Premium feature), got {sku!r}"
+        )
     if private and public_access == "Enabled":
-        raise StackConfigError(f"{PROJECT}:publicNetworkAccess: 'Enabled' contradicts "
-                               f"{PROJECT}:privateNetworking: true; omit it or set 'Disabled'")
+        raise StackConfigError(
+            f"{PROJECT}:publicNetworkAccess: 'Enabled' contradicts "
+            f"{PROJECT}:privateNetworking: true; omit it or set 'Disabled'"
+        )
     if not private and public_access == "Disabled":
-        raise StackConfigError(f"{PROJECT}:publicNetworkAccess: 'Disabled' without {PROJECT}:"
-                               "privateNetworking leaves the app no path to the namespace and storage; "
-                               "set privateNetworking")
+        raise StackConfigError(
+            f"{PROJECT}:publicNetworkAccess: 'Disabled' without {PROJECT}:"
+            "privateNetworking leaves the app no path to the namespace and storage; "
+            "set privateNetworking"
+        )
     if sku != "Premium" and public_access != "Enabled":
         raise StackConfigError(
             f"{PROJECT}:publicNetworkAccess: {public_access!r} needs claimcheck:serviceBusSku 'Premium' "
@@ -173,12 +198,18 @@ def load_settings(config: Mapping[str, Any], stack: str) -> StackSettings:
     settings = StackSettings(
         stack_slug=slug,
         environment=environment,
-        location=reader.string("location", "westeurope", _LOCATION,
-                               "an Azure region name such as 'westeurope' or 'swedencentral'"),
-        resource_group_name=reader.string("resourceGroupName", f"rg-claimcheck-{slug}",
-                                          re.compile(r"^[-\w.()]{1,89}[-\w()]$"),
-                                          "1-90 letters, digits, '-', '_', '.', '(' or ')', "
-                                          "not ending in '.'"),
+        location=reader.string(
+            "location",
+            "westeurope",
+            _LOCATION,
+            "an Azure region name such as 'westeurope' or 'swedencentral'",
+        ),
+        resource_group_name=reader.string(
+            "resourceGroupName",
+            f"rg-claimcheck-{slug}",
+            re.compile(r"^[-\w.()]{1,89}[-\w()]$"),
+            "1-90 letters, digits, '-', '_', '.', '(' or ')', not ending in '.'",
+        ),
         service_bus_sku=sku,
         service_bus_capacity=capacity,
         public_network_access=public_access,
@@ -211,8 +242,10 @@ def load_settings(config: Mapping[str, Any], stack: str) -> StackSettings:
     if settings.smoke_test_principals:
         topic = settings.topology.topic(settings.topology.bindings.results_topic)
         if SMOKE_AUDIT_SUBSCRIPTION not in {subscription.name for subscription in topic.subscriptions}:
-            raise StackConfigError(f"{PROJECT}:smokeTestPrincipals: the smoke test peeks subscription "
-                                   f"{topic.name}/{SMOKE_AUDIT_SUBSCRIPTION}, which the topology lacks")
+            raise StackConfigError(
+                f"{PROJECT}:smokeTestPrincipals: the smoke test peeks subscription "
+                f"{topic.name}/{SMOKE_AUDIT_SUBSCRIPTION}, which the topology lacks"
+            )
     return settings
 
 
@@ -222,28 +255,39 @@ ZONE_REDUNDANT_STORAGE = ("Standard_ZRS", "Standard_GZRS", "Standard_RAGZRS")
 def _refuse_contradictions(settings: StackSettings) -> None:
     """Settings that each parse but cannot hold together, refused before any resource is declared."""
     if settings.zone_redundant and settings.service_bus_sku != "Premium":
-        raise StackConfigError(f"{PROJECT}:zoneRedundant: true needs {PROJECT}:serviceBusSku 'Premium' "
-                               "(only Premium namespaces are zone redundant)")
+        raise StackConfigError(
+            f"{PROJECT}:zoneRedundant: true needs {PROJECT}:serviceBusSku 'Premium' "
+            "(only Premium namespaces are zone redundant)"
+        )
     if settings.zone_redundant and settings.storage_sku not in ZONE_REDUNDANT_STORAGE:
-        raise StackConfigError(f"{PROJECT}:zoneRedundant: true needs {PROJECT}:storageSku among "
-                               f"{list(ZONE_REDUNDANT_STORAGE)}, got {settings.storage_sku!r}")
+        raise StackConfigError(
+            f"{PROJECT}:zoneRedundant: true needs {PROJECT}:storageSku among "
+            f"{list(ZONE_REDUNDANT_STORAGE)}, got {settings.storage_sku!r}"
+        )
     worm = settings.evidence_immutability_days
-    deleting = sorted(name for name, policy in DEFAULT_PURPOSES.items()
-                      if policy.cleanup != CleanupPolicy.RETAIN)
+    deleting = sorted(
+        name for name, policy in DEFAULT_PURPOSES.items() if policy.cleanup != CleanupPolicy.RETAIN
+    )
     if worm and deleting:
-        raise StackConfigError(f"{PROJECT}:evidenceImmutabilityDays: version-level WORM on the shared "
-                               f"payload container would make the deletes of purposes {deleting} fail "
-                               "(they clean up after use); it needs a purpose table whose purposes all "
-                               "retain")
+        raise StackConfigError(
+            f"{PROJECT}:evidenceImmutabilityDays: version-level WORM on the shared "
+            f"payload container would make the deletes of purposes {deleting} fail "
+            "(they clean up after use); it needs a purpose table whose purposes all "
+            "retain"
+        )
     if worm and worm > settings.topology.lifecycle.delete_after_days:
-        raise StackConfigError(f"{PROJECT}:evidenceImmutabilityDays: {worm} outlasts "
-                               "topology.lifecycle.deleteAfterDays "
-                               f"{settings.topology.lifecycle.delete_after_days}: the expiry rule could not "
-                               "delete a locked version")
+        raise StackConfigError(
+            f"{PROJECT}:evidenceImmutabilityDays: {worm} outlasts "
+            "topology.lifecycle.deleteAfterDays "
+            f"{settings.topology.lifecycle.delete_after_days}: the expiry rule could not "
+            "delete a locked version"
+        )
     if settings.consumer_always_ready > settings.function_maximum_instances:
-        raise StackConfigError(f"{PROJECT}:consumerAlwaysReady: {settings.consumer_always_ready} exceeds "
-                               f"{PROJECT}:functionMaximumInstances {settings.function_maximum_instances} "
-                               "(always-ready instances count toward the maximum)")
+        raise StackConfigError(
+            f"{PROJECT}:consumerAlwaysReady: {settings.consumer_always_ready} exceeds "
+            f"{PROJECT}:functionMaximumInstances {settings.function_maximum_instances} "
+            "(always-ready instances count toward the maximum)"
+        )
 
 
 class _Reader:
@@ -288,8 +332,9 @@ class _Reader:
         if value is None:
             return default
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise StackConfigError(f"{PROJECT}:{key}: {value!r} is invalid; expected a whole number "
-                                   f"from {low} to {high}")
+            raise StackConfigError(
+                f"{PROJECT}:{key}: {value!r} is invalid; expected a whole number from {low} to {high}"
+            )
         return value
 
     def cidr(self, key: str, default: str) -> str:
@@ -301,8 +346,10 @@ class _Reader:
         except ValueError:
             network = None
         if network is None or not network.is_private or network.prefixlen > 23:
-            raise StackConfigError(f"{PROJECT}:{key}: {value!r} is invalid; expected a private IPv4 CIDR "
-                                   "of /23 or larger such as '10.60.0.0/22' (two /24 subnets)")
+            raise StackConfigError(
+                f"{PROJECT}:{key}: {value!r} is invalid; expected a private IPv4 CIDR "
+                "of /23 or larger such as '10.60.0.0/22' (two /24 subnets)"
+            )
         return str(network)
 
     def mapping(self, key: str) -> Mapping[str, Any]:
@@ -310,18 +357,22 @@ class _Reader:
         if value is None:
             return {}
         if not isinstance(value, Mapping):
-            raise StackConfigError(f"{PROJECT}:{key}: expected an object (a YAML mapping), "
-                                   f"got {type(value).__name__}")
+            raise StackConfigError(
+                f"{PROJECT}:{key}: expected an object (a YAML mapping), got {type(value).__name__}"
+            )
         return value
 
     def emails(self, key: str) -> tuple[str, ...]:
         value = self._get(key)
         if value is None:
             return ()
-        if not isinstance(value, list) or not all(isinstance(item, str) and _EMAIL.fullmatch(item)
-                                                  for item in value):
-            raise StackConfigError(f"{PROJECT}:{key}: expected a list of e-mail addresses such as "
-                                   f"['ops@example.com'], got {value!r}")
+        if not isinstance(value, list) or not all(
+            isinstance(item, str) and _EMAIL.fullmatch(item) for item in value
+        ):
+            raise StackConfigError(
+                f"{PROJECT}:{key}: expected a list of e-mail addresses such as "
+                f"['ops@example.com'], got {value!r}"
+            )
         return tuple(value)
 
     def principals(self, key: str, *, api_access: bool = True) -> tuple[ProducerPrincipal, ...]:
@@ -329,9 +380,11 @@ class _Reader:
         value = self._get(key)
         if value is None:
             return ()
-        form = ("a list of {name: <lower-case-name>, objectId: <GUID of a service principal>"
-                + (", optional appRoles, tenants, purposes, classifications: lists of strings}" if api_access
-                   else "}"))
+        form = "a list of {name: <lower-case-name>, objectId: <GUID of a service principal>" + (
+            ", optional appRoles, tenants, purposes, classifications: lists of strings}"
+            if api_access
+            else "}"
+        )
         allowed = _PRINCIPAL_KEYS if api_access else {"name", "objectId"}
         if not isinstance(value, list):
             raise StackConfigError(f"{PROJECT}:{key}: expected {form}, got {value!r}")
@@ -342,11 +395,14 @@ class _Reader:
                 raise StackConfigError(f"{where}: expected {form}, got {entry!r}")
             name, object_id = entry["name"], entry["objectId"]
             if not isinstance(name, str) or not _LOGICAL_NAME.fullmatch(name):
-                raise StackConfigError(f"{where}.name: {name!r} must be 1-31 lower-case letters, digits "
-                                       "or '-', starting with a letter")
+                raise StackConfigError(
+                    f"{where}.name: {name!r} must be 1-31 lower-case letters, digits "
+                    "or '-', starting with a letter"
+                )
             principal = ProducerPrincipal(name=name, object_id=_guid(object_id, f"{where}.objectId"))
-            principals.append(_with_api_access(principal, entry, where) if api_access
-                              else replace(principal, app_roles=()))
+            principals.append(
+                _with_api_access(principal, entry, where) if api_access else replace(principal, app_roles=())
+            )
         if len({principal.name for principal in principals}) != len(principals):
             raise StackConfigError(f"{PROJECT}:{key}: principal names must be unique")
         return tuple(principals)
@@ -357,10 +413,16 @@ class _Reader:
         known = sorted(DEFAULT_PURPOSES)
         if value is None:
             return tuple(known)
-        if (not isinstance(value, list) or not value or len(set(value)) != len(value)
-                or not all(isinstance(item, str) and item in DEFAULT_PURPOSES for item in value)):
-            raise StackConfigError(f"{PROJECT}:{key}: {value!r} is invalid; expected a non-empty list of "
-                                   f"distinct purposes among {known}")
+        if (
+            not isinstance(value, list)
+            or not value
+            or len(set(value)) != len(value)
+            or not all(isinstance(item, str) and item in DEFAULT_PURPOSES for item in value)
+        ):
+            raise StackConfigError(
+                f"{PROJECT}:{key}: {value!r} is invalid; expected a non-empty list of "
+                f"distinct purposes among {known}"
+            )
         return tuple(value)
 
     def group_grants(self, key: str) -> tuple[AccessGrant, ...]:
@@ -368,8 +430,10 @@ class _Reader:
         value = self._get(key)
         if value is None:
             return ()
-        form = ("a list of {name: <lower-case-name>, groupId: <GUID of an Entra group>, tenants: [...], "
-                "optional purposes, classifications: lists of strings}")
+        form = (
+            "a list of {name: <lower-case-name>, groupId: <GUID of an Entra group>, tenants: [...], "
+            "optional purposes, classifications: lists of strings}"
+        )
         if not isinstance(value, list):
             raise StackConfigError(f"{PROJECT}:{key}: expected {form}, got {value!r}")
         grants: list[AccessGrant] = []
@@ -379,8 +443,10 @@ class _Reader:
             if not isinstance(entry, Mapping) or not {"name", "groupId", "tenants"} <= set(entry) <= allowed:
                 raise StackConfigError(f"{where}: expected {form}, got {entry!r}")
             if not isinstance(entry["name"], str) or not _LOGICAL_NAME.fullmatch(entry["name"]):
-                raise StackConfigError(f"{where}.name: {entry['name']!r} must be 1-31 lower-case letters, "
-                                       "digits or '-', starting with a letter")
+                raise StackConfigError(
+                    f"{where}.name: {entry['name']!r} must be 1-31 lower-case letters, "
+                    "digits or '-', starting with a letter"
+                )
             group = _guid(entry["groupId"], f"{where}.groupId")
             grant = {"group": group, **{k: v for k, v in entry.items() if k != "groupId"}}
             try:
@@ -395,8 +461,10 @@ class _Reader:
     def reject_unknown(self) -> None:
         unknown = sorted(set(self._config) - self._read)
         if unknown:
-            raise StackConfigError(f"unknown config key(s) {[f'{PROJECT}:{key}' for key in unknown]}; "
-                                   f"known keys: {sorted(self._read)}")
+            raise StackConfigError(
+                f"unknown config key(s) {[f'{PROJECT}:{key}' for key in unknown]}; "
+                f"known keys: {sorted(self._read)}"
+            )
 
 
 _PRINCIPAL_KEYS = {"name", "objectId", "appRoles", "tenants", "purposes", "classifications"}
@@ -415,14 +483,25 @@ def _with_api_access(principal: ProducerPrincipal, entry: Mapping[str, Any], whe
     try:
         app_roles = principal.app_roles if roles is None else tuple(AppRole(role) for role in roles)
     except ValueError:
-        raise StackConfigError(f"{where}.appRoles: expected roles among {[r.value for r in AppRole]}, "
-                               f"got {list(roles or ())}") from None
-    with_access = ProducerPrincipal(principal.name, principal.object_id, app_roles, lists["tenants"] or (),
-                                    lists["purposes"], lists["classifications"])
-    grant: dict[str, Any] = {"name": principal.name, "principal": principal.object_id,
-                             "tenants": list(lists["tenants"] or ())}
-    grant |= {key: list(values) for key in ("purposes", "classifications")
-              if (values := lists[key]) is not None}
+        raise StackConfigError(
+            f"{where}.appRoles: expected roles among {[r.value for r in AppRole]}, got {list(roles or ())}"
+        ) from None
+    with_access = ProducerPrincipal(
+        principal.name,
+        principal.object_id,
+        app_roles,
+        lists["tenants"] or (),
+        lists["purposes"],
+        lists["classifications"],
+    )
+    grant: dict[str, Any] = {
+        "name": principal.name,
+        "principal": principal.object_id,
+        "tenants": list(lists["tenants"] or ()),
+    }
+    grant |= {
+        key: list(values) for key in ("purposes", "classifications") if (values := lists[key]) is not None
+    }
     if grant["tenants"]:
         try:
             AccessTable.parse(json.dumps([grant]))
@@ -443,8 +522,10 @@ def _guid(value: object, where: str) -> str:
     except ValueError:
         raise StackConfigError(f"{where}: {value!r} is not a GUID; expected {form}") from None
     if _PLACEHOLDER_GUID.fullmatch(guid):
-        raise StackConfigError(f"{where}: {guid!r} is a placeholder, not a real object id; expected {form} "
-                               "(az ad sp show --id <app id> --query id)")
+        raise StackConfigError(
+            f"{where}: {guid!r} is a placeholder, not a real object id; expected {form} "
+            "(az ad sp show --id <app id> --query id)"
+        )
     return guid
 
 
@@ -452,9 +533,11 @@ def read_stack_config(stack: str, root: Path = REPO_ROOT) -> dict[str, Any]:
     """The project's config values from `Pulumi.<stack>.yaml`, keys without the `claimcheck:` prefix."""
     path = root / f"Pulumi.{stack}.yaml"
     if not path.is_file():
-        raise StackConfigError(f"no stack file {path.name} in {root}; stacks: "
-                               f"{sorted(p.name for p in root.glob('Pulumi.*.yaml'))}")
+        raise StackConfigError(
+            f"no stack file {path.name} in {root}; stacks: "
+            f"{sorted(p.name for p in root.glob('Pulumi.*.yaml'))}"
+        )
     document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     config = document.get("config") or {}
     prefix = f"{PROJECT}:"
-    return {key[len(prefix):]: value for key, value in config.items() if key.startswith(prefix)}
+    return {key[len(prefix) :]: value for key, value in config.items() if key.startswith(prefix)}

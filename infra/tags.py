@@ -13,44 +13,56 @@ from collections.abc import Mapping
 
 import pulumi
 
-TAGGED_TYPES = frozenset({
-    "azure-native:resources:ResourceGroup",
-    "azure-native:servicebus:Namespace",
-    "azure-native:storage:StorageAccount",
-    "azure-native:web:AppServicePlan",
-    "azure-native:web:WebApp",
-    "azure-native:managedidentity:UserAssignedIdentity",
-    "azure-native:operationalinsights:Workspace",
-    "azure-native:applicationinsights:Component",
-    "azure-native:monitor:ActionGroup",
-    "azure-native:monitor:MetricAlert",
-    "azure-native:monitor:ScheduledQueryRule",
-    "azure-native:network:VirtualNetwork",
-    "azure-native:network:PrivateEndpoint",
-    "azure-native:network:NetworkSecurityGroup",
-    "azure-native:privatedns:PrivateZone",
-    "azure-native:privatedns:VirtualNetworkLink",
-})
+TAGGED_TYPES = frozenset(
+    {
+        "azure-native:resources:ResourceGroup",
+        "azure-native:servicebus:Namespace",
+        "azure-native:storage:StorageAccount",
+        "azure-native:web:AppServicePlan",
+        "azure-native:web:WebApp",
+        "azure-native:managedidentity:UserAssignedIdentity",
+        "azure-native:operationalinsights:Workspace",
+        "azure-native:applicationinsights:Component",
+        "azure-native:monitor:ActionGroup",
+        "azure-native:monitor:MetricAlert",
+        "azure-native:monitor:ScheduledQueryRule",
+        "azure-native:network:VirtualNetwork",
+        "azure-native:network:PrivateEndpoint",
+        "azure-native:network:NetworkSecurityGroup",
+        "azure-native:privatedns:PrivateZone",
+        "azure-native:privatedns:VirtualNetworkLink",
+    }
+)
 # Entities inside a resource (queues, containers, tables, rules), extension resources without tags
 # (role assignments and definitions, diagnostic settings), settings of a parent resource, and Entra ID
 # objects (azuread, not ARM).
-UNTAGGED_TYPES = frozenset({
-    "azure-native:servicebus:Queue", "azure-native:servicebus:Topic", "azure-native:servicebus:Subscription",
-    "azure-native:servicebus:Rule", "azure-native:servicebus:DefaultRule",
-    "azure-native:servicebus:NamespaceNetworkRuleSet",
-    "azure-native:storage:BlobContainer", "azure-native:storage:BlobServiceProperties",
-    "azure-native:storage:ManagementPolicy", "azure-native:storage:Table",
-    "azure-native:storage:BlobContainerImmutabilityPolicy",
-    "azure-native:web:WebAppFtpAllowed", "azure-native:web:WebAppScmAllowed",
-    "azure-native:authorization:RoleAssignment", "azure-native:authorization:RoleDefinition",
-    "azure-native:monitor:DiagnosticSetting",
-    "azure-native:network:Subnet", "azure-native:network:PrivateDnsZoneGroup",
-    "azuread:index/applicationRegistration:ApplicationRegistration",
-    "azuread:index/applicationAppRole:ApplicationAppRole",
-    "azuread:index/applicationIdentifierUri:ApplicationIdentifierUri",
-    "azuread:index/servicePrincipal:ServicePrincipal",
-    "azuread:index/appRoleAssignment:AppRoleAssignment",
-})
+UNTAGGED_TYPES = frozenset(
+    {
+        "azure-native:servicebus:Queue",
+        "azure-native:servicebus:Topic",
+        "azure-native:servicebus:Subscription",
+        "azure-native:servicebus:Rule",
+        "azure-native:servicebus:DefaultRule",
+        "azure-native:servicebus:NamespaceNetworkRuleSet",
+        "azure-native:storage:BlobContainer",
+        "azure-native:storage:BlobServiceProperties",
+        "azure-native:storage:ManagementPolicy",
+        "azure-native:storage:Table",
+        "azure-native:storage:BlobContainerImmutabilityPolicy",
+        "azure-native:web:WebAppFtpAllowed",
+        "azure-native:web:WebAppScmAllowed",
+        "azure-native:authorization:RoleAssignment",
+        "azure-native:authorization:RoleDefinition",
+        "azure-native:monitor:DiagnosticSetting",
+        "azure-native:network:Subnet",
+        "azure-native:network:PrivateDnsZoneGroup",
+        "azuread:index/applicationRegistration:ApplicationRegistration",
+        "azuread:index/applicationAppRole:ApplicationAppRole",
+        "azuread:index/applicationIdentifierUri:ApplicationIdentifierUri",
+        "azuread:index/servicePrincipal:ServicePrincipal",
+        "azuread:index/appRoleAssignment:AppRoleAssignment",
+    }
+)
 
 
 def stack_tags(environment: str, owner: str, cost_center: str) -> dict[str, str]:

@@ -58,11 +58,19 @@ def identities(repo: str, name: str, stacks: Sequence[str]) -> tuple[Identity, I
     """The preview and the deploy identity with their federated subjects and subscription roles."""
     if repo.count("/") != 1 or not all(repo.split("/")):
         raise ValueError(f"--repo must be <owner>/<repo>, got {repo!r}")
-    preview = Identity(f"{name}-preview", (f"repo:{repo}:pull_request",), PREVIEW_ROLES,
-                       "AZURE_CLIENT_ID (repository variable, used by preview.yml)")
-    deploy = Identity(f"{name}-deploy", tuple(f"repo:{repo}:environment:{stack}" for stack in stacks),
-                      DEPLOY_ROLES, f"AZURE_CLIENT_ID (variable of each environment: {', '.join(stacks)})",
-                      DEPLOY_GRAPH_PERMISSIONS)
+    preview = Identity(
+        f"{name}-preview",
+        (f"repo:{repo}:pull_request",),
+        PREVIEW_ROLES,
+        "AZURE_CLIENT_ID (repository variable, used by preview.yml)",
+    )
+    deploy = Identity(
+        f"{name}-deploy",
+        tuple(f"repo:{repo}:environment:{stack}" for stack in stacks),
+        DEPLOY_ROLES,
+        f"AZURE_CLIENT_ID (variable of each environment: {', '.join(stacks)})",
+        DEPLOY_GRAPH_PERMISSIONS,
+    )
     return preview, deploy
 
 
@@ -71,36 +79,95 @@ def federated_credential(subject: str) -> dict[str, object]:
     return {"name": f"github-{name}", "issuer": GITHUB_ISSUER, "subject": subject, "audiences": [AUDIENCE]}
 
 
-def commands(identity: Identity, subscription: str, state_scope: str | None,
-             key_scope: str | None) -> list[list[str]]:
+def commands(
+    identity: Identity, subscription: str, state_scope: str | None, key_scope: str | None
+) -> list[list[str]]:
     """az commands for one identity; $APP_ID and $SP_ID stand for values the first two print."""
     steps = [
-        ["az", "ad", "app", "create", "--display-name", identity.display_name, "--query", "appId",
-         "--output", "tsv"],
+        [
+            "az",
+            "ad",
+            "app",
+            "create",
+            "--display-name",
+            identity.display_name,
+            "--query",
+            "appId",
+            "--output",
+            "tsv",
+        ],
         ["az", "ad", "sp", "create", "--id", "$APP_ID", "--query", "id", "--output", "tsv"],
     ]
-    steps += [["az", "ad", "app", "federated-credential", "create", "--id", "$APP_ID", "--parameters",
-               json.dumps(federated_credential(subject))] for subject in identity.subjects]
+    steps += [
+        [
+            "az",
+            "ad",
+            "app",
+            "federated-credential",
+            "create",
+            "--id",
+            "$APP_ID",
+            "--parameters",
+            json.dumps(federated_credential(subject)),
+        ]
+        for subject in identity.subjects
+    ]
     if identity.graph_permissions:
-        steps += [["az", "ad", "app", "permission", "add", "--id", "$APP_ID", "--api", MICROSOFT_GRAPH,
-                   "--api-permissions", *(f"{permission}=Role" for permission in identity.graph_permissions)],
-                  ["az", "ad", "app", "permission", "admin-consent", "--id", "$APP_ID"]]
+        steps += [
+            [
+                "az",
+                "ad",
+                "app",
+                "permission",
+                "add",
+                "--id",
+                "$APP_ID",
+                "--api",
+                MICROSOFT_GRAPH,
+                "--api-permissions",
+                *(f"{permission}=Role" for permission in identity.graph_permissions),
+            ],
+            ["az", "ad", "app", "permission", "admin-consent", "--id", "$APP_ID"],
+        ]
     scopes = [(role, f"/subscriptions/{subscription}") for role in identity.roles]
     scopes += [(STATE_ROLE, state_scope)] if state_scope else []
     scopes += [(KEY_ROLE, key_scope)] if key_scope else []
-    steps += [["az", "role", "assignment", "create", "--assignee-object-id", "$SP_ID",
-               "--assignee-principal-type", "ServicePrincipal", "--role", role, "--scope", scope]
-              for role, scope in scopes]
+    steps += [
+        [
+            "az",
+            "role",
+            "assignment",
+            "create",
+            "--assignee-object-id",
+            "$SP_ID",
+            "--assignee-principal-type",
+            "ServicePrincipal",
+            "--role",
+            role,
+            "--scope",
+            scope,
+        ]
+        for role, scope in scopes
+    ]
     return steps
 
 
 def script(steps: list[list[str]]) -> str:
     """The commands as a shell script: the first two capture APP_ID and SP_ID for the others."""
+
     def line(step: list[str]) -> str:
         return shlex.join(step).replace("'$APP_ID'", '"$APP_ID"').replace("'$SP_ID'", '"$SP_ID"')
 
-    return "\n".join([f'APP_ID="$({line(steps[0])})"', f'SP_ID="$({line(steps[1])})"',
-                      *(line(step) for step in steps[2:])]) + "\n"
+    return (
+        "\n".join(
+            [
+                f'APP_ID="$({line(steps[0])})"',
+                f'SP_ID="$({line(steps[1])})"',
+                *(line(step) for step in steps[2:]),
+            ]
+        )
+        + "\n"
+    )
 
 
 def _run(command: list[str], values: dict[str, str]) -> str:

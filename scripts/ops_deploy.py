@@ -44,8 +44,16 @@ TAGS_API_VERSION = "2021-04-01"
 PACKAGE_HASH_TAG = "claimcheck-package-sha256"
 DEPLOYER = "claimcheck-ops"
 
-STATUS_TEXT = {-1: "cancelled", 0: "pending", 1: "building", 2: "deploying", 3: "failed", 4: "success",
-               5: "conflict (another deployment was in progress)", 6: "partially successful"}
+STATUS_TEXT = {
+    -1: "cancelled",
+    0: "pending",
+    1: "building",
+    2: "deploying",
+    3: "failed",
+    4: "success",
+    5: "conflict (another deployment was in progress)",
+    6: "partially successful",
+}
 SUCCESS = 4
 IN_PROGRESS = (0, 1, 2)
 
@@ -55,9 +63,9 @@ Sleep = Callable[[float], None]
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    attempts: int = 5              # tries per request, the first one included
-    base_delay_s: float = 2.0      # doubled per retry, with jitter
-    max_delay_s: float = 30.0      # also caps a server's Retry-After
+    attempts: int = 5  # tries per request, the first one included
+    base_delay_s: float = 2.0  # doubled per retry, with jitter
+    max_delay_s: float = 30.0  # also caps a server's Retry-After
     request_timeout_s: float = 300.0
 
     def delay(self, attempt: int, retry_after: str | None) -> float:
@@ -69,9 +77,9 @@ class RetryPolicy:
 
 @dataclass(frozen=True)
 class DeployTarget:
-    app_id: str                        # ARM resource id of the Function App (stack output functionAppId)
+    app_id: str  # ARM resource id of the Function App (stack output functionAppId)
     arm_endpoint: str = ARM_ENDPOINT
-    scm_url: str | None = None         # override, e.g. https://<host> behind a private endpoint
+    scm_url: str | None = None  # override, e.g. https://<host> behind a private endpoint
 
 
 @dataclass(frozen=True)
@@ -101,8 +109,16 @@ class _Client:
     progress: Callable[[str], None]
     secrets: list[str] = field(default_factory=list)
 
-    def request(self, method: str, url: str, *, what: str, body: bytes | None = None,
-                content_type: str | None = None, ok: tuple[int, ...] = (200,)) -> _Response:
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        what: str,
+        body: bytes | None = None,
+        content_type: str | None = None,
+        ok: tuple[int, ...] = (200,),
+    ) -> _Response:
         """One request with bounded retries; a non-retryable or exhausted failure is an OpsError."""
         for attempt in range(1, self.retry.attempts + 1):
             response, failure = self._once(method, url, body, content_type)
@@ -114,13 +130,17 @@ class _Client:
                 tries = f" (after {attempt} attempts)" if attempt > 1 else ""
                 raise OpsError(self.scrub(f"{what}: {reason}{tries}"))
             delay = self.retry.delay(attempt, response.headers.get("retry-after") if response else None)
-            self.progress(self.scrub(f"{what}: {reason}; retrying in {delay:.0f} s "
-                                      f"({attempt}/{self.retry.attempts - 1})"))
+            self.progress(
+                self.scrub(
+                    f"{what}: {reason}; retrying in {delay:.0f} s ({attempt}/{self.retry.attempts - 1})"
+                )
+            )
             self.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _once(self, method: str, url: str, body: bytes | None,
-              content_type: str | None) -> tuple[_Response | None, str | None]:
+    def _once(
+        self, method: str, url: str, body: bytes | None, content_type: str | None
+    ) -> tuple[_Response | None, str | None]:
         if urllib.parse.urlsplit(url).scheme not in ("https", "http"):
             return None, f"refusing {url!r}: only http(s) URLs are used"
         request = urllib.request.Request(url, data=body, method=method)  # noqa: S310  (scheme checked)
@@ -153,12 +173,12 @@ def _explain(response: _Response | None, what: str) -> str:
     assert response is not None
     hints = {
         401: "401 Unauthorized: the token was refused; sign in to the app's tenant (az login / azure/login "
-             "with OIDC) so DefaultAzureCredential gets an ARM token",
+        "with OIDC) so DefaultAzureCredential gets an ARM token",
         403: "403 Forbidden: the identity may not do this; it needs Contributor on the Function App (or "
-             "Website Contributor plus Tag Contributor), and the SCM site's access restrictions must "
-             "admit this machine",
+        "Website Contributor plus Tag Contributor), and the SCM site's access restrictions must "
+        "admit this machine",
         404: "404 Not Found: no such app or deployment; check the app id (stack output functionAppId) "
-             "and that `pulumi up` created it",
+        "and that `pulumi up` created it",
         409: "409 Conflict: another deployment is in progress on this app",
         429: "429 Too Many Requests",
     }
@@ -198,18 +218,29 @@ def scm_host(site: dict[str, Any]) -> str:
     raise OpsError("the app's ARM record names no SCM host (hostNameSslStates has no Repository entry)")
 
 
-def deploy_package(package: Path, target: DeployTarget, token_provider: TokenProvider, *,
-                   force: bool = False, timeout_s: float = 900.0, poll_interval_s: float = 2.0,
-                   retry: RetryPolicy | None = None, sleep: Sleep = time.sleep,
-                   progress: Callable[[str], None] = lambda line: None) -> DeployResult:
+def deploy_package(
+    package: Path,
+    target: DeployTarget,
+    token_provider: TokenProvider,
+    *,
+    force: bool = False,
+    timeout_s: float = 900.0,
+    poll_interval_s: float = 2.0,
+    retry: RetryPolicy | None = None,
+    sleep: Sleep = time.sleep,
+    progress: Callable[[str], None] = lambda line: None,
+) -> DeployResult:
     """Deploys `package` unless the app already runs a package with its sha256; waits for the result."""
     if not package.is_file():
         raise OpsError(f"no package at {package}; run `make package` first")
     digest = package_sha256(package)
     client = _Client(token_provider(ARM_SCOPE), retry or RetryPolicy(), sleep, progress)
     arm_site = f"{target.arm_endpoint.rstrip('/')}{target.app_id}"
-    site = client.request("GET", f"{arm_site}?api-version={SITE_API_VERSION}",
-                          what="reading the Function App from Azure Resource Manager").json()
+    site = client.request(
+        "GET",
+        f"{arm_site}?api-version={SITE_API_VERSION}",
+        what="reading the Function App from Azure Resource Manager",
+    ).json()
     sku = str(site.get("properties", {}).get("sku", ""))
     if sku and sku.lower() != "flexconsumption":
         raise OpsError(f"the app runs on the {sku} plan; this command deploys to Flex Consumption only")
@@ -219,18 +250,25 @@ def deploy_package(package: Path, target: DeployTarget, token_provider: TokenPro
         return DeployResult(digest, uploaded=False, deployment_id=None, status="unchanged", scm_host=host)
     scm = (target.scm_url or f"https://{host}").rstrip("/")
     progress(f"uploading {package.name} ({package.stat().st_size} bytes, sha256 {digest[:12]}) to {host}")
-    answer = client.request("POST", f"{scm}/api/publish?RemoteBuild=true&Deployer={DEPLOYER}",
-                            what="uploading the package (OneDeploy /api/publish)", body=package.read_bytes(),
-                            content_type="application/zip", ok=(200, 202))
+    answer = client.request(
+        "POST",
+        f"{scm}/api/publish?RemoteBuild=true&Deployer={DEPLOYER}",
+        what="uploading the package (OneDeploy /api/publish)",
+        body=package.read_bytes(),
+        content_type="application/zip",
+        ok=(200, 202),
+    )
     deployment_id = _deployment_id(answer)
-    status = _wait(client, f"{scm}/api/deployments/{deployment_id}", timeout_s, poll_interval_s, sleep,
-                   progress)
-    client.request("PATCH", f"{arm_site}/providers/Microsoft.Resources/tags/default"
-                   f"?api-version={TAGS_API_VERSION}",
-                   what=f"recording the deployed package hash in the app's tag {PACKAGE_HASH_TAG}",
-                   body=json.dumps({"operation": "Merge",
-                                    "properties": {"tags": {PACKAGE_HASH_TAG: digest}}}).encode(),
-                   content_type="application/json")
+    status = _wait(
+        client, f"{scm}/api/deployments/{deployment_id}", timeout_s, poll_interval_s, sleep, progress
+    )
+    client.request(
+        "PATCH",
+        f"{arm_site}/providers/Microsoft.Resources/tags/default?api-version={TAGS_API_VERSION}",
+        what=f"recording the deployed package hash in the app's tag {PACKAGE_HASH_TAG}",
+        body=json.dumps({"operation": "Merge", "properties": {"tags": {PACKAGE_HASH_TAG: digest}}}).encode(),
+        content_type="application/json",
+    )
     return DeployResult(digest, uploaded=True, deployment_id=deployment_id, status=status, scm_host=host)
 
 
@@ -246,8 +284,14 @@ def _deployment_id(answer: _Response) -> str:
     return value.strip()
 
 
-def _wait(client: _Client, url: str, timeout_s: float, interval_s: float, sleep: Sleep,
-          progress: Callable[[str], None]) -> str:
+def _wait(
+    client: _Client,
+    url: str,
+    timeout_s: float,
+    interval_s: float,
+    sleep: Sleep,
+    progress: Callable[[str], None],
+) -> str:
     """Polls the deployment until a final status, the deadline or the poll budget (timeout / interval,
     which bounds the wait even when the clock does not move); only status 4 returns."""
     deadline = time.monotonic() + timeout_s
@@ -259,8 +303,10 @@ def _wait(client: _Client, url: str, timeout_s: float, interval_s: float, sleep:
         if response.status == 404:
             not_found += 1  # a new deployment can take a moment to be listed
             if not_found > 3:
-                raise OpsError("the deployment status is no longer available (404) before it completed; "
-                               "check the app's deployment log, then run `claimcheck-ops smoke`")
+                raise OpsError(
+                    "the deployment status is no longer available (404) before it completed; "
+                    "check the app's deployment log, then run `claimcheck-ops smoke`"
+                )
         else:
             record = response.json() or {}
             status = int(record.get("status", 0))
@@ -277,5 +323,7 @@ def _wait(client: _Client, url: str, timeout_s: float, interval_s: float, sleep:
             break
         sleep(interval_s)
     state = STATUS_TEXT.get(last, str(last)) if last is not None else "unknown"
-    raise OpsError(f"the deployment did not finish within {timeout_s:.0f} s (last status: {state}); it may "
-                   "still complete: check the app's deployment log")
+    raise OpsError(
+        f"the deployment did not finish within {timeout_s:.0f} s (last status: {state}); it may "
+        "still complete: check the app's deployment log"
+    )

@@ -35,7 +35,9 @@ ManagementOption = Annotated[
 ]
 ApiOption = Annotated[
     str,
-    typer.Option("--api", envvar="CLAIMCHECK_API", help="Base URL of the Function App API (https://<host>/api)."),
+    typer.Option(
+        "--api", envvar="CLAIMCHECK_API", help="Base URL of the Function App API (https://<host>/api)."
+    ),
 ]
 FunctionKeyOption = Annotated[
     str | None,

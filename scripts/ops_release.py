@@ -55,17 +55,25 @@ def azure_token(scope: str) -> str:
 
 
 def deploy(
-    app_id: Annotated[str, typer.Option(
-        "--app-id", envvar="CLAIMCHECK_FUNCTION_APP_ID",
-        help="ARM resource id of the Function App: `pulumi stack output functionAppId`.")],
-    package: Annotated[Path, typer.Option(help="The zip `make package` built.",
-                                          dir_okay=False)] = DEFAULT_PACKAGE,
+    app_id: Annotated[
+        str,
+        typer.Option(
+            "--app-id",
+            envvar="CLAIMCHECK_FUNCTION_APP_ID",
+            help="ARM resource id of the Function App: `pulumi stack output functionAppId`.",
+        ),
+    ],
+    package: Annotated[
+        Path, typer.Option(help="The zip `make package` built.", dir_okay=False)
+    ] = DEFAULT_PACKAGE,
     force: Annotated[bool, typer.Option(help="Upload even when the app already runs this package.")] = False,
-    timeout: Annotated[float, typer.Option(min=10,
-                                           help="Seconds to wait for the deployment to finish.")] = 900,
+    timeout: Annotated[
+        float, typer.Option(min=10, help="Seconds to wait for the deployment to finish.")
+    ] = 900,
     arm_endpoint: Annotated[str, typer.Option(help="Azure Resource Manager endpoint.")] = ARM_ENDPOINT,
-    scm_url: Annotated[str | None, typer.Option(
-        help="SCM endpoint override (default: https://<the app's SCM host>).")] = None,
+    scm_url: Annotated[
+        str | None, typer.Option(help="SCM endpoint override (default: https://<the app's SCM host>).")
+    ] = None,
 ) -> None:
     """Deploy the package to the Flex Consumption app (OneDeploy, remote build) if its sha256 changed.
 
@@ -77,13 +85,22 @@ def deploy(
     """
     target = DeployTarget(app_id=app_id, arm_endpoint=arm_endpoint, scm_url=scm_url)
     try:
-        result = deploy_package(package, target, azure_token, force=force, timeout_s=timeout,
-                                retry=RetryPolicy(), progress=lambda line: typer.echo(line, err=True))
+        result = deploy_package(
+            package,
+            target,
+            azure_token,
+            force=force,
+            timeout_s=timeout,
+            retry=RetryPolicy(),
+            progress=lambda line: typer.echo(line, err=True),
+        )
     except OpsError as exc:
         _fail(str(exc))
     if result.uploaded:
-        typer.echo(f"deployed {package.name} (sha256 {result.sha256}) to {result.scm_host}: "
-                   f"deployment {result.deployment_id} {result.status}")
+        typer.echo(
+            f"deployed {package.name} (sha256 {result.sha256}) to {result.scm_host}: "
+            f"deployment {result.deployment_id} {result.status}"
+        )
     else:
         typer.echo(f"unchanged: {result.scm_host} already runs sha256 {result.sha256}; nothing uploaded")
 
@@ -92,8 +109,10 @@ def _audit_finder(target: BusTarget, topic: str, subscription: str, limit: int) 
     """Peeks `topic/subscription` (no lock, nothing removed) for the result event of a work item."""
 
     def find(work_item_id: str) -> int | None:
-        with target.client() as client, receiver_for(client, Entity(topic, subscription),
-                                                     dead_letter=False) as receiver:
+        with (
+            target.client() as client,
+            receiver_for(client, Entity(topic, subscription), dead_letter=False) as receiver,
+        ):
             for message in peek_pages(receiver, limit):
                 if result_event_matches(b"".join(message.body), work_item_id):
                     return int(message.sequence_number or 0)
@@ -108,15 +127,17 @@ def smoke(
     connection_string: ConnectionOption = None,
     namespace: NamespaceOption = None,
     results_topic: Annotated[str, typer.Option(help="The results topic.")] = "results",
-    audit_subscription: Annotated[str, typer.Option(help="The subscription that receives every result.")
-                                  ] = "audit",
+    audit_subscription: Annotated[
+        str, typer.Option(help="The subscription that receives every result.")
+    ] = "audit",
     function_key: FunctionKeyOption = None,
     audience: AudienceOption = None,
     token_issuer: TokenIssuerOption = None,
     client_id: ClientIdOption = LOCAL_CLIENT_ID,
     timeout: Annotated[float, typer.Option(min=1, help="Seconds for the whole test.")] = 300,
-    peek_limit: Annotated[int, typer.Option(min=1, help="At most this many audit messages peeked per look.")
-                          ] = 5000,
+    peek_limit: Annotated[
+        int, typer.Option(min=1, help="At most this many audit messages peeked per look.")
+    ] = 5000,
 ) -> None:
     """Submit one small document to the deployed API and check it end to end; exit code 0 = pass.
 
@@ -128,8 +149,11 @@ def smoke(
     from azure.core.exceptions import AzureError
 
     tokens = TokenSource(audience, token_issuer, client_id)
-    bus = BusTarget(connection_string=connection_string or None, namespace=namespace or None) \
-        if (connection_string or namespace) else None
+    bus = (
+        BusTarget(connection_string=connection_string or None, namespace=namespace or None)
+        if (connection_string or namespace)
+        else None
+    )
     if bus is None:
         _fail("give --connection-string (local) or --namespace (Azure) to check the audit subscription")
 
@@ -144,13 +168,20 @@ def smoke(
         return get_work_item(api, work_item_id, tokens, None, function_key)
 
     try:
-        report = run_smoke(submit, status, _audit_finder(bus, results_topic, audit_subscription, peek_limit),
-                           timeout_s=timeout, progress=lambda line: typer.echo(line, err=True))
+        report = run_smoke(
+            submit,
+            status,
+            _audit_finder(bus, results_topic, audit_subscription, peek_limit),
+            timeout_s=timeout,
+            progress=lambda line: typer.echo(line, err=True),
+        )
     except OpsError as exc:
         _fail(f"smoke test failed: {exc}")
     except AzureError as exc:  # Service Bus unreachable or not authorized: a failed test, in one line
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         _fail(f"smoke test failed reading {results_topic}/{audit_subscription}: {type(exc).__name__}: {text}")
-    typer.echo(f"smoke test passed: work item {report.work_item_id} completed, result event in "
-               f"{results_topic}/{audit_subscription} (sequence {report.audit_sequence_number}), payload "
-               f"removed, {report.seconds} s")
+    typer.echo(
+        f"smoke test passed: work item {report.work_item_id} completed, result event in "
+        f"{results_topic}/{audit_subscription} (sequence {report.audit_sequence_number}), payload "
+        f"removed, {report.seconds} s"
+    )

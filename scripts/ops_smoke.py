@@ -30,9 +30,9 @@ SMOKE_CLASSIFICATION = "confidential"
 SMOKE_CONTENT_TYPE = "text/plain"
 FINAL_FAILURES = ("failed", "expired")
 
-Submit = Callable[[bytes], dict[str, Any]]          # document -> intake receipt
-Status = Callable[[str], dict[str, Any]]            # work item id -> status view
-FindAuditEvent = Callable[[str], int | None]        # work item id -> sequence number in `audit`, or None
+Submit = Callable[[bytes], dict[str, Any]]  # document -> intake receipt
+Status = Callable[[str], dict[str, Any]]  # work item id -> status view
+FindAuditEvent = Callable[[str], int | None]  # work item id -> sequence number in `audit`, or None
 
 
 @dataclass(frozen=True)
@@ -65,10 +65,17 @@ def result_event_matches(body: bytes, work_item_id: str) -> bool:
     return isinstance(summary, dict) and summary.get("work_item_id") == work_item_id
 
 
-def run_smoke(submit: Submit, status: Status, find_audit_event: FindAuditEvent, *, timeout_s: float = 300.0,
-              poll_s: float = 2.0, sleep: Callable[[float], None] = time.sleep,
-              clock: Callable[[], float] = time.monotonic,
-              progress: Callable[[str], None] = lambda line: None) -> SmokeReport:
+def run_smoke(
+    submit: Submit,
+    status: Status,
+    find_audit_event: FindAuditEvent,
+    *,
+    timeout_s: float = 300.0,
+    poll_s: float = 2.0,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    progress: Callable[[str], None] = lambda line: None,
+) -> SmokeReport:
     """Runs the four steps above; an OpsError says which step failed and what was last seen."""
     started = clock()
     deadline = started + timeout_s
@@ -85,8 +92,9 @@ def run_smoke(submit: Submit, status: Status, find_audit_event: FindAuditEvent, 
             if found:
                 return last
             if clock() >= deadline:
-                raise OpsError(f"{step}: not done within {timeout_s:.0f} s (work item {work_item_id}; "
-                               f"last seen: {last})")
+                raise OpsError(
+                    f"{step}: not done within {timeout_s:.0f} s (work item {work_item_id}; last seen: {last})"
+                )
             sleep(poll_s)
 
     def completed() -> tuple[bool, Any]:
@@ -112,5 +120,10 @@ def run_smoke(submit: Submit, status: Status, find_audit_event: FindAuditEvent, 
         return payload_state == "removed", f"payload state {payload_state}"
 
     wait("checking the payload was cleaned up", payload_removed)
-    return SmokeReport(work_item_id=work_item_id, state="completed", payload_state="removed",
-                       audit_sequence_number=sequence, seconds=round(clock() - started, 1))
+    return SmokeReport(
+        work_item_id=work_item_id,
+        state="completed",
+        payload_state="removed",
+        audit_sequence_number=sequence,
+        seconds=round(clock() - started, 1),
+    )

@@ -51,7 +51,7 @@ def package_entries(functions_dir: Path = FUNCTIONS_DIR) -> list[tuple[str, Path
         entries.append((name, source))
     for source in (functions_dir / PACKAGE_DIR).rglob("*"):
         relative = source.relative_to(functions_dir)
-        if (source.is_file() and source.suffix in PACKAGE_SUFFIXES and "__pycache__" not in relative.parts):
+        if source.is_file() and source.suffix in PACKAGE_SUFFIXES and "__pycache__" not in relative.parts:
             entries.append((relative.as_posix(), source))
     return sorted(entries)
 
@@ -70,8 +70,12 @@ def build_package(output: Path = DEFAULT_OUTPUT, functions_dir: Path = FUNCTIONS
             archive.writestr(info, source.read_bytes(), compresslevel=COMPRESS_LEVEL)
     partial.replace(output)
     data = output.read_bytes()
-    return Package(path=output, sha256=hashlib.sha256(data).hexdigest(), size=len(data),
-                   entries=tuple(name for name, _ in entries))
+    return Package(
+        path=output,
+        sha256=hashlib.sha256(data).hexdigest(),
+        size=len(data),
+        entries=tuple(name for name, _ in entries),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,8 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     package = build_package(args.output)
     elapsed = time.perf_counter() - started
     shown = package.path.relative_to(REPO_ROOT) if package.path.is_relative_to(REPO_ROOT) else package.path
-    print(f"{shown}: {len(package.entries)} files, {package.size} bytes, "
-          f"sha256 {package.sha256} ({elapsed:.2f} s)")
+    print(
+        f"{shown}: {len(package.entries)} files, {package.size} bytes, "
+        f"sha256 {package.sha256} ({elapsed:.2f} s)"
+    )
     return 0
 
 

@@ -150,8 +150,13 @@ def _caller(claims: Mapping[str, Any]) -> Caller:
     tenant = claims.get("tid", "")
     if not all(isinstance(value, str) for value in (object_id, app_id, tenant)) or not (object_id or app_id):
         raise Unauthenticated("token names no caller")
-    return Caller(object_id=object_id, app_id=app_id, directory_tenant=tenant, roles=frozenset(roles),
-                  groups=frozenset(groups))
+    return Caller(
+        object_id=object_id,
+        app_id=app_id,
+        directory_tenant=tenant,
+        roles=frozenset(roles),
+        groups=frozenset(groups),
+    )
 
 
 def require_role(caller: Caller, accepted: Collection[AppRole]) -> None:

@@ -172,13 +172,18 @@ class ClaimHeartbeat:
                     self._claim = self._ledger.renew(self._claim, now=self._clock())
                     self.renewals += 1
                 except ConcurrencyConflict:
-                    log.warning("claim %s was taken over; this attempt will not record its effect",
-                                self._claim.key[:12])
+                    log.warning(
+                        "claim %s was taken over; this attempt will not record its effect",
+                        self._claim.key[:12],
+                    )
                     return
                 except Exception as exc:  # storage unreachable: the lease still runs; try next beat
                     if not failing:
-                        log.warning("claim %s: lease renewal failed (%s); retrying each beat",
-                                    self._claim.key[:12], type(exc).__name__)
+                        log.warning(
+                            "claim %s: lease renewal failed (%s); retrying each beat",
+                            self._claim.key[:12],
+                            type(exc).__name__,
+                        )
                     failing = True
                     continue
                 if failing:

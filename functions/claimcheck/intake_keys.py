@@ -78,9 +78,7 @@ class IntakeKeys:
         self._lease = lease
         self._clock = clock
 
-    def once(
-        self, key_id: str, sent: str, write: Callable[[], IntakeReceipt]
-    ) -> tuple[IntakeReceipt, bool]:
+    def once(self, key_id: str, sent: str, write: Callable[[], IntakeReceipt]) -> tuple[IntakeReceipt, bool]:
         """``write()``'s receipt, run only if this key has not written yet; (receipt, replayed)."""
         now = self._clock()
         row = {

@@ -124,8 +124,9 @@ class ClaimCheck:
         def table(name: str) -> AzureEntityTable:
             return AzureEntityTable(tables.get_table_client(name))
 
-        store = AzureBlobPayloadStore(container, chunk_bytes=chunk_bytes,
-                                      provisional_tag=settings.provisional_tag)
+        store = AzureBlobPayloadStore(
+            container, chunk_bytes=chunk_bytes, provisional_tag=settings.provisional_tag
+        )
         registry = PayloadRegistry(table(settings.registry_table))
         work_items = WorkItemStore(table(settings.work_items_table))
         cleaner = Cleaner(store, registry, table(settings.audit_table), identity=identity)

@@ -168,15 +168,19 @@ _BLOB_TAG = re.compile(r"^[A-Za-z0-9 +\-./:=_]{1,128}$")
 
 
 def _provisional_tag(values: Mapping[str, str]) -> ProvisionalTag:
-    tag = ProvisionalTag(name=values.get(PROVISIONAL_TAG_NAME_SETTING) or PROVISIONAL_TAG_NAME,
-                         value=values.get(PROVISIONAL_TAG_VALUE_SETTING) or PROVISIONAL_TAG_VALUE)
+    tag = ProvisionalTag(
+        name=values.get(PROVISIONAL_TAG_NAME_SETTING) or PROVISIONAL_TAG_NAME,
+        value=values.get(PROVISIONAL_TAG_VALUE_SETTING) or PROVISIONAL_TAG_VALUE,
+    )
     checked = ((PROVISIONAL_TAG_NAME_SETTING, tag.name), (PROVISIONAL_TAG_VALUE_SETTING, tag.value))
     for setting, text in checked:
         if not _BLOB_TAG.fullmatch(text):
             raise SettingsError(f"{setting} is not a blob index tag (letters, digits, space, + - . / : = _)")
     if tag.value == ACTIVE_TAG_VALUE:
-        raise SettingsError(f"{PROVISIONAL_TAG_VALUE_SETTING} must differ from {ACTIVE_TAG_VALUE!r}, "
-                            "the value of a confirmed object")
+        raise SettingsError(
+            f"{PROVISIONAL_TAG_VALUE_SETTING} must differ from {ACTIVE_TAG_VALUE!r}, "
+            "the value of a confirmed object"
+        )
     return tag
 
 

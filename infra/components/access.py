@@ -42,8 +42,15 @@ class Grant:
 
 
 class Access(pulumi.ComponentResource):
-    def __init__(self, name: str, *, grants: Sequence[Grant], custom_role_scope: pulumi.Input[str],
-                 stack_label: str, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        grants: Sequence[Grant],
+        custom_role_scope: pulumi.Input[str],
+        stack_label: str,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("claimcheck:access:Access", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         subscription_id = authorization.get_client_config_output().subscription_id
@@ -58,14 +65,20 @@ class Access(pulumi.ComponentResource):
                 # Display names are unique per tenant: the name carries the stack and a hash of the
                 # subscription-qualified scope, so two stacks (or forks) in one tenant never collide.
                 role_name=pulumi.Output.from_input(custom_role_scope).apply(
-                    _display_name_for(role, stack_label)),
+                    _display_name_for(role, stack_label)
+                ),
                 role_type="CustomRole",
                 description=role.description,
                 scope=custom_role_scope,
                 assignable_scopes=[custom_role_scope],
-                permissions=[authorization.PermissionArgs(
-                    actions=[], not_actions=[], not_data_actions=[],
-                    data_actions=[action.value for action in role.data_actions])],
+                permissions=[
+                    authorization.PermissionArgs(
+                        actions=[],
+                        not_actions=[],
+                        not_data_actions=[],
+                        data_actions=[action.value for action in role.data_actions],
+                    )
+                ],
                 opts=child,
             )
         self.assignments: dict[str, authorization.RoleAssignment] = {}
@@ -74,12 +87,14 @@ class Access(pulumi.ComponentResource):
                 guid, label, options = pulumi.Output.from_input(grant.role.value), _label(grant.role), child
             else:
                 guid, label = role_guids[grant.role.key], grant.role.display_name
-                options = child.merge(pulumi.ResourceOptions(
-                    depends_on=[self.role_definitions[grant.role.key]]))
+                options = child.merge(
+                    pulumi.ResourceOptions(depends_on=[self.role_definitions[grant.role.key]])
+                )
             self.assignments[grant.key] = authorization.RoleAssignment(
                 f"{name}-{grant.key}",
                 role_assignment_name=pulumi.Output.all(grant.scope, guid, grant.principal_id).apply(
-                    _assignment_name),
+                    _assignment_name
+                ),
                 scope=grant.scope,
                 principal_id=grant.principal_id,
                 principal_type=authorization.PrincipalType.SERVICE_PRINCIPAL,
@@ -87,8 +102,9 @@ class Access(pulumi.ComponentResource):
                 description=f"claimcheck: {label.lower()}",
                 opts=options,
             )
-        self.register_outputs({"assignments": list(self.assignments),
-                               "roleDefinitions": list(self.role_definitions)})
+        self.register_outputs(
+            {"assignments": list(self.assignments), "roleDefinitions": list(self.role_definitions)}
+        )
 
 
 def _custom_roles(grants: Sequence[Grant]) -> list[CustomRole]:

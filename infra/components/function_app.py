@@ -30,49 +30,97 @@ CONSUMER_FUNCTION = "consume_document"
 
 
 class FunctionApp(pulumi.ComponentResource):
-    def __init__(self, name: str, *, resource_group_name: pulumi.Input[str], location: str,
-                 host_account_logical_name: str, storage_sku: str, topology: Topology, environment: str,
-                 service_bus_fqdn: pulumi.Input[str], payload_blob_endpoint: pulumi.Input[str],
-                 payload_table_endpoint: pulumi.Input[str],
-                 app_insights_connection_string: pulumi.Input[str], maximum_instances: int,
-                 instance_memory_mb: int, auth: pulumi.Input[ApiAuth], consumed_purposes: tuple[str, ...],
-                 zone_redundant: bool,
-                 infrastructure_encryption: bool, consumer_always_ready: int, public_network_access: str,
-                 integration_subnet_id: pulumi.Input[str] | None = None,
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        resource_group_name: pulumi.Input[str],
+        location: str,
+        host_account_logical_name: str,
+        storage_sku: str,
+        topology: Topology,
+        environment: str,
+        service_bus_fqdn: pulumi.Input[str],
+        payload_blob_endpoint: pulumi.Input[str],
+        payload_table_endpoint: pulumi.Input[str],
+        app_insights_connection_string: pulumi.Input[str],
+        maximum_instances: int,
+        instance_memory_mb: int,
+        auth: pulumi.Input[ApiAuth],
+        consumed_purposes: tuple[str, ...],
+        zone_redundant: bool,
+        infrastructure_encryption: bool,
+        consumer_always_ready: int,
+        public_network_access: str,
+        integration_subnet_id: pulumi.Input[str] | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("claimcheck:functions:FunctionApp", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         # The host's own account (AzureWebJobsStorage and the deployment package), separate from
         # payloads so host roles at account scope never reach payload data.
-        self.host_account = secure_storage_account(host_account_logical_name,
-                                                   resource_group_name=resource_group_name,
-                                                   location=location, sku=storage_sku,
-                                                   infrastructure_encryption=infrastructure_encryption,
-                                                   public_network_access=public_network_access,
-                                                   opts=child)
+        self.host_account = secure_storage_account(
+            host_account_logical_name,
+            resource_group_name=resource_group_name,
+            location=location,
+            sku=storage_sku,
+            infrastructure_encryption=infrastructure_encryption,
+            public_network_access=public_network_access,
+            opts=child,
+        )
         self.deployment_container = storage.BlobContainer(
-            f"{name}-deployment", resource_group_name=resource_group_name,
-            account_name=self.host_account.name, container_name=DEPLOYMENT_CONTAINER,
-            public_access=storage.PublicAccess.NONE, opts=child)
+            f"{name}-deployment",
+            resource_group_name=resource_group_name,
+            account_name=self.host_account.name,
+            container_name=DEPLOYMENT_CONTAINER,
+            public_access=storage.PublicAccess.NONE,
+            opts=child,
+        )
         self.plan = web.AppServicePlan(
-            f"{name}-plan", resource_group_name=resource_group_name, location=location,
-            kind="functionapp", reserved=True,  # reserved = Linux
+            f"{name}-plan",
+            resource_group_name=resource_group_name,
+            location=location,
+            kind="functionapp",
+            reserved=True,  # reserved = Linux
             sku=web.SkuDescriptionArgs(name="FC1", tier="FlexConsumption"),
             # Instances spread over availability zones; chosen when the plan is created.
-            zone_redundant=zone_redundant or None, opts=child)
+            zone_redundant=zone_redundant or None,
+            opts=child,
+        )
         self.identity = managedidentity.UserAssignedIdentity(
-            f"{name}-identity", resource_group_name=resource_group_name, location=location, opts=child)
+            f"{name}-identity", resource_group_name=resource_group_name, location=location, opts=child
+        )
         app_settings = pulumi.Output.all(
-            service_bus_fqdn, payload_blob_endpoint, payload_table_endpoint, self.host_account.name,
-            app_insights_connection_string, auth, self.identity.client_id, self.identity.principal_id,
-        ).apply(lambda values: build_app_settings(
-            AppEndpoints(service_bus_fqdn=values[0], payload_blob_uri=values[1], payload_table_uri=values[2],
-                         host_storage_account=values[3], app_insights_connection_string=values[4]),
-            AppIdentity(client_id=values[6], principal_id=values[7]),
-            topology, environment, consumed_purposes) | auth_settings(values[5]))
+            service_bus_fqdn,
+            payload_blob_endpoint,
+            payload_table_endpoint,
+            self.host_account.name,
+            app_insights_connection_string,
+            auth,
+            self.identity.client_id,
+            self.identity.principal_id,
+        ).apply(
+            lambda values: (
+                build_app_settings(
+                    AppEndpoints(
+                        service_bus_fqdn=values[0],
+                        payload_blob_uri=values[1],
+                        payload_table_uri=values[2],
+                        host_storage_account=values[3],
+                        app_insights_connection_string=values[4],
+                    ),
+                    AppIdentity(client_id=values[6], principal_id=values[7]),
+                    topology,
+                    environment,
+                    consumed_purposes,
+                )
+                | auth_settings(values[5])
+            )
+        )
         self.app_settings = app_settings
         package_url = pulumi.Output.concat(
-            self.host_account.primary_endpoints.apply(lambda endpoints: endpoints.blob), DEPLOYMENT_CONTAINER)
+            self.host_account.primary_endpoints.apply(lambda endpoints: endpoints.blob), DEPLOYMENT_CONTAINER
+        )
         self.app = web.WebApp(
             f"{name}-app",
             resource_group_name=resource_group_name,
@@ -84,45 +132,63 @@ class FunctionApp(pulumi.ComponentResource):
             # resolve the namespace and accounts to their private endpoints (privatelink DNS zones).
             virtual_network_subnet_id=integration_subnet_id,
             client_affinity_enabled=False,
-            identity=web.ManagedServiceIdentityArgs(type=web.ManagedServiceIdentityType.USER_ASSIGNED,
-                                                    user_assigned_identities=[self.identity.id]),
+            identity=web.ManagedServiceIdentityArgs(
+                type=web.ManagedServiceIdentityType.USER_ASSIGNED, user_assigned_identities=[self.identity.id]
+            ),
             site_config=web.SiteConfigArgs(
                 app_settings=app_settings.apply(
-                    lambda values: [web.NameValuePairArgs(name=key, value=value)
-                                    for key, value in values.items()]),
+                    lambda values: [
+                        web.NameValuePairArgs(name=key, value=value) for key, value in values.items()
+                    ]
+                ),
                 min_tls_version="1.2",
                 scm_min_tls_version="1.2",
                 ftps_state=web.FtpsState.DISABLED,
                 http20_enabled=True,
             ),
             function_app_config=web.FunctionAppConfigArgs(
-                deployment=web.FunctionsDeploymentArgs(storage=web.FunctionsDeploymentStorageArgs(
-                    type="blobContainer",
-                    value=package_url,
-                    authentication=web.FunctionsDeploymentStorageAuthenticationArgs(
-                        type="UserAssignedIdentity", user_assigned_identity_resource_id=self.identity.id),
-                )),
+                deployment=web.FunctionsDeploymentArgs(
+                    storage=web.FunctionsDeploymentStorageArgs(
+                        type="blobContainer",
+                        value=package_url,
+                        authentication=web.FunctionsDeploymentStorageAuthenticationArgs(
+                            type="UserAssignedIdentity", user_assigned_identity_resource_id=self.identity.id
+                        ),
+                    )
+                ),
                 runtime=web.FunctionsRuntimeArgs(name="python", version=PYTHON_VERSION),
                 scale_and_concurrency=web.FunctionsScaleAndConcurrencyArgs(
-                    maximum_instance_count=maximum_instances, instance_memory_mb=instance_memory_mb,
+                    maximum_instance_count=maximum_instances,
+                    instance_memory_mb=instance_memory_mb,
                     # Instances kept warm for the Service Bus consumer ("function:<name>", the name
                     # the app registers; tests/infra/test_resilience.py checks it exists).
-                    always_ready=[web.FunctionsAlwaysReadyConfigArgs(
-                        name=f"function:{CONSUMER_FUNCTION}", instance_count=consumer_always_ready)]
-                    if consumer_always_ready else None),
+                    always_ready=[
+                        web.FunctionsAlwaysReadyConfigArgs(
+                            name=f"function:{CONSUMER_FUNCTION}", instance_count=consumer_always_ready
+                        )
+                    ]
+                    if consumer_always_ready
+                    else None,
+                ),
             ),
             opts=child,
         )
         # Basic-auth publishing (FTP and SCM user/password) off: deployments use Entra ID.
         for key, policy in (("ftp", web.WebAppFtpAllowed), ("scm", web.WebAppScmAllowed)):
-            policy(f"{name}-{key}-basic-auth", resource_group_name=resource_group_name, name=self.app.name,
-                   allow=False, opts=child)
+            policy(
+                f"{name}-{key}-basic-auth",
+                resource_group_name=resource_group_name,
+                name=self.app.name,
+                allow=False,
+                opts=child,
+            )
         # Role assignments and the consumer identity: the user-assigned identity's service principal.
         self.principal_id = self.identity.principal_id
-        self.register_outputs({
-            "name": self.app.name,
-            "defaultHostName": self.app.default_host_name,
-            "principalId": self.principal_id,
-            "hostAccountName": self.host_account.name,
-        })
-
+        self.register_outputs(
+            {
+                "name": self.app.name,
+                "defaultHostName": self.app.default_host_name,
+                "principalId": self.principal_id,
+                "hostAccountName": self.host_account.name,
+            }
+        )

@@ -44,37 +44,57 @@ def entra_jwks_uri(tenant_id: str) -> str:
 
 
 class ApiIdentity(pulumi.ComponentResource):
-    def __init__(self, name: str, *, environment: str, tenant_id: pulumi.Input[str],
-                 callers: Sequence[ProducerPrincipal], group_claims: bool = False,
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        environment: str,
+        tenant_id: pulumi.Input[str],
+        callers: Sequence[ProducerPrincipal],
+        group_claims: bool = False,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("claimcheck:identity:ApiIdentity", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.registration = azuread.ApplicationRegistration(
-            f"{name}-app", display_name=f"claimcheck-api-{environment}", sign_in_audience="AzureADMyOrg",
+            f"{name}-app",
+            display_name=f"claimcheck-api-{environment}",
+            sign_in_audience="AzureADMyOrg",
             # v2.0 tokens: iss https://login.microsoftonline.com/<tenant>/v2.0, azp = the caller's client id.
             requested_access_token_version=2,
             # The `groups` claim, for access-table grants by group (stack config groupGrants); off
             # otherwise, so tokens do not carry group ids nobody checks.
-            group_membership_claims=["SecurityGroup"] if group_claims else None, opts=child)
+            group_membership_claims=["SecurityGroup"] if group_claims else None,
+            opts=child,
+        )
         self.roles = {
             role: azuread.ApplicationAppRole(
-                f"{name}-role-{role.value.lower().replace('.', '-')}", application_id=self.registration.id,
-                role_id=app_role_id(environment, role), value=role.value, display_name=role.value,
-                description=ROLE_DESCRIPTIONS[role], allowed_member_types=["Application"], opts=child)
+                f"{name}-role-{role.value.lower().replace('.', '-')}",
+                application_id=self.registration.id,
+                role_id=app_role_id(environment, role),
+                value=role.value,
+                display_name=role.value,
+                description=ROLE_DESCRIPTIONS[role],
+                allowed_member_types=["Application"],
+                opts=child,
+            )
             for role in AppRole
         }
         self.audience = pulumi.Output.concat("api://", self.registration.client_id)
         self.identifier_uri = azuread.ApplicationIdentifierUri(
-            f"{name}-uri", application_id=self.registration.id, identifier_uri=self.audience, opts=child)
+            f"{name}-uri", application_id=self.registration.id, identifier_uri=self.audience, opts=child
+        )
         self.service_principal = azuread.ServicePrincipal(
-            f"{name}-sp", client_id=self.registration.client_id, app_role_assignment_required=True,
-            opts=child)
+            f"{name}-sp", client_id=self.registration.client_id, app_role_assignment_required=True, opts=child
+        )
         self.assignments = [
             azuread.AppRoleAssignment(
                 f"{name}-{caller.object_id}-{role.value.lower().replace('.', '-')}",
-                app_role_id=app_role_id(environment, role), principal_object_id=caller.object_id,
+                app_role_id=app_role_id(environment, role),
+                principal_object_id=caller.object_id,
                 resource_object_id=self.service_principal.object_id,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.roles[role]]))
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.roles[role]]),
+            )
             for caller in {caller.object_id: caller for caller in callers}.values()
             for role in caller.app_roles
         ]
@@ -82,6 +102,8 @@ class ApiIdentity(pulumi.ComponentResource):
         self.jwks_uri = pulumi.Output.from_input(tenant_id).apply(entra_jwks_uri)
         # Both forms of the audience: v1.0 tokens carry the URI, v2.0 tokens the client id.
         self.audiences = pulumi.Output.all(self.audience, self.registration.client_id).apply(
-            lambda values: f"{values[0]},{values[1]}")
-        self.register_outputs({"audience": self.audience, "clientId": self.registration.client_id,
-                               "issuer": self.issuer})
+            lambda values: f"{values[0]},{values[1]}"
+        )
+        self.register_outputs(
+            {"audience": self.audience, "clientId": self.registration.client_id, "issuer": self.issuer}
+        )

@@ -22,11 +22,20 @@ TRUE_FILTER = "1=1"
 class Messaging(pulumi.ComponentResource):
     """The namespace and every entity of the topology."""
 
-    def __init__(self, name: str, *, resource_group_name: pulumi.Input[str], location: str,
-                 sku: str, capacity: int, public_network_access: str, topology: Topology,
-                 zone_redundant: bool = False,
-                 namespace_opts: pulumi.ResourceOptions | None = None,
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        resource_group_name: pulumi.Input[str],
+        location: str,
+        sku: str,
+        capacity: int,
+        public_network_access: str,
+        topology: Topology,
+        zone_redundant: bool = False,
+        namespace_opts: pulumi.ResourceOptions | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("claimcheck:messaging:Messaging", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self._resource_group_name = resource_group_name
@@ -34,8 +43,11 @@ class Messaging(pulumi.ComponentResource):
             f"{name}-ns",
             resource_group_name=resource_group_name,
             location=location,
-            sku=servicebus.SBSkuArgs(name=servicebus.SkuName(sku), tier=servicebus.SkuTier(sku),
-                                     capacity=capacity if sku == "Premium" else None),
+            sku=servicebus.SBSkuArgs(
+                name=servicebus.SkuName(sku),
+                tier=servicebus.SkuTier(sku),
+                capacity=capacity if sku == "Premium" else None,
+            ),
             disable_local_auth=True,  # no SAS keys: every client authenticates with Entra ID
             minimum_tls_version="1.2",
             public_network_access=public_network_access,
@@ -56,8 +68,10 @@ class Messaging(pulumi.ComponentResource):
                 dead_lettering_on_message_expiration=queue.dead_lettering_on_message_expiration,
                 requires_duplicate_detection=queue.requires_duplicate_detection,
                 duplicate_detection_history_time_window=(
-                    queue.duplicate_detection_history_time_window if queue.requires_duplicate_detection
-                    else None),
+                    queue.duplicate_detection_history_time_window
+                    if queue.requires_duplicate_detection
+                    else None
+                ),
                 opts=child,
             )
             for queue in topology.queues
@@ -67,12 +81,14 @@ class Messaging(pulumi.ComponentResource):
         for topic in topology.topics:
             self._topic(name, topic, child)
         self.namespace_fqdn = self.namespace.service_bus_endpoint.apply(service_bus_fqdn)
-        self.register_outputs({
-            "namespaceName": self.namespace.name,
-            "namespaceFqdn": self.namespace_fqdn,
-            "queues": list(self.queues),
-            "topics": list(self.topics),
-        })
+        self.register_outputs(
+            {
+                "namespaceName": self.namespace.name,
+                "namespaceFqdn": self.namespace_fqdn,
+                "queues": list(self.queues),
+                "topics": list(self.topics),
+            }
+        )
 
     def _topic(self, name: str, topic: TopicSpec, child: pulumi.ResourceOptions) -> None:
         resource = servicebus.Topic(
@@ -83,16 +99,22 @@ class Messaging(pulumi.ComponentResource):
             default_message_time_to_live=topic.default_message_time_to_live,
             requires_duplicate_detection=topic.requires_duplicate_detection,
             duplicate_detection_history_time_window=(
-                topic.duplicate_detection_history_time_window if topic.requires_duplicate_detection
-                else None),
+                topic.duplicate_detection_history_time_window if topic.requires_duplicate_detection else None
+            ),
             opts=child,
         )
         self.topics[topic.name] = resource
         for subscription in topic.subscriptions:
             self._subscription(name, topic.name, resource, subscription, child)
 
-    def _subscription(self, name: str, topic_name: str, topic: servicebus.Topic,
-                      spec: SubscriptionSpec, child: pulumi.ResourceOptions) -> None:
+    def _subscription(
+        self,
+        name: str,
+        topic_name: str,
+        topic: servicebus.Topic,
+        spec: SubscriptionSpec,
+        child: pulumi.ResourceOptions,
+    ) -> None:
         logical = f"{name}-sub-{topic_name}-{spec.name}"
         subscription = servicebus.Subscription(
             logical,
@@ -109,26 +131,37 @@ class Messaging(pulumi.ComponentResource):
             opts=child,
         )
         self.subscriptions[f"{topic_name}/{spec.name}"] = subscription
-        servicebus.DefaultRule(f"{logical}-default", resource_group_name=self._resource_group_name,
-                               namespace_name=self.namespace.name, topic_name=topic.name,
-                               subscription_name=subscription.name,
-                               filter_type=servicebus.FilterType.SQL_FILTER,
-                               sql_filter=servicebus.SqlFilterArgs(
-                                   sql_expression=FALSE_FILTER if spec.rules else TRUE_FILTER),
-                               opts=child.merge(pulumi.ResourceOptions(retain_on_delete=True)))
+        servicebus.DefaultRule(
+            f"{logical}-default",
+            resource_group_name=self._resource_group_name,
+            namespace_name=self.namespace.name,
+            topic_name=topic.name,
+            subscription_name=subscription.name,
+            filter_type=servicebus.FilterType.SQL_FILTER,
+            sql_filter=servicebus.SqlFilterArgs(sql_expression=FALSE_FILTER if spec.rules else TRUE_FILTER),
+            opts=child.merge(pulumi.ResourceOptions(retain_on_delete=True)),
+        )
         for rule in spec.rules:
             correlation = _correlation_args(rule)
             servicebus.Rule(
-                f"{logical}-rule-{rule.name}", resource_group_name=self._resource_group_name,
-                namespace_name=self.namespace.name, topic_name=topic.name,
-                subscription_name=subscription.name, rule_name=rule.name,
-                filter_type=(servicebus.FilterType.SQL_FILTER if correlation is None
-                             else servicebus.FilterType.CORRELATION_FILTER),
-                sql_filter=(servicebus.SqlFilterArgs(sql_expression=rule.sql_filter) if correlation is None
-                            else None),
+                f"{logical}-rule-{rule.name}",
+                resource_group_name=self._resource_group_name,
+                namespace_name=self.namespace.name,
+                topic_name=topic.name,
+                subscription_name=subscription.name,
+                rule_name=rule.name,
+                filter_type=(
+                    servicebus.FilterType.SQL_FILTER
+                    if correlation is None
+                    else servicebus.FilterType.CORRELATION_FILTER
+                ),
+                sql_filter=(
+                    servicebus.SqlFilterArgs(sql_expression=rule.sql_filter) if correlation is None else None
+                ),
                 correlation_filter=correlation,
                 action=servicebus.ActionArgs(sql_expression=rule.action) if rule.action is not None else None,
-                opts=child)
+                opts=child,
+            )
 
 
 def _correlation_args(rule: RuleSpec) -> servicebus.CorrelationFilterArgs | None:
@@ -136,9 +169,13 @@ def _correlation_args(rule: RuleSpec) -> servicebus.CorrelationFilterArgs | None
     if correlation is None:
         return None
     return servicebus.CorrelationFilterArgs(
-        correlation_id=correlation.correlation_id, message_id=correlation.message_id,
-        to=correlation.to, reply_to=correlation.reply_to, label=correlation.label,
-        session_id=correlation.session_id, reply_to_session_id=correlation.reply_to_session_id,
+        correlation_id=correlation.correlation_id,
+        message_id=correlation.message_id,
+        to=correlation.to,
+        reply_to=correlation.reply_to,
+        label=correlation.label,
+        session_id=correlation.session_id,
+        reply_to_session_id=correlation.reply_to_session_id,
         content_type=correlation.content_type,
         # The ARM API takes application property values as strings.
         properties={key: _property_text(value) for key, value in correlation.properties.items()} or None,

@@ -41,8 +41,15 @@ def subnet_prefixes(address_space: str) -> tuple[str, str]:
 
 
 class PrivateNetwork(pulumi.ComponentResource):
-    def __init__(self, name: str, *, resource_group_name: pulumi.Input[str], location: str,
-                 address_space: str, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        resource_group_name: pulumi.Input[str],
+        location: str,
+        address_space: str,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("claimcheck:network:PrivateNetwork", name, None, opts)
         self._child = pulumi.ResourceOptions(parent=self)
         self._name, self._resource_group_name, self._location = name, resource_group_name, location
@@ -50,31 +57,49 @@ class PrivateNetwork(pulumi.ComponentResource):
         # Subnets are their own resources; the VNet ignores its `subnets` property so an update of
         # the VNet never removes them.
         self.vnet = network.VirtualNetwork(
-            f"{name}-vnet", resource_group_name=resource_group_name, location=location,
+            f"{name}-vnet",
+            resource_group_name=resource_group_name,
+            location=location,
             address_space=network.AddressSpaceArgs(address_prefixes=[address_space]),
-            opts=self._child.merge(pulumi.ResourceOptions(ignore_changes=["subnets"])))
+            opts=self._child.merge(pulumi.ResourceOptions(ignore_changes=["subnets"])),
+        )
         self.endpoints_subnet = network.Subnet(
-            f"{name}-snet-endpoints", resource_group_name=resource_group_name,
-            virtual_network_name=self.vnet.name, subnet_name="private-endpoints",
+            f"{name}-snet-endpoints",
+            resource_group_name=resource_group_name,
+            virtual_network_name=self.vnet.name,
+            subnet_name="private-endpoints",
             address_prefix=endpoints_prefix,
             private_endpoint_network_policies=network.VirtualNetworkPrivateEndpointNetworkPolicies.DISABLED,
-            opts=self._child)
+            opts=self._child,
+        )
         self.integration_subnet = network.Subnet(
-            f"{name}-snet-functions", resource_group_name=resource_group_name,
-            virtual_network_name=self.vnet.name, subnet_name="functions-integration",
+            f"{name}-snet-functions",
+            resource_group_name=resource_group_name,
+            virtual_network_name=self.vnet.name,
+            subnet_name="functions-integration",
             address_prefix=integration_prefix,
             delegations=[network.DelegationArgs(name="flex-consumption", service_name=FLEX_DELEGATION)],
             # One subnet operation at a time on a VNet: Azure refuses concurrent subnet writes.
-            opts=self._child.merge(pulumi.ResourceOptions(depends_on=[self.endpoints_subnet])))
+            opts=self._child.merge(pulumi.ResourceOptions(depends_on=[self.endpoints_subnet])),
+        )
         self.zones: dict[str, privatedns.PrivateZone] = {}
         for group, zone_name in DNS_ZONES.items():
             zone = privatedns.PrivateZone(
-                f"{name}-dns-{group}", resource_group_name=resource_group_name, location="global",
-                private_zone_name=zone_name, opts=self._child)
+                f"{name}-dns-{group}",
+                resource_group_name=resource_group_name,
+                location="global",
+                private_zone_name=zone_name,
+                opts=self._child,
+            )
             privatedns.VirtualNetworkLink(
-                f"{name}-dns-{group}-link", resource_group_name=resource_group_name, location="global",
-                private_zone_name=zone.name, registration_enabled=False,
-                virtual_network=privatedns.SubResourceArgs(id=self.vnet.id), opts=self._child)
+                f"{name}-dns-{group}-link",
+                resource_group_name=resource_group_name,
+                location="global",
+                private_zone_name=zone.name,
+                registration_enabled=False,
+                virtual_network=privatedns.SubResourceArgs(id=self.vnet.id),
+                opts=self._child,
+            )
             self.zones[group] = zone
         self.endpoints: dict[str, network.PrivateEndpoint] = {}
         self.register_outputs({"vnetId": self.vnet.id, "integrationSubnetId": self.integration_subnet.id})
@@ -84,15 +109,25 @@ class PrivateNetwork(pulumi.ComponentResource):
         for group in target.group_ids:
             key = f"{target.key}-{group}"
             endpoint = network.PrivateEndpoint(
-                f"{self._name}-pe-{key}", resource_group_name=self._resource_group_name,
-                location=self._location, subnet=network.SubnetArgs(id=self.endpoints_subnet.id),
-                private_link_service_connections=[network.PrivateLinkServiceConnectionArgs(
-                    name=key, private_link_service_id=target.resource_id, group_ids=[group])],
-                opts=self._child)
+                f"{self._name}-pe-{key}",
+                resource_group_name=self._resource_group_name,
+                location=self._location,
+                subnet=network.SubnetArgs(id=self.endpoints_subnet.id),
+                private_link_service_connections=[
+                    network.PrivateLinkServiceConnectionArgs(
+                        name=key, private_link_service_id=target.resource_id, group_ids=[group]
+                    )
+                ],
+                opts=self._child,
+            )
             network.PrivateDnsZoneGroup(
-                f"{self._name}-pe-{key}-dns", resource_group_name=self._resource_group_name,
-                private_endpoint_name=endpoint.name, private_dns_zone_group_name="default",
-                private_dns_zone_configs=[network.PrivateDnsZoneConfigArgs(
-                    name=group, private_dns_zone_id=self.zones[group].id)],
-                opts=self._child)
+                f"{self._name}-pe-{key}-dns",
+                resource_group_name=self._resource_group_name,
+                private_endpoint_name=endpoint.name,
+                private_dns_zone_group_name="default",
+                private_dns_zone_configs=[
+                    network.PrivateDnsZoneConfigArgs(name=group, private_dns_zone_id=self.zones[group].id)
+                ],
+                opts=self._child,
+            )
             self.endpoints[key] = endpoint

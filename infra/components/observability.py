@@ -36,43 +36,72 @@ ORPHAN_COUNT_QUERY = f"""traces
 
 def orphan_alert_description(provisional_grace_days: int) -> str:
     """What an orphan means for the people paged (DESIGN §4: alerts say the consequence)."""
-    return ("Reconciliation found orphaned payloads in the last hour: a producer stored a document but "
-            "its message was never published, so no worker received it and the work item will not be "
-            "processed unless the producer resubmits. The provisional object is removed after the "
-            "reconciliation grace period (the lifecycle rule deletes any left after "
-            f"{provisional_grace_days} day(s)). The reconciler's ALERT lines in traces name the work "
-            "items.")
+    return (
+        "Reconciliation found orphaned payloads in the last hour: a producer stored a document but "
+        "its message was never published, so no worker received it and the work item will not be "
+        "processed unless the producer resubmits. The provisional object is removed after the "
+        "reconciliation grace period (the lifecycle rule deletes any left after "
+        f"{provisional_grace_days} day(s)). The reconciler's ALERT lines in traces name the work "
+        "items."
+    )
 
 
 class Monitoring(pulumi.ComponentResource):
     """Workspace, Application Insights and the action group that alerts notify."""
 
-    def __init__(self, name: str, *, resource_group_name: pulumi.Input[str], location: str,
-                 retention_days: int, alert_emails: Sequence[str],
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        resource_group_name: pulumi.Input[str],
+        location: str,
+        retention_days: int,
+        alert_emails: Sequence[str],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("claimcheck:observability:Monitoring", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.workspace = operationalinsights.Workspace(
-            f"{name}-logs", resource_group_name=resource_group_name, location=location,
-            sku=operationalinsights.WorkspaceSkuArgs(name="PerGB2018"), retention_in_days=retention_days,
-            opts=child)
+            f"{name}-logs",
+            resource_group_name=resource_group_name,
+            location=location,
+            sku=operationalinsights.WorkspaceSkuArgs(name="PerGB2018"),
+            retention_in_days=retention_days,
+            opts=child,
+        )
         self.app_insights = applicationinsights.Component(
-            f"{name}-appi", resource_group_name=resource_group_name, location=location,
-            kind="web", application_type="web", ingestion_mode="LogAnalytics",
+            f"{name}-appi",
+            resource_group_name=resource_group_name,
+            location=location,
+            kind="web",
+            application_type="web",
+            ingestion_mode="LogAnalytics",
             workspace_resource_id=self.workspace.id,
             disable_local_auth=True,  # ingestion only with an Entra token (Monitoring Metrics Publisher)
-            retention_in_days=retention_days, opts=child)
+            retention_in_days=retention_days,
+            opts=child,
+        )
         self.action_group = monitor.ActionGroup(
-            f"{name}-alerts", resource_group_name=resource_group_name, location="global",
-            group_short_name="claimcheck", enabled=True,
+            f"{name}-alerts",
+            resource_group_name=resource_group_name,
+            location="global",
+            group_short_name="claimcheck",
+            enabled=True,
             email_receivers=[
-                monitor.MicrosoftCommonEmailReceiverArgs(name=f"email-{index}", email_address=email,
-                                                         use_common_alert_schema=True)
+                monitor.MicrosoftCommonEmailReceiverArgs(
+                    name=f"email-{index}", email_address=email, use_common_alert_schema=True
+                )
                 for index, email in enumerate(alert_emails)
             ],
-            opts=child)
-        self.register_outputs({"workspaceId": self.workspace.id, "appInsightsId": self.app_insights.id,
-                               "actionGroupId": self.action_group.id})
+            opts=child,
+        )
+        self.register_outputs(
+            {
+                "workspaceId": self.workspace.id,
+                "appInsightsId": self.app_insights.id,
+                "actionGroupId": self.action_group.id,
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -88,24 +117,54 @@ class MetricAlertSpec:
 
 def service_bus_alerts(backlog_threshold: int) -> list[MetricAlertSpec]:
     return [
-        MetricAlertSpec("dead-letters", "Messages are in a dead-letter queue: a document or result failed "
-                        "permanently and waits for investigation and replay.",
-                        "DeadletteredMessages", "Maximum", 0, 1, per_entity=True),
-        MetricAlertSpec("backlog", f"More than {backlog_threshold} active messages for 15 minutes: "
-                        "consumers are not keeping up, so messages are ageing.",
-                        "ActiveMessages", "Minimum", backlog_threshold, 2, per_entity=True),
-        MetricAlertSpec("server-errors", "Service Bus returned server errors: sends or receives failed "
-                        "on the service side.", "ServerErrors", "Total", 0, 2),
+        MetricAlertSpec(
+            "dead-letters",
+            "Messages are in a dead-letter queue: a document or result failed "
+            "permanently and waits for investigation and replay.",
+            "DeadletteredMessages",
+            "Maximum",
+            0,
+            1,
+            per_entity=True,
+        ),
+        MetricAlertSpec(
+            "backlog",
+            f"More than {backlog_threshold} active messages for 15 minutes: "
+            "consumers are not keeping up, so messages are ageing.",
+            "ActiveMessages",
+            "Minimum",
+            backlog_threshold,
+            2,
+            per_entity=True,
+        ),
+        MetricAlertSpec(
+            "server-errors",
+            "Service Bus returned server errors: sends or receives failed on the service side.",
+            "ServerErrors",
+            "Total",
+            0,
+            2,
+        ),
     ]
 
 
 class Alerts(pulumi.ComponentResource):
     """Diagnostic settings to the workspace, and metric alerts to the action group."""
 
-    def __init__(self, name: str, *, resource_group_name: pulumi.Input[str], monitoring: Monitoring,
-                 namespace_id: pulumi.Input[str], payload_account_id: pulumi.Input[str],
-                 function_app_id: pulumi.Input[str], backlog_threshold: int, location: str,
-                 provisional_grace_days: int, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        resource_group_name: pulumi.Input[str],
+        monitoring: Monitoring,
+        namespace_id: pulumi.Input[str],
+        payload_account_id: pulumi.Input[str],
+        function_app_id: pulumi.Input[str],
+        backlog_threshold: int,
+        location: str,
+        provisional_grace_days: int,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("claimcheck:observability:Alerts", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         workspace_id = monitoring.workspace.id
@@ -116,49 +175,116 @@ class Alerts(pulumi.ComponentResource):
         }
         for key, resource_uri in targets.items():
             monitor.DiagnosticSetting(
-                f"{name}-diag-{key}", name="to-log-analytics", resource_uri=resource_uri,
+                f"{name}-diag-{key}",
+                name="to-log-analytics",
+                resource_uri=resource_uri,
                 workspace_id=workspace_id,
                 logs=[monitor.DiagnosticsLogSettingsArgs(category_group="allLogs", enabled=True)],
                 metrics=[monitor.DiagnosticsMetricSettingsArgs(category="AllMetrics", enabled=True)],
-                opts=child)
+                opts=child,
+            )
         for spec in service_bus_alerts(backlog_threshold):
-            self._alert(name, spec, SERVICE_BUS_METRICS, namespace_id, resource_group_name,
-                        monitoring.action_group.id, child)
-        self._alert(name, MetricAlertSpec("function-errors", "The Function App answered HTTP 5xx: intake "
-                                          "or status requests are failing.", "Http5xx", "Total", 0, 2),
-                    WEB_SITE_METRICS, function_app_id, resource_group_name, monitoring.action_group.id, child)
+            self._alert(
+                name,
+                spec,
+                SERVICE_BUS_METRICS,
+                namespace_id,
+                resource_group_name,
+                monitoring.action_group.id,
+                child,
+            )
+        self._alert(
+            name,
+            MetricAlertSpec(
+                "function-errors",
+                "The Function App answered HTTP 5xx: intake or status requests are failing.",
+                "Http5xx",
+                "Total",
+                0,
+                2,
+            ),
+            WEB_SITE_METRICS,
+            function_app_id,
+            resource_group_name,
+            monitoring.action_group.id,
+            child,
+        )
         self.orphan_alert = monitor.ScheduledQueryRule(
-            f"{name}-orphans", resource_group_name=resource_group_name, location=location,
-            kind=monitor.Kind.LOG_ALERT, display_name="claimcheck: orphaned payloads",
+            f"{name}-orphans",
+            resource_group_name=resource_group_name,
+            location=location,
+            kind=monitor.Kind.LOG_ALERT,
+            display_name="claimcheck: orphaned payloads",
             description=orphan_alert_description(provisional_grace_days),
-            severity=2, enabled=True, auto_mitigate=True,
-            scopes=[monitoring.app_insights.id], evaluation_frequency="PT15M", window_size="PT1H",
-            criteria=monitor.ScheduledQueryRuleCriteriaArgs(all_of=[monitor.ConditionArgs(
-                query=ORPHAN_COUNT_QUERY, time_aggregation=monitor.TimeAggregation.MAXIMUM,
-                metric_measure_column="orphans_found",
-                # Not monitor.ConditionOperator: in azure-native 3.x that enum is another API's ("gt").
-                operator="GreaterThan", threshold=0,
-                failing_periods=monitor.ConditionFailingPeriodsArgs(
-                    number_of_evaluation_periods=1, min_failing_periods_to_alert=1))]),
+            severity=2,
+            enabled=True,
+            auto_mitigate=True,
+            scopes=[monitoring.app_insights.id],
+            evaluation_frequency="PT15M",
+            window_size="PT1H",
+            criteria=monitor.ScheduledQueryRuleCriteriaArgs(
+                all_of=[
+                    monitor.ConditionArgs(
+                        query=ORPHAN_COUNT_QUERY,
+                        time_aggregation=monitor.TimeAggregation.MAXIMUM,
+                        metric_measure_column="orphans_found",
+                        # Not monitor.ConditionOperator: in azure-native 3.x that enum is another
+                        # API's ("gt").
+                        operator="GreaterThan",
+                        threshold=0,
+                        failing_periods=monitor.ConditionFailingPeriodsArgs(
+                            number_of_evaluation_periods=1, min_failing_periods_to_alert=1
+                        ),
+                    )
+                ]
+            ),
             actions=monitor.ActionsArgs(action_groups=[monitoring.action_group.id]),
-            opts=child)
+            opts=child,
+        )
         self.register_outputs({})
 
-    def _alert(self, name: str, spec: MetricAlertSpec, metric_namespace: str, scope: pulumi.Input[str],
-               resource_group_name: pulumi.Input[str], action_group_id: pulumi.Input[str],
-               child: pulumi.ResourceOptions) -> None:
+    def _alert(
+        self,
+        name: str,
+        spec: MetricAlertSpec,
+        metric_namespace: str,
+        scope: pulumi.Input[str],
+        resource_group_name: pulumi.Input[str],
+        action_group_id: pulumi.Input[str],
+        child: pulumi.ResourceOptions,
+    ) -> None:
         # Splitting by EntityName gives one alert per queue/subscription, naming the entity.
-        dimensions = [monitor.MetricDimensionArgs(name="EntityName", operator="Include", values=["*"])] \
-            if spec.per_entity else None
+        dimensions = (
+            [monitor.MetricDimensionArgs(name="EntityName", operator="Include", values=["*"])]
+            if spec.per_entity
+            else None
+        )
         monitor.MetricAlert(
-            f"{name}-{spec.key}", resource_group_name=resource_group_name, location="global",
-            description=spec.description, severity=spec.severity, enabled=True, auto_mitigate=True,
-            scopes=[scope], evaluation_frequency="PT5M", window_size="PT15M",
+            f"{name}-{spec.key}",
+            resource_group_name=resource_group_name,
+            location="global",
+            description=spec.description,
+            severity=spec.severity,
+            enabled=True,
+            auto_mitigate=True,
+            scopes=[scope],
+            evaluation_frequency="PT5M",
+            window_size="PT15M",
             criteria=monitor.MetricAlertSingleResourceMultipleMetricCriteriaArgs(
                 odata_type="Microsoft.Azure.Monitor.SingleResourceMultipleMetricCriteria",
-                all_of=[monitor.MetricCriteriaArgs(
-                    criterion_type="StaticThresholdCriterion", name=spec.key, metric_name=spec.metric,
-                    metric_namespace=metric_namespace, operator="GreaterThan", threshold=spec.threshold,
-                    time_aggregation=spec.aggregation, dimensions=dimensions)]),
+                all_of=[
+                    monitor.MetricCriteriaArgs(
+                        criterion_type="StaticThresholdCriterion",
+                        name=spec.key,
+                        metric_name=spec.metric,
+                        metric_namespace=metric_namespace,
+                        operator="GreaterThan",
+                        threshold=spec.threshold,
+                        time_aggregation=spec.aggregation,
+                        dimensions=dimensions,
+                    )
+                ],
+            ),
             actions=[monitor.MetricAlertActionArgs(action_group_id=action_group_id)],
-            opts=child)
+            opts=child,
+        )

@@ -9,9 +9,16 @@ from pulumi_azure_native import storage
 from infra.topology import LifecycleSpec, Topology
 
 
-def secure_storage_account(logical_name: str, *, resource_group_name: pulumi.Input[str], location: str,
-                           sku: str, infrastructure_encryption: bool, public_network_access: str,
-                           opts: pulumi.ResourceOptions) -> storage.StorageAccount:
+def secure_storage_account(
+    logical_name: str,
+    *,
+    resource_group_name: pulumi.Input[str],
+    location: str,
+    sku: str,
+    infrastructure_encryption: bool,
+    public_network_access: str,
+    opts: pulumi.ResourceOptions,
+) -> storage.StorageAccount:
     """A StorageV2 account that only accepts Entra-authenticated HTTPS (TLS 1.2) requests."""
     return storage.StorageAccount(
         logical_name,
@@ -20,7 +27,7 @@ def secure_storage_account(logical_name: str, *, resource_group_name: pulumi.Inp
         kind=storage.Kind.STORAGE_V2,
         sku=storage.SkuArgs(name=sku),
         access_tier=storage.AccessTier.HOT,
-        allow_shared_key_access=False,          # no account keys, no SAS signed with them
+        allow_shared_key_access=False,  # no account keys, no SAS signed with them
         allow_blob_public_access=False,
         allow_cross_tenant_replication=False,
         allowed_copy_scope=storage.AllowedCopyScope.AAD,
@@ -39,89 +46,132 @@ def secure_storage_account(logical_name: str, *, resource_group_name: pulumi.Inp
             services=storage.EncryptionServicesArgs(
                 blob=storage.EncryptionServiceArgs(enabled=True, key_type=storage.KeyType.ACCOUNT),
                 table=storage.EncryptionServiceArgs(enabled=True, key_type=storage.KeyType.ACCOUNT),
-                queue=storage.EncryptionServiceArgs(enabled=True, key_type=storage.KeyType.ACCOUNT)),
+                queue=storage.EncryptionServiceArgs(enabled=True, key_type=storage.KeyType.ACCOUNT),
+            ),
         ),
         opts=opts,
     )
 
 
 class PayloadStorage(pulumi.ComponentResource):
-    def __init__(self, name: str, *, resource_group_name: pulumi.Input[str], location: str, sku: str,
-                 account_logical_name: str, infrastructure_encryption: bool, public_network_access: str,
-                 blob_delete_retention_days: int,
-                 container_delete_retention_days: int, topology: Topology, immutability_days: int = 0,
-                 account_opts: pulumi.ResourceOptions | None = None,
-                 opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        resource_group_name: pulumi.Input[str],
+        location: str,
+        sku: str,
+        account_logical_name: str,
+        infrastructure_encryption: bool,
+        public_network_access: str,
+        blob_delete_retention_days: int,
+        container_delete_retention_days: int,
+        topology: Topology,
+        immutability_days: int = 0,
+        account_opts: pulumi.ResourceOptions | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("claimcheck:storage:PayloadStorage", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        self.account = secure_storage_account(account_logical_name, resource_group_name=resource_group_name,
-                                              location=location, sku=sku,
-                                              infrastructure_encryption=infrastructure_encryption,
-                                              public_network_access=public_network_access,
-                                              opts=child.merge(account_opts))
+        self.account = secure_storage_account(
+            account_logical_name,
+            resource_group_name=resource_group_name,
+            location=location,
+            sku=sku,
+            infrastructure_encryption=infrastructure_encryption,
+            public_network_access=public_network_access,
+            opts=child.merge(account_opts),
+        )
         account_name = self.account.name
         self.blob_service = storage.BlobServiceProperties(
-            f"{name}-blob-service", resource_group_name=resource_group_name, account_name=account_name,
+            f"{name}-blob-service",
+            resource_group_name=resource_group_name,
+            account_name=account_name,
             blob_services_name="default",
             is_versioning_enabled=True,
             delete_retention_policy=storage.DeleteRetentionPolicyArgs(
-                enabled=True, days=blob_delete_retention_days),
+                enabled=True, days=blob_delete_retention_days
+            ),
             container_delete_retention_policy=storage.DeleteRetentionPolicyArgs(
-                enabled=True, days=container_delete_retention_days),
+                enabled=True, days=container_delete_retention_days
+            ),
             opts=child,
         )
         self.containers = {
             container: storage.BlobContainer(
-                f"{name}-container-{container}", resource_group_name=resource_group_name,
-                account_name=account_name, container_name=container, public_access=storage.PublicAccess.NONE,
+                f"{name}-container-{container}",
+                resource_group_name=resource_group_name,
+                account_name=account_name,
+                container_name=container,
+                public_access=storage.PublicAccess.NONE,
                 # Version-level immutability can only be switched on when the container is created.
                 immutable_storage_with_versioning=(
                     storage.ImmutableStorageWithVersioningArgs(enabled=True)
-                    if immutability_days and container == topology.bindings.payload_container else None),
-                opts=child.merge(pulumi.ResourceOptions(depends_on=[self.blob_service])))
+                    if immutability_days and container == topology.bindings.payload_container
+                    else None
+                ),
+                opts=child.merge(pulumi.ResourceOptions(depends_on=[self.blob_service])),
+            )
             for container in topology.containers
         }
         if immutability_days:
             # The container's default time-based policy, applied to every new blob version (WORM).
             storage.BlobContainerImmutabilityPolicy(
-                f"{name}-worm", resource_group_name=resource_group_name, account_name=account_name,
+                f"{name}-worm",
+                resource_group_name=resource_group_name,
+                account_name=account_name,
                 container_name=self.containers[topology.bindings.payload_container].name,
                 immutability_policy_name="default",
                 immutability_period_since_creation_in_days=immutability_days,
-                allow_protected_append_writes_all=False, opts=child)
+                allow_protected_append_writes_all=False,
+                opts=child,
+            )
         self.tables = {
-            table: storage.Table(f"{name}-table-{table}", resource_group_name=resource_group_name,
-                                 account_name=account_name, table_name=table, opts=child)
+            table: storage.Table(
+                f"{name}-table-{table}",
+                resource_group_name=resource_group_name,
+                account_name=account_name,
+                table_name=table,
+                opts=child,
+            )
             for table in topology.tables.all()
         }
         self.lifecycle = storage.ManagementPolicy(
             f"{name}-lifecycle",
-            resource_group_name=resource_group_name, account_name=account_name,
+            resource_group_name=resource_group_name,
+            account_name=account_name,
             management_policy_name="default",
             policy=storage.ManagementPolicySchemaArgs(
-                rules=lifecycle_rules(topology.lifecycle, topology.bindings.payload_container)),
+                rules=lifecycle_rules(topology.lifecycle, topology.bindings.payload_container)
+            ),
             opts=child.merge(pulumi.ResourceOptions(depends_on=[self.blob_service])),
         )
         self.blob_endpoint = self.account.primary_endpoints.apply(lambda endpoints: endpoints.blob)
         self.table_endpoint = self.account.primary_endpoints.apply(lambda endpoints: endpoints.table)
-        self.register_outputs({
-            "accountName": self.account.name,
-            "blobEndpoint": self.blob_endpoint,
-            "tableEndpoint": self.table_endpoint,
-            "containers": list(self.containers),
-            "tables": list(self.tables),
-        })
+        self.register_outputs(
+            {
+                "accountName": self.account.name,
+                "blobEndpoint": self.blob_endpoint,
+                "tableEndpoint": self.table_endpoint,
+                "containers": list(self.containers),
+                "tables": list(self.tables),
+            }
+        )
 
 
 def lifecycle_rules(lifecycle: LifecycleSpec, container: str) -> list[storage.ManagementPolicyRuleArgs]:
     """The backstop: orphaned provisional objects, aged payloads, and old versions."""
     prefix = [f"{container}/"]
 
-    def rule(name: str, filters: storage.ManagementPolicyFilterArgs,
-             actions: storage.ManagementPolicyActionArgs) -> storage.ManagementPolicyRuleArgs:
+    def rule(
+        name: str, filters: storage.ManagementPolicyFilterArgs, actions: storage.ManagementPolicyActionArgs
+    ) -> storage.ManagementPolicyRuleArgs:
         return storage.ManagementPolicyRuleArgs(
-            name=name, type=storage.RuleType.LIFECYCLE, enabled=True,
-            definition=storage.ManagementPolicyDefinitionArgs(filters=filters, actions=actions))
+            name=name,
+            type=storage.RuleType.LIFECYCLE,
+            enabled=True,
+            definition=storage.ManagementPolicyDefinitionArgs(filters=filters, actions=actions),
+        )
 
     def after(days: int) -> storage.DateAfterModificationArgs:
         return storage.DateAfterModificationArgs(days_after_modification_greater_than=days)
@@ -129,25 +179,41 @@ def lifecycle_rules(lifecycle: LifecycleSpec, container: str) -> list[storage.Ma
     return [
         # A provisional object whose publish never completed (DESIGN §4, outbox-style intake); the
         # reconciliation timer removes it first, this catches what it missed.
-        rule("deleteProvisionalOrphans",
-             storage.ManagementPolicyFilterArgs(
-                 blob_types=["blockBlob"], prefix_match=prefix,
-                 blob_index_match=[storage.TagFilterArgs(name=lifecycle.provisional_tag_name, op="==",
-                                                         value=lifecycle.provisional_tag_value)]),
-             storage.ManagementPolicyActionArgs(
-                 base_blob=storage.ManagementPolicyBaseBlobArgs(
-                     delete=after(lifecycle.provisional_grace_days)))),
-        rule("tierAndExpirePayloads",
-             storage.ManagementPolicyFilterArgs(blob_types=["blockBlob"], prefix_match=prefix),
-             storage.ManagementPolicyActionArgs(
-                 base_blob=storage.ManagementPolicyBaseBlobArgs(
-                     tier_to_cool=after(lifecycle.cool_after_days),
-                     tier_to_cold=after(lifecycle.cold_after_days),
-                     delete=after(lifecycle.delete_after_days)))),
-        rule("deleteOldVersions",
-             storage.ManagementPolicyFilterArgs(blob_types=["blockBlob"], prefix_match=prefix),
-             storage.ManagementPolicyActionArgs(
-                 version=storage.ManagementPolicyVersionArgs(
-                     delete=storage.DateAfterCreationArgs(
-                         days_after_creation_greater_than=lifecycle.old_versions_delete_after_days)))),
+        rule(
+            "deleteProvisionalOrphans",
+            storage.ManagementPolicyFilterArgs(
+                blob_types=["blockBlob"],
+                prefix_match=prefix,
+                blob_index_match=[
+                    storage.TagFilterArgs(
+                        name=lifecycle.provisional_tag_name, op="==", value=lifecycle.provisional_tag_value
+                    )
+                ],
+            ),
+            storage.ManagementPolicyActionArgs(
+                base_blob=storage.ManagementPolicyBaseBlobArgs(delete=after(lifecycle.provisional_grace_days))
+            ),
+        ),
+        rule(
+            "tierAndExpirePayloads",
+            storage.ManagementPolicyFilterArgs(blob_types=["blockBlob"], prefix_match=prefix),
+            storage.ManagementPolicyActionArgs(
+                base_blob=storage.ManagementPolicyBaseBlobArgs(
+                    tier_to_cool=after(lifecycle.cool_after_days),
+                    tier_to_cold=after(lifecycle.cold_after_days),
+                    delete=after(lifecycle.delete_after_days),
+                )
+            ),
+        ),
+        rule(
+            "deleteOldVersions",
+            storage.ManagementPolicyFilterArgs(blob_types=["blockBlob"], prefix_match=prefix),
+            storage.ManagementPolicyActionArgs(
+                version=storage.ManagementPolicyVersionArgs(
+                    delete=storage.DateAfterCreationArgs(
+                        days_after_creation_greater_than=lifecycle.old_versions_delete_after_days
+                    )
+                )
+            ),
+        ),
     ]

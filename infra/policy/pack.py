@@ -27,6 +27,7 @@ def _for_type(resource_type: str) -> ResourceValidate:
         if args.resource_type == resource_type:
             for problem in check(args.props):
                 report_violation(problem, None)
+
     return validate
 
 
@@ -47,8 +48,9 @@ def _data_roles_at_entity_scope(args: StackValidationArgs, report_violation: Rep
         report_violation(problem, resources[index].urn)
 
 
-def _production_data_services_private(args: ResourceValidationArgs,
-                                      report_violation: ReportViolation) -> None:
+def _production_data_services_private(
+    args: ResourceValidationArgs, report_violation: ReportViolation
+) -> None:
     if args.resource_type in rules.DATA_SERVICE_TYPES:
         for problem in rules.production_public_access_violations(args.props):
             report_violation(problem, None)
@@ -59,36 +61,55 @@ def build_policy_pack() -> PolicyPack:
         name="claimcheck-security",
         enforcement_level=EnforcementLevel.MANDATORY,
         policies=[
-            ResourceValidationPolicy("servicebus-entra-only-tls12",
-                                     "Service Bus namespaces disable SAS (local auth) and require TLS 1.2.",
-                                     _for_type("azure-native:servicebus:Namespace")),
-            ResourceValidationPolicy("servicebus-no-sas-rules",
-                                     "No SAS authorization rules on namespaces, queues or topics.",
-                                     _no_sas_rules),
-            ResourceValidationPolicy("storage-entra-only-private-tls12",
-                                     "Storage accounts: no shared key, no public blobs, HTTPS and TLS 1.2, "
-                                     "no cross-tenant replication, OAuth by default.",
-                                     _for_type("azure-native:storage:StorageAccount")),
-            ResourceValidationPolicy("storage-private-containers", "Blob containers are private.",
-                                     _for_type("azure-native:storage:BlobContainer")),
-            ResourceValidationPolicy("functions-no-secrets-in-app-settings",
-                                     "App settings hold no connection strings, account keys or SAS.",
-                                     _for_type("azure-native:web:WebApp")),
-            ResourceValidationPolicy("functions-no-anonymous-routes",
-                                     "Every HTTP route needs an Entra ID bearer token: a Function App "
-                                     "carries its token gate's issuer, audiences and JWKS URI.",
-                                     _no_anonymous_routes),
-            ResourceValidationPolicy("rbac-custom-roles-narrow",
-                                     "Custom roles name their data actions (no wildcard, no management "
-                                     "actions) and are assignable no wider than a resource group.",
-                                     _for_type("azure-native:authorization:RoleDefinition")),
-            ResourceValidationPolicy("production-data-services-private",
-                                     "In a stack tagged environment=prod, the Service Bus namespace and "
-                                     "the storage accounts disable public network access.",
-                                     _production_data_services_private),
-            StackValidationPolicy("rbac-data-roles-at-entity-scope",
-                                  "Data roles sit on the queue, topic, container or table, never on a "
-                                  "namespace, account, resource group or subscription.",
-                                  _data_roles_at_entity_scope),
+            ResourceValidationPolicy(
+                "servicebus-entra-only-tls12",
+                "Service Bus namespaces disable SAS (local auth) and require TLS 1.2.",
+                _for_type("azure-native:servicebus:Namespace"),
+            ),
+            ResourceValidationPolicy(
+                "servicebus-no-sas-rules",
+                "No SAS authorization rules on namespaces, queues or topics.",
+                _no_sas_rules,
+            ),
+            ResourceValidationPolicy(
+                "storage-entra-only-private-tls12",
+                "Storage accounts: no shared key, no public blobs, HTTPS and TLS 1.2, "
+                "no cross-tenant replication, OAuth by default.",
+                _for_type("azure-native:storage:StorageAccount"),
+            ),
+            ResourceValidationPolicy(
+                "storage-private-containers",
+                "Blob containers are private.",
+                _for_type("azure-native:storage:BlobContainer"),
+            ),
+            ResourceValidationPolicy(
+                "functions-no-secrets-in-app-settings",
+                "App settings hold no connection strings, account keys or SAS.",
+                _for_type("azure-native:web:WebApp"),
+            ),
+            ResourceValidationPolicy(
+                "functions-no-anonymous-routes",
+                "Every HTTP route needs an Entra ID bearer token: a Function App "
+                "carries its token gate's issuer, audiences and JWKS URI.",
+                _no_anonymous_routes,
+            ),
+            ResourceValidationPolicy(
+                "rbac-custom-roles-narrow",
+                "Custom roles name their data actions (no wildcard, no management "
+                "actions) and are assignable no wider than a resource group.",
+                _for_type("azure-native:authorization:RoleDefinition"),
+            ),
+            ResourceValidationPolicy(
+                "production-data-services-private",
+                "In a stack tagged environment=prod, the Service Bus namespace and "
+                "the storage accounts disable public network access.",
+                _production_data_services_private,
+            ),
+            StackValidationPolicy(
+                "rbac-data-roles-at-entity-scope",
+                "Data roles sit on the queue, topic, container or table, never on a "
+                "namespace, account, resource group or subscription.",
+                _data_roles_at_entity_scope,
+            ),
         ],
     )

@@ -35,8 +35,9 @@ def servicebus_namespace_violations(props: Mapping[str, Any]) -> list[str]:
     if props.get("disableLocalAuth") is not True:
         problems.append("Service Bus namespace must set disableLocalAuth: true (no SAS keys; Entra ID only)")
     if props.get("minimumTlsVersion") not in TLS_1_2_OR_LATER:
-        problems.append(f"Service Bus namespace must set minimumTlsVersion '1.2', got "
-                        f"{props.get('minimumTlsVersion')!r}")
+        problems.append(
+            f"Service Bus namespace must set minimumTlsVersion '1.2', got {props.get('minimumTlsVersion')!r}"
+        )
     return problems
 
 
@@ -53,8 +54,10 @@ def production_public_access_violations(props: Mapping[str, Any]) -> list[str]:
     environment, access = tags.get("environment"), props.get("publicNetworkAccess")
     if environment not in PRODUCTION_ENVIRONMENTS or is_unknown(access) or access == "Disabled":
         return []
-    return [f"a production stack's data service must set publicNetworkAccess: Disabled (private endpoints "
-            f"only, claimcheck:privateNetworking), got {access!r}"]
+    return [
+        f"a production stack's data service must set publicNetworkAccess: Disabled (private endpoints "
+        f"only, claimcheck:privateNetworking), got {access!r}"
+    ]
 
 
 def storage_account_violations(props: Mapping[str, Any]) -> list[str]:
@@ -64,13 +67,17 @@ def storage_account_violations(props: Mapping[str, Any]) -> list[str]:
         "allowCrossTenantReplication": (False, "cross-tenant object replication off"),
         "defaultToOAuthAuthentication": (True, "Entra ID (OAuth) as the default authentication"),
     }
-    problems = [f"storage account must set {key}: {str(expected).lower()} ({why})"
-                for key, (expected, why) in required.items() if props.get(key) is not expected]
+    problems = [
+        f"storage account must set {key}: {str(expected).lower()} ({why})"
+        for key, (expected, why) in required.items()
+        if props.get(key) is not expected
+    ]
     if props.get("enableHttpsTrafficOnly") is False:
         problems.append("storage account must not allow plain HTTP (enableHttpsTrafficOnly: true)")
     if props.get("minimumTlsVersion") not in TLS_1_2_OR_LATER:
-        problems.append(f"storage account must set minimumTlsVersion 'TLS1_2', got "
-                        f"{props.get('minimumTlsVersion')!r}")
+        problems.append(
+            f"storage account must set minimumTlsVersion 'TLS1_2', got {props.get('minimumTlsVersion')!r}"
+        )
     return problems
 
 
@@ -86,11 +93,15 @@ def app_settings_violations(settings: Mapping[str, object]) -> list[str]:
     problems = []
     for name, value in settings.items():
         if name in _CONNECTION_STRING_SETTINGS:
-            problems.append(f"app setting {name!r} is a connection string; use identity-based "
-                            f"{name}__accountName / __fullyQualifiedNamespace settings")
+            problems.append(
+                f"app setting {name!r} is a connection string; use identity-based "
+                f"{name}__accountName / __fullyQualifiedNamespace settings"
+            )
         elif isinstance(value, str) and not is_unknown(value) and _SECRET_MARKERS.search(value):
-            problems.append(f"app setting {name!r} carries a key, SAS token or connection string; use a "
-                            "managed identity (the value is not shown)")
+            problems.append(
+                f"app setting {name!r} carries a key, SAS token or connection string; use a "
+                "managed identity (the value is not shown)"
+            )
     return problems
 
 
@@ -123,8 +134,10 @@ def token_gate_violations(props: Mapping[str, Any]) -> list[str]:
         if is_unknown(value):
             continue
         if not isinstance(value, str) or not value.strip():
-            problems.append(f"app setting {name!r} is missing: the app's HTTP routes would accept anonymous "
-                            "calls (every route needs an Entra ID bearer token)")
+            problems.append(
+                f"app setting {name!r} is missing: the app's HTTP routes would accept anonymous "
+                "calls (every route needs an Entra ID bearer token)"
+            )
         elif name != "CLAIMCHECK_AUTH_AUDIENCES" and not value.startswith("https://"):
             problems.append(f"app setting {name!r} must be an https URL (tokens are verified against it)")
     return problems
@@ -144,38 +157,53 @@ def host_storage_accounts(web_apps: Iterable[Mapping[str, Any]]) -> set[str]:
 
 _BROAD_SCOPE = re.compile(
     r"^(/|/subscriptions/[^/]+/?|/subscriptions/[^/]+/resourcegroups/[^/]+/?|"
-    r"/providers/microsoft\.management/managementgroups/[^/]+/?)$", re.IGNORECASE)
+    r"/providers/microsoft\.management/managementgroups/[^/]+/?)$",
+    re.IGNORECASE,
+)
 _NAMESPACE_SCOPE = re.compile(r"/providers/microsoft\.servicebus/namespaces/[^/]+/?$", re.IGNORECASE)
 _ACCOUNT_SCOPE = re.compile(
     r"/providers/microsoft\.storage/storageaccounts/(?P<account>[^/]+)(/(blob|table|queue)services/default)?/?$",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
-def role_assignment_violations(props: Mapping[str, Any], host_accounts: set[str],
-                               data_roles: frozenset[str] = DATA_ROLES) -> list[str]:
+def role_assignment_violations(
+    props: Mapping[str, Any], host_accounts: set[str], data_roles: frozenset[str] = DATA_ROLES
+) -> list[str]:
     """A data role (Service Bus or Storage data) must sit on an entity, not on a broad scope."""
     scope, definition = props.get("scope"), props.get("roleDefinitionId")
-    if not isinstance(scope, str) or not isinstance(definition, str) or is_unknown(scope) \
-            or is_unknown(definition):
+    if (
+        not isinstance(scope, str)
+        or not isinstance(definition, str)
+        or is_unknown(scope)
+        or is_unknown(definition)
+    ):
         return []
     role = role_guid(definition)
     if role not in data_roles:
         return []
     if _BROAD_SCOPE.match(scope):
-        return [f"data role {role} assigned at subscription/resource-group scope {scope!r}; assign it on "
-                "the queue, topic, container or table"]
+        return [
+            f"data role {role} assigned at subscription/resource-group scope {scope!r}; assign it on "
+            "the queue, topic, container or table"
+        ]
     if role in SERVICE_BUS_DATA_ROLES and _NAMESPACE_SCOPE.search(scope):
-        return [f"Service Bus data role {role} assigned on the whole namespace {scope!r}; assign it on the "
-                "queue or topic"]
+        return [
+            f"Service Bus data role {role} assigned on the whole namespace {scope!r}; assign it on the "
+            "queue or topic"
+        ]
     account = _ACCOUNT_SCOPE.search(scope)
     if account and account.group("account").lower() not in host_accounts:
-        return [f"storage data role {role} assigned on the whole account {scope!r}; assign it on the "
-                "container or table"]
+        return [
+            f"storage data role {role} assigned on the whole account {scope!r}; assign it on the "
+            "container or table"
+        ]
     return []
 
 
 _ABOVE_RESOURCE_GROUP = re.compile(
-    r"^(/|/subscriptions/[^/]+/?|/providers/microsoft\.management/managementgroups/[^/]+/?)$", re.IGNORECASE)
+    r"^(/|/subscriptions/[^/]+/?|/providers/microsoft\.management/managementgroups/[^/]+/?)$", re.IGNORECASE
+)
 
 
 def _permission_lists(props: Mapping[str, Any], key: str) -> list[str]:
@@ -183,8 +211,12 @@ def _permission_lists(props: Mapping[str, Any], key: str) -> list[str]:
     permissions = props.get("permissions")
     if not isinstance(permissions, list):
         return []  # absent, or unknown during preview
-    return [str(action) for permission in permissions if isinstance(permission, Mapping)
-            for action in permission.get(key) or []]
+    return [
+        str(action)
+        for permission in permissions
+        if isinstance(permission, Mapping)
+        for action in permission.get(key) or []
+    ]
 
 
 def role_definition_violations(props: Mapping[str, Any]) -> list[str]:
@@ -197,21 +229,28 @@ def role_definition_violations(props: Mapping[str, Any]) -> list[str]:
     if control_plane:
         problems.append(f"custom role grants management actions {control_plane}; data roles only")
     scopes = props.get("assignableScopes")
-    broad = [scope for scope in scopes if isinstance(scope, str) and _ABOVE_RESOURCE_GROUP.match(scope)] \
-        if isinstance(scopes, list) else []  # not a list: unknown during preview
+    broad = (
+        [scope for scope in scopes if isinstance(scope, str) and _ABOVE_RESOURCE_GROUP.match(scope)]
+        if isinstance(scopes, list)
+        else []
+    )  # not a list: unknown during preview
     if broad:
-        problems.append(f"custom role assignable at {broad}; make it assignable in the stack's resource "
-                        "group")
+        problems.append(
+            f"custom role assignable at {broad}; make it assignable in the stack's resource group"
+        )
     return problems
 
 
 def custom_data_roles(resources: Iterable[tuple[str, Mapping[str, Any]]]) -> frozenset[str]:
     """GUIDs of the stack's custom role definitions that grant data actions."""
     return frozenset(
-        str(props["roleDefinitionId"]).lower() for kind, props in resources
+        str(props["roleDefinitionId"]).lower()
+        for kind, props in resources
         if kind == "azure-native:authorization:RoleDefinition"
-        and isinstance(props.get("roleDefinitionId"), str) and not is_unknown(props["roleDefinitionId"])
-        and _permission_lists(props, "dataActions"))
+        and isinstance(props.get("roleDefinitionId"), str)
+        and not is_unknown(props["roleDefinitionId"])
+        and _permission_lists(props, "dataActions")
+    )
 
 
 SAS_RULE_TYPES = (
@@ -242,8 +281,12 @@ def stack_role_violations(resources: Iterable[tuple[str, Mapping[str, Any]]]) ->
     defines with data actions) at a broad scope in the stack."""
     listed = list(resources)
     host_accounts = host_storage_accounts(
-        props for kind, props in listed if kind == "azure-native:web:WebApp")
+        props for kind, props in listed if kind == "azure-native:web:WebApp"
+    )
     data_roles = DATA_ROLES | custom_data_roles(listed)
-    return [(index, problem) for index, (kind, props) in enumerate(listed)
-            if kind == "azure-native:authorization:RoleAssignment"
-            for problem in role_assignment_violations(props, host_accounts, data_roles)]
+    return [
+        (index, problem)
+        for index, (kind, props) in enumerate(listed)
+        if kind == "azure-native:authorization:RoleAssignment"
+        for problem in role_assignment_violations(props, host_accounts, data_roles)
+    ]

@@ -95,8 +95,9 @@ def apply_overrides(base: Topology, config: Mapping[str, Any]) -> Topology:
         topics=_merge_topics(base.topics, config.get("topics", []), f"{where}.topics"),
         containers=_merge_containers(base.containers, config.get("containers", []), f"{where}.containers"),
         tables=_replace(base.tables, config.get("tables", {}), _TABLE_FIELDS, f"{where}.tables"),
-        lifecycle=_replace(base.lifecycle, config.get("lifecycle", {}), _LIFECYCLE_FIELDS,
-                           f"{where}.lifecycle"),
+        lifecycle=_replace(
+            base.lifecycle, config.get("lifecycle", {}), _LIFECYCLE_FIELDS, f"{where}.lifecycle"
+        ),
         bindings=_replace(base.bindings, config.get("bindings", {}), _BINDING_FIELDS, f"{where}.bindings"),
     )
 
@@ -108,8 +109,9 @@ def _merge_queues(base: tuple[QueueSpec, ...], raw: object, where: str) -> tuple
         name = _name(entry, entry_where)
         _reject_unknown(entry, ("name", *_QUEUE_FIELDS), entry_where)
         fields = _fields(entry, _QUEUE_FIELDS, entry_where)
-        queues[name] = dataclasses.replace(queues[name], **fields) if name in queues \
-            else QueueSpec(name=name, **fields)
+        queues[name] = (
+            dataclasses.replace(queues[name], **fields) if name in queues else QueueSpec(name=name, **fields)
+        )
     return tuple(queues.values())
 
 
@@ -120,10 +122,12 @@ def _merge_topics(base: tuple[TopicSpec, ...], raw: object, where: str) -> tuple
         name = _name(entry, entry_where)
         _reject_unknown(entry, ("name", "subscriptions", *_TOPIC_FIELDS), entry_where)
         topic = topics.get(name, TopicSpec(name=name))
-        subscriptions = _merge_subscriptions(topic.subscriptions, entry.get("subscriptions", []),
-                                             f"{entry_where}.subscriptions")
-        topics[name] = dataclasses.replace(topic, subscriptions=subscriptions,
-                                           **_fields(entry, _TOPIC_FIELDS, entry_where))
+        subscriptions = _merge_subscriptions(
+            topic.subscriptions, entry.get("subscriptions", []), f"{entry_where}.subscriptions"
+        )
+        topics[name] = dataclasses.replace(
+            topic, subscriptions=subscriptions, **_fields(entry, _TOPIC_FIELDS, entry_where)
+        )
     return tuple(topics.values())
 
 
@@ -141,8 +145,11 @@ def _merge_subscriptions(
                 _rule(rule, f"{entry_where}.rules[{position}]")
                 for position, rule in enumerate(_list(entry["rules"], f"{entry_where}.rules"))
             )
-        subscriptions[name] = dataclasses.replace(subscriptions[name], **fields) \
-            if name in subscriptions else SubscriptionSpec(name=name, **fields)
+        subscriptions[name] = (
+            dataclasses.replace(subscriptions[name], **fields)
+            if name in subscriptions
+            else SubscriptionSpec(name=name, **fields)
+        )
     return tuple(subscriptions.values())
 
 
@@ -180,9 +187,7 @@ def _merge_containers(base: tuple[str, ...], raw: object, where: str) -> tuple[s
     return tuple(containers)
 
 
-def _replace(
-    base: _Section, raw: object, table: FieldTable, where: str
-) -> _Section:
+def _replace(base: _Section, raw: object, table: FieldTable, where: str) -> _Section:
     entry = _mapping(raw, where)
     _reject_unknown(entry, tuple(table), where)
     return dataclasses.replace(base, **_fields(entry, table, where))

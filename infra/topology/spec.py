@@ -43,8 +43,16 @@ class CorrelationFilterSpec:
     properties: Mapping[str, PropertyValue] = field(default_factory=dict)
 
     def is_empty(self) -> bool:
-        system = (self.correlation_id, self.message_id, self.to, self.reply_to, self.label,
-                  self.session_id, self.reply_to_session_id, self.content_type)
+        system = (
+            self.correlation_id,
+            self.message_id,
+            self.to,
+            self.reply_to,
+            self.label,
+            self.session_id,
+            self.reply_to_session_id,
+            self.content_type,
+        )
         return all(value is None for value in system) and not self.properties
 
 
@@ -115,8 +123,9 @@ def minimum_expiry_days(purposes: Mapping[str, PurposePolicy] = DEFAULT_PURPOSES
     """The earliest day the lifecycle rule may delete a payload, and the purpose that sets it: the
     longest retention of any purpose (all of them share the payload container) plus the margin."""
     # On a tie, name a purpose that retains its objects (the one whose proof is at stake).
-    longest = max(purposes.values(),
-                  key=lambda policy: (policy.retention, policy.cleanup == CleanupPolicy.RETAIN))
+    longest = max(
+        purposes.values(), key=lambda policy: (policy.retention, policy.cleanup == CleanupPolicy.RETAIN)
+    )
     return math.ceil(longest.retention / timedelta(days=1)) + RETENTION_MARGIN_DAYS, longest.name
 
 

@@ -35,16 +35,26 @@ _TABLE = re.compile(r"^[A-Za-z][A-Za-z0-9]{2,62}$")
 _TAG_NAME = re.compile(r"^[A-Za-z0-9 +\-.:=_/]{1,128}$")
 
 NAME_RULES: dict[str, tuple[re.Pattern[str], str]] = {
-    "queue": (_QUEUE_OR_TOPIC, "1-260 letters, digits, '.', '-', '_' or '/', starting and ending "
-                               "with a letter or digit"),
-    "topic": (_QUEUE_OR_TOPIC, "1-260 letters, digits, '.', '-', '_' or '/', starting and ending "
-                               "with a letter or digit"),
-    "subscription": (_SUBSCRIPTION_OR_RULE, "1-50 letters, digits, '.', '-' or '_', starting and "
-                                            "ending with a letter or digit"),
-    "rule": (_SUBSCRIPTION_OR_RULE, "1-50 letters, digits, '.', '-' or '_', starting and ending "
-                                    "with a letter or digit"),
-    "container": (_CONTAINER, "3-63 lower-case letters, digits or single hyphens, starting and ending "
-                              "with a letter or digit"),
+    "queue": (
+        _QUEUE_OR_TOPIC,
+        "1-260 letters, digits, '.', '-', '_' or '/', starting and ending with a letter or digit",
+    ),
+    "topic": (
+        _QUEUE_OR_TOPIC,
+        "1-260 letters, digits, '.', '-', '_' or '/', starting and ending with a letter or digit",
+    ),
+    "subscription": (
+        _SUBSCRIPTION_OR_RULE,
+        "1-50 letters, digits, '.', '-' or '_', starting and ending with a letter or digit",
+    ),
+    "rule": (
+        _SUBSCRIPTION_OR_RULE,
+        "1-50 letters, digits, '.', '-' or '_', starting and ending with a letter or digit",
+    ),
+    "container": (
+        _CONTAINER,
+        "3-63 lower-case letters, digits or single hyphens, starting and ending with a letter or digit",
+    ),
     "table": (_TABLE, "3-63 letters or digits, starting with a letter"),
 }
 
@@ -65,13 +75,17 @@ DUPLICATE_WINDOW_RANGE = (timedelta(seconds=20), timedelta(days=7))
 
 def validate_topology(topology: Topology) -> Topology:
     """Check names, durations, ranges, rules and bindings; returns the topology unchanged if valid."""
-    _unique([queue.name for queue in topology.queues] + [topic.name for topic in topology.topics],
-            "queue/topic", "topology")
+    _unique(
+        [queue.name for queue in topology.queues] + [topic.name for topic in topology.topics],
+        "queue/topic",
+        "topology",
+    )
     for queue in topology.queues:
         where = f"queue {queue.name!r}"
         check_name("queue", queue.name, "topology.queues")
-        _check_entity_timings(where, queue.lock_duration, queue.default_message_time_to_live,
-                              queue.max_delivery_count)
+        _check_entity_timings(
+            where, queue.lock_duration, queue.default_message_time_to_live, queue.max_delivery_count
+        )
         _check_window(where, queue.duplicate_detection_history_time_window)
     for topic in topology.topics:
         where = f"topic {topic.name!r}"
@@ -106,8 +120,11 @@ def _check_entity_timings(where: str, lock: str, ttl: str, max_delivery_count: i
     if not low <= lock_value <= high:
         raise TopologyError(f"{where}.lockDuration: {lock!r} must be between PT5S and PT5M")
     parse_iso_duration(ttl, f"{where}.defaultMessageTimeToLive")
-    if isinstance(max_delivery_count, bool) or not isinstance(max_delivery_count, int) \
-            or max_delivery_count < 1:
+    if (
+        isinstance(max_delivery_count, bool)
+        or not isinstance(max_delivery_count, int)
+        or max_delivery_count < 1
+    ):
         raise TopologyError(f"{where}.maxDeliveryCount: {max_delivery_count!r} must be a whole number >= 1")
 
 
@@ -123,8 +140,12 @@ def _check_window(where: str, window: str) -> None:
 def _check_subscription(topic: str, subscription: SubscriptionSpec) -> None:
     where = f"subscription {topic}/{subscription.name}"
     check_name("subscription", subscription.name, f"topic {topic!r}.subscriptions")
-    _check_entity_timings(where, subscription.lock_duration, subscription.default_message_time_to_live,
-                          subscription.max_delivery_count)
+    _check_entity_timings(
+        where,
+        subscription.lock_duration,
+        subscription.default_message_time_to_live,
+        subscription.max_delivery_count,
+    )
     _unique([rule.name for rule in subscription.rules], "rule", where)
     for rule in subscription.rules:
         rule_where = f"rule {topic}/{subscription.name}/{rule.name}"
@@ -136,14 +157,18 @@ def _check_subscription(topic: str, subscription: SubscriptionSpec) -> None:
         if has_sql == has_correlation:
             raise TopologyError(f"{rule_where}: give exactly one of sqlFilter or correlationFilter")
         if has_sql and not (rule.sql_filter or "").strip():
-            raise TopologyError(f"{rule_where}: sqlFilter is empty; write a condition such as "
-                                "\"priority = 'high'\"")
+            raise TopologyError(
+                f"{rule_where}: sqlFilter is empty; write a condition such as \"priority = 'high'\""
+            )
         if rule.correlation_filter is not None and rule.correlation_filter.is_empty():
-            raise TopologyError(f"{rule_where}: correlationFilter matches nothing specific; set a "
-                                "system property or at least one application property")
+            raise TopologyError(
+                f"{rule_where}: correlationFilter matches nothing specific; set a "
+                "system property or at least one application property"
+            )
         if rule.action is not None and not rule.action.strip():
-            raise TopologyError(f"{rule_where}: action is empty; omit it or write e.g. "
-                                "\"SET sys.Label = 'urgent'\"")
+            raise TopologyError(
+                f"{rule_where}: action is empty; omit it or write e.g. \"SET sys.Label = 'urgent'\""
+            )
 
 
 def _check_lifecycle(lifecycle: LifecycleSpec) -> None:
@@ -159,20 +184,28 @@ def _check_lifecycle(lifecycle: LifecycleSpec) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 99999:
             raise TopologyError(f"{where}.{key}: {value!r} must be a whole number of days, 1-99999")
     if not lifecycle.cool_after_days < lifecycle.cold_after_days < lifecycle.delete_after_days:
-        raise TopologyError(f"{where}: coolAfterDays < coldAfterDays < deleteAfterDays is required, got "
-                            f"{lifecycle.cool_after_days}, {lifecycle.cold_after_days}, "
-                            f"{lifecycle.delete_after_days}")
+        raise TopologyError(
+            f"{where}: coolAfterDays < coldAfterDays < deleteAfterDays is required, got "
+            f"{lifecycle.cool_after_days}, {lifecycle.cold_after_days}, "
+            f"{lifecycle.delete_after_days}"
+        )
     earliest, purpose = minimum_expiry_days()
     if lifecycle.delete_after_days < earliest:
-        raise TopologyError(f"{where}.deleteAfterDays: {lifecycle.delete_after_days} would delete payloads "
-                            f"before purpose {purpose!r} ends their retention and the reconciler writes the "
-                            f"deletion proof; expected at least {earliest} (longest retention + a "
-                            "7-day margin)")
+        raise TopologyError(
+            f"{where}.deleteAfterDays: {lifecycle.delete_after_days} would delete payloads "
+            f"before purpose {purpose!r} ends their retention and the reconciler writes the "
+            f"deletion proof; expected at least {earliest} (longest retention + a "
+            "7-day margin)"
+        )
     if lifecycle.provisional_tag_value == ACTIVE_TAG_VALUE:
-        raise TopologyError(f"{where}.provisionalTagValue: {ACTIVE_TAG_VALUE!r} is the value an object "
-                            "gets once its publish is confirmed; choose another")
-    tags = {"provisionalTagName": lifecycle.provisional_tag_name,
-            "provisionalTagValue": lifecycle.provisional_tag_value}
+        raise TopologyError(
+            f"{where}.provisionalTagValue: {ACTIVE_TAG_VALUE!r} is the value an object "
+            "gets once its publish is confirmed; choose another"
+        )
+    tags = {
+        "provisionalTagName": lifecycle.provisional_tag_name,
+        "provisionalTagValue": lifecycle.provisional_tag_value,
+    }
     for key, tag in tags.items():
         if not _TAG_NAME.fullmatch(tag):
             raise TopologyError(f"{where}.{key}: {tag!r} is not a valid blob index tag")
@@ -182,12 +215,18 @@ def _check_bindings(topology: Topology) -> None:
     bindings = topology.bindings
     queue_names = {queue.name for queue in topology.queues}
     if bindings.documents_queue not in queue_names:
-        raise TopologyError(f"topology.bindings.documentsQueue: queue {bindings.documents_queue!r} is not "
-                            f"in the spec (queues: {sorted(queue_names)})")
+        raise TopologyError(
+            f"topology.bindings.documentsQueue: queue {bindings.documents_queue!r} is not "
+            f"in the spec (queues: {sorted(queue_names)})"
+        )
     topic_names = {topic.name for topic in topology.topics}
     if bindings.results_topic not in topic_names:
-        raise TopologyError(f"topology.bindings.resultsTopic: topic {bindings.results_topic!r} is not in "
-                            f"the spec (topics: {sorted(topic_names)})")
+        raise TopologyError(
+            f"topology.bindings.resultsTopic: topic {bindings.results_topic!r} is not in "
+            f"the spec (topics: {sorted(topic_names)})"
+        )
     if bindings.payload_container not in topology.containers:
-        raise TopologyError(f"topology.bindings.payloadContainer: container {bindings.payload_container!r}"
-                            f" is not in the spec (containers: {list(topology.containers)})")
+        raise TopologyError(
+            f"topology.bindings.payloadContainer: container {bindings.payload_container!r}"
+            f" is not in the spec (containers: {list(topology.containers)})"
+        )

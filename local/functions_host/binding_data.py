@@ -13,7 +13,6 @@ counts its deliveries itself (claimcheck.deliveries). A test pins what the exten
 bytes, so the day it keeps the header that test fails and the app's count is no longer consulted.
 """
 
-
 from __future__ import annotations
 
 import uuid

@@ -27,6 +27,7 @@ def _client(stack: LocalStack, sleep: list[float] | None = None) -> ClaimCheckCl
 
 def test_submit_twice_with_one_key_writes_once_and_wait_ends_in_proceed(stack: LocalStack) -> None:
     client, key, tenant = _client(stack), uuid.uuid4().hex, f"t-agent-{uuid.uuid4().hex[:8]}"
+
     def submit() -> Receipt:
         return client.submit(
             SAMPLE,

@@ -22,12 +22,8 @@ def _tenant() -> str:
 def test_results_reach_only_the_matching_subscriptions(stack: LocalStack, bus: ServiceBusClient) -> None:
     """A high-priority result reaches notifications; a normal contract reaches contracts and review."""
     tenant = _tenant()
-    urgent = submit(stack, (SAMPLES / "urgent-notice.txt").read_bytes(), tenant=tenant)[
-        "work_item_id"
-    ]
-    contract = submit(stack, (SAMPLES / "service-agreement.txt").read_bytes(), tenant=tenant)[
-        "work_item_id"
-    ]
+    urgent = submit(stack, (SAMPLES / "urgent-notice.txt").read_bytes(), tenant=tenant)["work_item_id"]
+    contract = submit(stack, (SAMPLES / "service-agreement.txt").read_bytes(), tenant=tenant)["work_item_id"]
     wait_for_states(stack, [urgent, contract])
     routed = {(event.work_item_id, event.subscription) for event in result_events(bus, [urgent, contract])}
     assert routed == {

@@ -33,9 +33,7 @@ def _submit_batch(stack: LocalStack) -> list[str]:
     # ~0.9 MB each (under the e2e stack's 1 MiB limit), so that processing takes long enough to be hit.
     document = (SAMPLES / "master-agreement-large.txt").read_bytes() * 20
     return [
-        submit(stack, document + f"\n{index}\n".encode(), tenant=tenant, purpose=PURPOSE)[
-            "work_item_id"
-        ]
+        submit(stack, document + f"\n{index}\n".encode(), tenant=tenant, purpose=PURPOSE)["work_item_id"]
         for index in range(DOCUMENTS)
     ]
 

@@ -9,9 +9,21 @@ from scripts.ops import app
 
 
 def _smoke(stack: LocalStack, *extra: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, ["smoke", "--api", stack.api_url, "--connection-string",
-                                      stack.servicebus_connection_string, "--timeout", "240",
-                                      "--token-issuer", stack.minter.issuer, *extra])
+    result = CliRunner().invoke(
+        app,
+        [
+            "smoke",
+            "--api",
+            stack.api_url,
+            "--connection-string",
+            stack.servicebus_connection_string,
+            "--timeout",
+            "240",
+            "--token-issuer",
+            stack.minter.issuer,
+            *extra,
+        ],
+    )
     return result.exit_code, result.stdout, result.stderr
 
 

@@ -153,10 +153,7 @@ def test_next_message_of_a_session_waits_while_the_first_is_retried(
             assert stalling_bus.published.wait(60), "the producer never published version 1"
             # Version 2 is confirmed at once: processable, but queued behind version 1 in the session.
             assert (
-                submit(stack, document, tenant=tenant, work_item_id=work_item_id)["receipt"][
-                    "version"
-                ]
-                == 2
+                submit(stack, document, tenant=tenant, work_item_id=work_item_id)["receipt"]["version"] == 2
             )
             waited = _observe_until_dead_lettered(stack, bus, work_item_id)
         finally:

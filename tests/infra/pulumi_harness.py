@@ -51,17 +51,26 @@ class RecordingMonitor(MockMonitor):
     def RegisterResource(self, request: Any) -> Any:
         response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
         self.registrations[request.name] = Registration(
-            urn=response.urn, protect=bool(request.protect), retain_on_delete=bool(request.retainOnDelete))
+            urn=response.urn, protect=bool(request.protect), retain_on_delete=bool(request.retainOnDelete)
+        )
         return response
 
 
 # Where the ARM name of each explicitly named resource type comes from (autonamed types get a suffix).
 _NAME_INPUTS = {
-    "ResourceGroup": "resourceGroupName", "Queue": "queueName", "Topic": "topicName",
-    "Subscription": "subscriptionName", "Rule": "ruleName", "BlobContainer": "containerName",
-    "Table": "tableName", "ManagementPolicy": "managementPolicyName",
-    "BlobServiceProperties": "blobServicesName", "RoleAssignment": "roleAssignmentName",
-    "RoleDefinition": "roleDefinitionId", "Subnet": "subnetName", "PrivateZone": "privateZoneName",
+    "ResourceGroup": "resourceGroupName",
+    "Queue": "queueName",
+    "Topic": "topicName",
+    "Subscription": "subscriptionName",
+    "Rule": "ruleName",
+    "BlobContainer": "containerName",
+    "Table": "tableName",
+    "ManagementPolicy": "managementPolicyName",
+    "BlobServiceProperties": "blobServicesName",
+    "RoleAssignment": "roleAssignmentName",
+    "RoleDefinition": "roleDefinitionId",
+    "Subnet": "subnetName",
+    "PrivateZone": "privateZoneName",
 }
 
 
@@ -79,6 +88,7 @@ def _physical_name(args: pulumi.runtime.MockResourceArgs) -> str:
 def _resource_id(args: pulumi.runtime.MockResourceArgs, name: str) -> str:
     inputs = args.inputs
     group = f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/{inputs.get('resourceGroupName', 'rg')}"
+
     def namespace_of(namespace_name: object) -> str:
         return f"{group}/providers/Microsoft.ServiceBus/namespaces/{namespace_name}"
 
@@ -104,26 +114,34 @@ def _resource_id(args: pulumi.runtime.MockResourceArgs, name: str) -> str:
         "azure-native:storage:Table": lambda: f"{account}/tableServices/default/tables/{name}",
         "azure-native:storage:ManagementPolicy": lambda: f"{account}/managementPolicies/default",
         "azure-native:network:VirtualNetwork": lambda: (
-            f"{group}/providers/Microsoft.Network/virtualNetworks/{name}"),
+            f"{group}/providers/Microsoft.Network/virtualNetworks/{name}"
+        ),
         "azure-native:network:Subnet": lambda: (
-            f"{group}/providers/Microsoft.Network/virtualNetworks/{inputs.get('virtualNetworkName')}/subnets/{name}"),
+            f"{group}/providers/Microsoft.Network/virtualNetworks/{inputs.get('virtualNetworkName')}/subnets/{name}"
+        ),
         "azure-native:privatedns:PrivateZone": lambda: (
-            f"{group}/providers/Microsoft.Network/privateDnsZones/{name}"),
+            f"{group}/providers/Microsoft.Network/privateDnsZones/{name}"
+        ),
         "azure-native:web:AppServicePlan": lambda: f"{group}/providers/Microsoft.Web/serverfarms/{name}",
         "azure-native:web:WebApp": lambda: f"{group}/providers/Microsoft.Web/sites/{name}",
         "azure-native:managedidentity:UserAssignedIdentity": lambda: (
-            f"{group}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/{name}"),
+            f"{group}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/{name}"
+        ),
         "azure-native:web:WebAppFtpAllowed": lambda: f"{site}/basicPublishingCredentialsPolicies/ftp",
         "azure-native:web:WebAppScmAllowed": lambda: f"{site}/basicPublishingCredentialsPolicies/scm",
         "azure-native:applicationinsights:Component": lambda: (
-            f"{group}/providers/Microsoft.Insights/components/{name}"),
+            f"{group}/providers/Microsoft.Insights/components/{name}"
+        ),
         "azure-native:monitor:DiagnosticSetting": lambda: (
-            f"{inputs.get('resourceUri')}/providers/Microsoft.Insights/diagnosticSettings/{inputs.get('name')}"),
+            f"{inputs.get('resourceUri')}/providers/Microsoft.Insights/diagnosticSettings/{inputs.get('name')}"
+        ),
         # ARM answers a custom role's id at subscription level, whatever scope it was created at.
         "azure-native:authorization:RoleDefinition": lambda: (
-            f"/subscriptions/{SUBSCRIPTION_ID}/providers/Microsoft.Authorization/roleDefinitions/{name}"),
+            f"/subscriptions/{SUBSCRIPTION_ID}/providers/Microsoft.Authorization/roleDefinitions/{name}"
+        ),
         "azure-native:authorization:RoleAssignment": lambda: (
-            f"{inputs.get('scope')}/providers/Microsoft.Authorization/roleAssignments/{name}"),
+            f"{inputs.get('scope')}/providers/Microsoft.Authorization/roleAssignments/{name}"
+        ),
     }
     return ids.get(args.typ, lambda: f"{group}/providers/mock/{args.typ.rsplit(':', 1)[-1]}/{name}")()
 
@@ -140,14 +158,20 @@ class AzureMocks(pulumi.runtime.Mocks):
         if args.typ == "azure-native:servicebus:Namespace":
             outputs["serviceBusEndpoint"] = f"https://{name}.servicebus.windows.net:443/"
         elif args.typ == "azure-native:storage:StorageAccount":
-            outputs["primaryEndpoints"] = {service: f"https://{name}.{service}.core.windows.net/"
-                                           for service in ("blob", "table", "queue", "file", "dfs", "web")}
+            outputs["primaryEndpoints"] = {
+                service: f"https://{name}.{service}.core.windows.net/"
+                for service in ("blob", "table", "queue", "file", "dfs", "web")
+            }
         elif args.typ == "azure-native:managedidentity:UserAssignedIdentity":
             outputs.update(principalId=APP_PRINCIPAL_ID, clientId=APP_IDENTITY_CLIENT_ID, tenantId=TENANT_ID)
         elif args.typ == "azure-native:web:WebApp":
-            outputs["identity"] = {"type": "UserAssigned", "userAssignedIdentities": {
-                identity: {"principalId": APP_PRINCIPAL_ID, "clientId": APP_IDENTITY_CLIENT_ID}
-                for identity in args.inputs.get("identity", {}).get("userAssignedIdentities", [])}}
+            outputs["identity"] = {
+                "type": "UserAssigned",
+                "userAssignedIdentities": {
+                    identity: {"principalId": APP_PRINCIPAL_ID, "clientId": APP_IDENTITY_CLIENT_ID}
+                    for identity in args.inputs.get("identity", {}).get("userAssignedIdentities", [])
+                },
+            }
             outputs["defaultHostName"] = f"{name}.azurewebsites.net"
         elif args.typ == "azuread:index/applicationRegistration:ApplicationRegistration":
             outputs["clientId"] = API_CLIENT_ID
@@ -155,15 +179,21 @@ class AzureMocks(pulumi.runtime.Mocks):
         elif args.typ == "azuread:index/servicePrincipal:ServicePrincipal":
             outputs["objectId"] = API_SERVICE_PRINCIPAL_ID
         elif args.typ == "azure-native:applicationinsights:Component":
-            outputs["connectionString"] = ("InstrumentationKey=00000000-0000-0000-0000-000000000000;"
-                                           "IngestionEndpoint=https://westeurope-5.in.applicationinsights.azure.com/")
+            outputs["connectionString"] = (
+                "InstrumentationKey=00000000-0000-0000-0000-000000000000;"
+                "IngestionEndpoint=https://westeurope-5.in.applicationinsights.azure.com/"
+            )
         self.resources.append(Registered(args.typ, args.name, resource_id, dict(args.inputs)))
         return resource_id, outputs
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
         if args.token == "azure-native:authorization:getClientConfig":
-            return {"subscriptionId": self.subscription_id, "tenantId": TENANT_ID, "clientId": "ci",
-                    "objectId": "ci"}, []
+            return {
+                "subscriptionId": self.subscription_id,
+                "tenantId": TENANT_ID,
+                "clientId": "ci",
+                "objectId": "ci",
+            }, []
         raise NotImplementedError(f"no mock for call {args.token}")
 
 
@@ -179,14 +209,22 @@ class ProgramRun:
         return [resource for resource in self.resources if resource.type.endswith(f":{suffix}")]
 
     def one(self, suffix: str, **inputs: Any) -> Registered:
-        matches = [resource for resource in self.of_type(suffix)
-                   if all(resource.inputs.get(key) == value for key, value in inputs.items())]
+        matches = [
+            resource
+            for resource in self.of_type(suffix)
+            if all(resource.inputs.get(key) == value for key, value in inputs.items())
+        ]
         assert len(matches) == 1, f"expected one {suffix} with {inputs}, found {len(matches)}"
         return matches[0]
 
 
-def run_program(program: Callable[[], dict[str, Any] | None], *, stack: str,
-                config: dict[str, Any] | None = None, subscription_id: str = SUBSCRIPTION_ID) -> ProgramRun:
+def run_program(
+    program: Callable[[], dict[str, Any] | None],
+    *,
+    stack: str,
+    config: dict[str, Any] | None = None,
+    subscription_id: str = SUBSCRIPTION_ID,
+) -> ProgramRun:
     """Runs `program` under mocks, with `config` as the stack's `claimcheck:*` config.
 
     The config goes where the Pulumi language host puts it for a real run: the PULUMI_CONFIG
@@ -203,8 +241,10 @@ def run_program(program: Callable[[], dict[str, Any] | None], *, stack: str,
         outputs = program() or {}
         return pulumi.Output.from_input(outputs).apply(run.outputs.update)
 
-    encoded = {f"claimcheck:{key}": value if isinstance(value, str) else json.dumps(value)
-               for key, value in (config or {}).items()}
+    encoded = {
+        f"claimcheck:{key}": value if isinstance(value, str) else json.dumps(value)
+        for key, value in (config or {}).items()
+    }
     previous = os.environ.get("PULUMI_CONFIG")
     os.environ["PULUMI_CONFIG"] = json.dumps(encoded)
     try:

@@ -9,11 +9,19 @@ from tests.infra.pulumi_harness import ProgramRun, Registered, run_program
 # "prod+producer" is prod's stack file plus one producer principal, one operator, one group grant and
 # fewer consumed purposes, so these and the writer role stay covered although prod ships with none.
 STACKS = ("dev", "prod", "prod+producer")
-PRODUCER = {"name": "intake-service", "objectId": "3f2b8c1e-7d4a-4e6b-9c2f-1a5d8e7b6c4f",
-            "tenants": ["acme", "acme-eu"], "classifications": ["internal", "confidential"]}
+PRODUCER = {
+    "name": "intake-service",
+    "objectId": "3f2b8c1e-7d4a-4e6b-9c2f-1a5d8e7b6c4f",
+    "tenants": ["acme", "acme-eu"],
+    "classifications": ["internal", "confidential"],
+}
 OPERATOR = {"name": "oncall", "objectId": "7c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f"}
-GROUP_GRANT = {"name": "reviewers", "groupId": "5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b", "tenants": ["globex"],
-               "purposes": ["contract-review"]}
+GROUP_GRANT = {
+    "name": "reviewers",
+    "groupId": "5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b",
+    "tenants": ["globex"],
+    "purposes": ["contract-review"],
+}
 CONSUMED_PURPOSES = ("contract-review", "evidence-archive")
 Stack = tuple[StackSettings, ProgramRun]
 _RUNS: dict[str, Stack] = {}

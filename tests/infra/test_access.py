@@ -38,19 +38,29 @@ def _expected_grants(settings: StackSettings, run: ProgramRun) -> set[tuple[str,
         (_custom_guid(run, PAYLOAD_OPERATOR), container, app),
         (BuiltInRole.STORAGE_BLOB_DATA_OWNER.value, host_account_id, app),
         (BuiltInRole.MONITORING_METRICS_PUBLISHER.value, app_insights, app),
-        *{(BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR.value, table.id, app)
-          for table in run.of_type("Table")},
+        *{
+            (BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR.value, table.id, app)
+            for table in run.of_type("Table")
+        },
     }
     for producer in settings.producer_principals:
-        grants |= {(BuiltInRole.SERVICE_BUS_DATA_SENDER.value, queue, producer.object_id),
-                   (_custom_guid(run, PAYLOAD_WRITER), container, producer.object_id),
-                   *{(BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR.value, table, producer.object_id)
-                     for table in producer_tables}}
+        grants |= {
+            (BuiltInRole.SERVICE_BUS_DATA_SENDER.value, queue, producer.object_id),
+            (_custom_guid(run, PAYLOAD_WRITER), container, producer.object_id),
+            *{
+                (BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR.value, table, producer.object_id)
+                for table in producer_tables
+            },
+        }
     for operator in settings.operator_principals:
-        grants |= {(BuiltInRole.SERVICE_BUS_DATA_OWNER.value, queue, operator.object_id),
-                   (BuiltInRole.SERVICE_BUS_DATA_SENDER.value, topic, operator.object_id),
-                   *{(BuiltInRole.SERVICE_BUS_DATA_OWNER.value, subscription.id, operator.object_id)
-                     for subscription in run.of_type("Subscription")}}
+        grants |= {
+            (BuiltInRole.SERVICE_BUS_DATA_OWNER.value, queue, operator.object_id),
+            (BuiltInRole.SERVICE_BUS_DATA_SENDER.value, topic, operator.object_id),
+            *{
+                (BuiltInRole.SERVICE_BUS_DATA_OWNER.value, subscription.id, operator.object_id)
+                for subscription in run.of_type("Subscription")
+            },
+        }
     return grants
 
 
@@ -58,11 +68,16 @@ def test_operators_get_service_bus_roles_only_at_entity_scope() -> None:
     """An operator holds Service Bus roles on queues, topics and subscriptions and nothing else."""
     settings, run = stack_run("prod+producer")
     (operator,) = settings.operator_principals
-    scopes = [a.inputs["scope"] for a in run.of_type("RoleAssignment")
-              if a.inputs["principalId"] == operator.object_id]
+    scopes = [
+        a.inputs["scope"]
+        for a in run.of_type("RoleAssignment")
+        if a.inputs["principalId"] == operator.object_id
+    ]
     assert len(scopes) == 1 + 1 + 4  # the queue, the topic, its four subscriptions
-    assert all("/Microsoft.ServiceBus/namespaces/" in scope and
-               ("/queues/" in scope or "/topics/" in scope) for scope in scopes)
+    assert all(
+        "/Microsoft.ServiceBus/namespaces/" in scope and ("/queues/" in scope or "/topics/" in scope)
+        for scope in scopes
+    )
 
 
 def test_role_assignments_are_narrow_and_deterministic(stack: Stack) -> None:
@@ -76,14 +91,23 @@ def test_role_assignments_are_narrow_and_deterministic(stack: Stack) -> None:
         assert assignment["principalType"] == "ServicePrincipal"
         assert assignment["roleDefinitionId"].startswith(f"/subscriptions/{SUBSCRIPTION_ID}/providers/")
         assert assignment["roleAssignmentName"] == assignment_name(
-            assignment["scope"], role_guid(assignment["roleDefinitionId"]), assignment["principalId"])
-    table_scopes = [a["scope"] for a in assignments
-                    if role_guid(a["roleDefinitionId"]) == BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR.value]
+            assignment["scope"], role_guid(assignment["roleDefinitionId"]), assignment["principalId"]
+        )
+    table_scopes = [
+        a["scope"]
+        for a in assignments
+        if role_guid(a["roleDefinitionId"]) == BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR.value
+    ]
     assert all("/tableServices/default/tables/" in scope for scope in table_scopes)
-    broad_blob_roles = {BuiltInRole.STORAGE_BLOB_DATA_CONTRIBUTOR.value,
-                        BuiltInRole.STORAGE_BLOB_DATA_OWNER.value}
-    assert not [a for a in assignments if "/containers/" in a["scope"]
-                and role_guid(a["roleDefinitionId"]) in broad_blob_roles]
+    broad_blob_roles = {
+        BuiltInRole.STORAGE_BLOB_DATA_CONTRIBUTOR.value,
+        BuiltInRole.STORAGE_BLOB_DATA_OWNER.value,
+    }
+    assert not [
+        a
+        for a in assignments
+        if "/containers/" in a["scope"] and role_guid(a["roleDefinitionId"]) in broad_blob_roles
+    ]
 
 
 def test_payload_custom_roles_grant_exactly_the_blob_actions_the_code_calls(stack: Stack) -> None:
@@ -93,8 +117,14 @@ def test_payload_custom_roles_grant_exactly_the_blob_actions_the_code_calls(stac
     definitions = {r.inputs["roleDefinitionId"]: r.inputs for r in run.of_type("RoleDefinition")}
     blobs = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
     expected = {
-        PAYLOAD_OPERATOR: {f"{blobs}/read", f"{blobs}/write", f"{blobs}/delete", f"{blobs}/tags/read",
-                           f"{blobs}/tags/write", f"{blobs}/filter/action"},
+        PAYLOAD_OPERATOR: {
+            f"{blobs}/read",
+            f"{blobs}/write",
+            f"{blobs}/delete",
+            f"{blobs}/tags/read",
+            f"{blobs}/tags/write",
+            f"{blobs}/filter/action",
+        },
         PAYLOAD_WRITER: {f"{blobs}/write", f"{blobs}/tags/write"},
     }
     if not settings.producer_principals:  # the writer role exists only when someone holds it
@@ -103,8 +133,9 @@ def test_payload_custom_roles_grant_exactly_the_blob_actions_the_code_calls(stac
     for role, data_actions in expected.items():
         definition = definitions[custom_role_guid(group.id, role)]
         assert definition["roleType"] == "CustomRole"
-        assert definition["roleName"] == custom_role_display_name(role, group.id,
-                                                                  f"claimcheck/{settings.stack_slug}")
+        assert definition["roleName"] == custom_role_display_name(
+            role, group.id, f"claimcheck/{settings.stack_slug}"
+        )
         assert definition["scope"] == group.id
         assert definition["assignableScopes"] == [group.id]
         (permission,) = definition["permissions"]

@@ -21,17 +21,20 @@ def _app_settings(topology: Topology = TOPOLOGY) -> dict[str, str]:
         host_storage_account="cchosttest",
         app_insights_connection_string="InstrumentationKey=00000000-0000-0000-0000-000000000000",
     )
-    identity = AppIdentity(client_id="c1e70000-0000-4000-8000-0000000000b2",
-                           principal_id="aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee")
+    identity = AppIdentity(
+        client_id="c1e70000-0000-4000-8000-0000000000b2", principal_id="aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
+    )
     return build_app_settings(endpoints, identity, topology, "test")
 
 
-def _consumer_app(queue_name: str = "documents", *, sessions: bool = True,
-                  connection: str = "ServiceBusConnection") -> func.FunctionApp:
+def _consumer_app(
+    queue_name: str = "documents", *, sessions: bool = True, connection: str = "ServiceBusConnection"
+) -> func.FunctionApp:
     app = func.FunctionApp()
 
-    @app.service_bus_queue_trigger(arg_name="message", queue_name=queue_name, connection=connection,
-                                   is_sessions_enabled=sessions)
+    @app.service_bus_queue_trigger(
+        arg_name="message", queue_name=queue_name, connection=connection, is_sessions_enabled=sessions
+    )
     def consume(message: func.ServiceBusMessage) -> None:
         """A stand-in consumer."""
 
@@ -56,10 +59,12 @@ def test_renamed_queue_is_a_problem() -> None:
 
 def test_topology_rename_without_app_change_is_a_problem() -> None:
     """Renaming the queue in the topology while the app keeps `documents` is reported."""
-    renamed = load_topology({"queues": [{"name": "intake", "requiresSession": True}],
-                             "bindings": {"documentsQueue": "intake"}})
+    renamed = load_topology(
+        {"queues": [{"name": "intake", "requiresSession": True}], "bindings": {"documentsQueue": "intake"}}
+    )
     assert _problems(_consumer_app(), renamed) == [
-        "no Service Bus trigger consumes the documents queue 'intake'"]
+        "no Service Bus trigger consumes the documents queue 'intake'"
+    ]
 
 
 def test_session_flag_must_match_the_queue() -> None:
@@ -93,13 +98,18 @@ def test_topic_subscription_and_blob_bindings_are_checked() -> None:
     """Topic triggers must name a declared subscription; blob paths a declared container."""
     app = _consumer_app()
 
-    @app.service_bus_topic_trigger(arg_name="message", topic_name="results", subscription_name="audit",
-                                   connection="ServiceBusConnection")
+    @app.service_bus_topic_trigger(
+        arg_name="message", topic_name="results", subscription_name="audit", connection="ServiceBusConnection"
+    )
     def audit(message: func.ServiceBusMessage) -> None:
         """Reads every result."""
 
-    @app.service_bus_topic_trigger(arg_name="message", topic_name="results", subscription_name="billing",
-                                   connection="ServiceBusConnection")
+    @app.service_bus_topic_trigger(
+        arg_name="message",
+        topic_name="results",
+        subscription_name="billing",
+        connection="ServiceBusConnection",
+    )
     def billing(message: func.ServiceBusMessage) -> None:
         """Reads a subscription that does not exist."""
 
@@ -117,5 +127,6 @@ def test_real_function_app_matches_the_topology() -> None:
     """functions/function_app.py's bindings match the default topology and the infra's app settings."""
     metadata = functions_metadata(import_app(DEFAULT_APP))
     assert check_bindings(metadata, TOPOLOGY, _app_settings()) == []
-    assert any(binding.get("queueName") == "documents" for function in metadata
-               for binding in function.bindings)
+    assert any(
+        binding.get("queueName") == "documents" for function in metadata for binding in function.bindings
+    )

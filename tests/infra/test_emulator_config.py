@@ -35,22 +35,43 @@ def test_unclamped_document_has_interface_a_shape() -> None:
     namespace = _namespace(document)
     assert namespace["Name"] == "sbemulatorns"
     (queue,) = namespace["Queues"]
-    assert queue == {"Name": "documents", "Properties": {
-        "DeadLetteringOnMessageExpiration": True, "DefaultMessageTimeToLive": "P14D",
-        "DuplicateDetectionHistoryTimeWindow": "PT10M", "ForwardDeadLetteredMessagesTo": "",
-        "ForwardTo": "", "LockDuration": "PT1M", "MaxDeliveryCount": 5,
-        "RequiresDuplicateDetection": True, "RequiresSession": True}}
+    assert queue == {
+        "Name": "documents",
+        "Properties": {
+            "DeadLetteringOnMessageExpiration": True,
+            "DefaultMessageTimeToLive": "P14D",
+            "DuplicateDetectionHistoryTimeWindow": "PT10M",
+            "ForwardDeadLetteredMessagesTo": "",
+            "ForwardTo": "",
+            "LockDuration": "PT1M",
+            "MaxDeliveryCount": 5,
+            "RequiresDuplicateDetection": True,
+            "RequiresSession": True,
+        },
+    }
     (topic,) = namespace["Topics"]
-    assert topic["Properties"] == {"DefaultMessageTimeToLive": "P14D",
-                                   "DuplicateDetectionHistoryTimeWindow": "PT10M",
-                                   "RequiresDuplicateDetection": True}
+    assert topic["Properties"] == {
+        "DefaultMessageTimeToLive": "P14D",
+        "DuplicateDetectionHistoryTimeWindow": "PT10M",
+        "RequiresDuplicateDetection": True,
+    }
     subscriptions = {sub["Name"]: sub for sub in topic["Subscriptions"]}
     assert "Rules" not in subscriptions["audit"]
     assert set(subscriptions["audit"]["Properties"]) == {
-        "DeadLetteringOnMessageExpiration", "DefaultMessageTimeToLive", "LockDuration", "MaxDeliveryCount",
-        "ForwardDeadLetteredMessagesTo", "ForwardTo", "RequiresSession"}
-    assert subscriptions["notifications"]["Rules"] == [{"Name": "high-priority", "Properties": {
-        "FilterType": "Sql", "SqlFilter": {"SqlExpression": "priority = 'high'"}}}]
+        "DeadLetteringOnMessageExpiration",
+        "DefaultMessageTimeToLive",
+        "LockDuration",
+        "MaxDeliveryCount",
+        "ForwardDeadLetteredMessagesTo",
+        "ForwardTo",
+        "RequiresSession",
+    }
+    assert subscriptions["notifications"]["Rules"] == [
+        {
+            "Name": "high-priority",
+            "Properties": {"FilterType": "Sql", "SqlFilter": {"SqlExpression": "priority = 'high'"}},
+        }
+    ]
     (contract_rule,) = subscriptions["contracts"]["Rules"]
     correlation = contract_rule["Properties"]["CorrelationFilter"]
     assert contract_rule["Properties"]["FilterType"] == "Correlation"
@@ -61,10 +82,18 @@ def test_unclamped_document_has_interface_a_shape() -> None:
 
 def test_sql_action_is_written_when_present() -> None:
     """A rule's optional SQL action appears as Properties.Action.SqlExpression."""
-    rule_config = {"name": "high-priority", "sqlFilter": "priority = 'high'",
-                   "action": "SET sys.Label = 'urgent'"}
-    topology = load_topology({"topics": [{"name": "results", "subscriptions": [
-        {"name": "notifications", "rules": [rule_config]}]}]})
+    rule_config = {
+        "name": "high-priority",
+        "sqlFilter": "priority = 'high'",
+        "action": "SET sys.Label = 'urgent'",
+    }
+    topology = load_topology(
+        {
+            "topics": [
+                {"name": "results", "subscriptions": [{"name": "notifications", "rules": [rule_config]}]}
+            ]
+        }
+    )
     namespace = _namespace(build_emulator_config(topology, clamp=False))
     rule = namespace["Topics"][0]["Subscriptions"][1]["Rules"][0]
     assert rule["Properties"]["Action"] == {"SqlExpression": "SET sys.Label = 'urgent'"}
@@ -72,8 +101,9 @@ def test_sql_action_is_written_when_present() -> None:
 
 def test_clamping_moves_values_into_docker_ranges_with_a_warning(capsys: pytest.CaptureFixture[str]) -> None:
     """Out-of-range values are clamped to the Docker emulator's bounds and each clamp prints a warning."""
-    topology = load_topology({"queues": [{"name": "documents", "lockDuration": "PT5S",
-                                          "maxDeliveryCount": 50}]})
+    topology = load_topology(
+        {"queues": [{"name": "documents", "lockDuration": "PT5S", "maxDeliveryCount": 50}]}
+    )
     namespace = _namespace(build_emulator_config(topology))
     queue = namespace["Queues"][0]["Properties"]
     assert queue["DefaultMessageTimeToLive"] == "PT1H"
@@ -88,8 +118,9 @@ def test_clamping_moves_values_into_docker_ranges_with_a_warning(capsys: pytest.
 
 def test_clamped_document_is_within_every_docker_range() -> None:
     """Every duration and count in a clamped document lies in the Docker emulator's ranges."""
-    topology = load_topology({"topics": [{"name": "results", "subscriptions": [
-        {"name": "audit", "lockDuration": "PT10S"}]}]})
+    topology = load_topology(
+        {"topics": [{"name": "results", "subscriptions": [{"name": "audit", "lockDuration": "PT10S"}]}]}
+    )
     namespace = _namespace(build_emulator_config(topology, warn=lambda message: None))
     subscription = namespace["Topics"][0]["Subscriptions"][0]["Properties"]
     assert subscription["LockDuration"] == "PT1M"
@@ -118,7 +149,11 @@ def test_cli_reads_the_stack_file(tmp_path: Path) -> None:
     out = tmp_path / "Config.json"
     completed = subprocess.run(
         [sys.executable, "-m", "infra.emulator_config", "--out", str(out), "--stack", "dev", "--no-clamp"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=False,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert completed.returncode == 0, completed.stderr
     namespace = _namespace(json.loads(out.read_text(encoding="utf-8")))
@@ -129,10 +164,18 @@ def test_cli_reads_the_stack_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize("clamp", [False, True])
 def test_embedded_emulator_reads_the_generated_config(clamp: bool) -> None:
     """Round trip: our emulator's Config.json parser accepts the document and sees the spec's entities."""
-    rule_config = {"name": "high-priority", "sqlFilter": "priority = 'high'",
-                   "action": "SET sys.Label = 'urgent'"}
-    topology = load_topology({"topics": [{"name": "results", "subscriptions": [
-        {"name": "notifications", "rules": [rule_config]}]}]})
+    rule_config = {
+        "name": "high-priority",
+        "sqlFilter": "priority = 'high'",
+        "action": "SET sys.Label = 'urgent'",
+    }
+    topology = load_topology(
+        {
+            "topics": [
+                {"name": "results", "subscriptions": [{"name": "notifications", "rules": [rule_config]}]}
+            ]
+        }
+    )
     namespace = parse_config(build_emulator_config(topology, clamp=clamp, warn=lambda message: None))
     documents = namespace.queues["documents"]
     assert documents.requires_session
@@ -152,7 +195,11 @@ def test_cli_reports_bad_input_without_a_traceback(tmp_path: Path) -> None:
     out = tmp_path / "Config.json"
     completed = subprocess.run(
         [sys.executable, "-m", "infra.emulator_config", "--out", str(out), "--stack", "nope"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=False,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert completed.returncode == 2
     assert completed.stderr.startswith("error: no stack file Pulumi.nope.yaml")

@@ -51,8 +51,14 @@ def test_prod_reaches_namespace_and_accounts_only_through_private_endpoints() ->
         assert endpoint.inputs["subnet"]["id"] == endpoints_subnet.id
         (connection,) = endpoint.inputs["privateLinkServiceConnections"]
         reached.add((connection["privateLinkServiceId"], *connection["groupIds"]))
-    assert reached == {(namespace, "namespace"), (payloads, "blob"), (payloads, "table"),
-                       (host, "blob"), (host, "queue"), (host, "table")}
+    assert reached == {
+        (namespace, "namespace"),
+        (payloads, "blob"),
+        (payloads, "table"),
+        (host, "blob"),
+        (host, "queue"),
+        (host, "table"),
+    }
 
     zones = {zone.inputs["privateZoneName"]: zone.id for zone in run.of_type("PrivateZone")}
     assert set(zones) == set(DNS_ZONES.values())
@@ -70,8 +76,11 @@ def test_prod_reaches_namespace_and_accounts_only_through_private_endpoints() ->
 def test_policy_refuses_public_data_services_in_production_only(stack: Stack) -> None:
     """The shipped stacks pass; a production-tagged data service with public access is refused."""
     _, run = stack
-    assert [problem for props in _data_services(run)
-            for problem in rules.production_public_access_violations(props)] == []
+    assert [
+        problem
+        for props in _data_services(run)
+        for problem in rules.production_public_access_violations(props)
+    ] == []
     prod_props = {"tags": {"environment": "prod"}, "publicNetworkAccess": "Enabled"}
     (problem,) = rules.production_public_access_violations(prod_props)
     assert "publicNetworkAccess: Disabled" in problem
@@ -80,8 +89,10 @@ def test_policy_refuses_public_data_services_in_production_only(stack: Stack) ->
     assert rules.production_public_access_violations(unknown) == []
     reported: list[str] = []
     for resource_type in (*rules.DATA_SERVICE_TYPES, "azure-native:servicebus:Queue"):
-        pack._production_data_services_private(cast(ResourceValidationArgs, SimpleNamespace(
-            resource_type=resource_type, props=prod_props)), lambda message, _urn: reported.append(message))
+        pack._production_data_services_private(
+            cast(ResourceValidationArgs, SimpleNamespace(resource_type=resource_type, props=prod_props)),
+            lambda message, _urn: reported.append(message),
+        )
     assert len(reported) == len(rules.DATA_SERVICE_TYPES)
 
 
@@ -96,8 +107,9 @@ def test_policy_refuses_public_data_services_in_production_only(stack: Stack) ->
         ("prod", {"vnetAddressSpace": "10.60.0.0/33"}, "claimcheck:vnetAddressSpace"),
     ],
 )
-def test_contradictory_network_settings_are_refused_naming_the_key(stack: str, change: dict[str, Any],
-                                                                   key: str) -> None:
+def test_contradictory_network_settings_are_refused_naming_the_key(
+    stack: str, change: dict[str, Any], key: str
+) -> None:
     with pytest.raises(StackConfigError) as raised:
         load_settings(read_stack_config(stack) | change, stack)
     assert str(raised.value).startswith(key)

@@ -45,7 +45,10 @@ def test_orphan_alert_queries_the_reconciler_summary_hourly(stack: Stack) -> Non
     assert condition["query"] == ORPHAN_COUNT_QUERY
     assert condition["metricMeasureColumn"] == "orphans_found"
     assert (condition["timeAggregation"], condition["operator"], condition["threshold"]) == (
-        "Maximum", "GreaterThan", 0)
+        "Maximum",
+        "GreaterThan",
+        0,
+    )
     assert rule["actions"] == {"actionGroups": [run.one("ActionGroup").id]}
     description = rule["description"]
     assert "no worker received it" in description

@@ -18,9 +18,14 @@ CONTAINER = f"{ACCOUNT}/blobServices/default/containers/payloads"
 HOST_ACCOUNT = f"{GROUP}/providers/Microsoft.Storage/storageAccounts/cchost1"
 BLOBS = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
 
-GOOD_ACCOUNT = {"allowSharedKeyAccess": False, "allowBlobPublicAccess": False, "enableHttpsTrafficOnly": True,
-                "minimumTlsVersion": "TLS1_2", "allowCrossTenantReplication": False,
-                "defaultToOAuthAuthentication": True}
+GOOD_ACCOUNT = {
+    "allowSharedKeyAccess": False,
+    "allowBlobPublicAccess": False,
+    "enableHttpsTrafficOnly": True,
+    "minimumTlsVersion": "TLS1_2",
+    "allowCrossTenantReplication": False,
+    "defaultToOAuthAuthentication": True,
+}
 
 
 def test_namespace_rule() -> None:
@@ -39,9 +44,14 @@ def test_sas_authorization_rules_are_refused() -> None:
 
 @pytest.mark.parametrize(
     ("key", "bad"),
-    [("allowSharedKeyAccess", True), ("allowBlobPublicAccess", True), ("enableHttpsTrafficOnly", False),
-     ("minimumTlsVersion", "TLS1_0"), ("allowCrossTenantReplication", True),
-     ("defaultToOAuthAuthentication", False)],
+    [
+        ("allowSharedKeyAccess", True),
+        ("allowBlobPublicAccess", True),
+        ("enableHttpsTrafficOnly", False),
+        ("minimumTlsVersion", "TLS1_0"),
+        ("allowCrossTenantReplication", True),
+        ("defaultToOAuthAuthentication", False),
+    ],
 )
 def test_storage_account_rule(key: str, bad: object) -> None:
     """The locked-down account passes; each relaxed property is a violation naming it."""
@@ -71,7 +81,10 @@ def _web_app(settings: dict[str, str]) -> dict[str, Any]:
     ("name", "value"),
     [
         ("AzureWebJobsStorage", "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=abc=="),
-        ("ServiceBusConnection", "Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=r;SharedAccessKey=k"),
+        (
+            "ServiceBusConnection",
+            "Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=r;SharedAccessKey=k",
+        ),
         ("WEBSITE_RUN_FROM_PACKAGE", "https://a.blob.core.windows.net/c/app.zip?sv=2024&sig=abc"),
         ("PAYLOAD_SAS", "SharedAccessSignature=sv=2024&sig=abc"),
         ("AzureWebJobsServiceBus", "anything"),
@@ -90,7 +103,7 @@ def test_identity_based_app_settings_pass() -> None:
         "AzureWebJobsStorage__accountName": "cchost1",
         "ServiceBusConnection__fullyQualifiedNamespace": "sb1.servicebus.windows.net",
         "APPLICATIONINSIGHTS_CONNECTION_STRING": "InstrumentationKey=00000000-0000-0000-0000-000000000000;"
-                                                 "IngestionEndpoint=https://x.in.applicationinsights.azure.com/",
+        "IngestionEndpoint=https://x.in.applicationinsights.azure.com/",
         "APPLICATIONINSIGHTS_AUTHENTICATION_STRING": "Authorization=AAD",
         "PayloadStorage__blobServiceUri": rules.UNKNOWN,
     }
@@ -98,8 +111,10 @@ def test_identity_based_app_settings_pass() -> None:
 
 
 def _assignment(role: BuiltInRole, scope: str) -> tuple[str, dict[str, Any]]:
-    return ("azure-native:authorization:RoleAssignment",
-            {"scope": scope, "roleDefinitionId": role_definition_id("sub", role.value), "principalId": "p"})
+    return (
+        "azure-native:authorization:RoleAssignment",
+        {"scope": scope, "roleDefinitionId": role_definition_id("sub", role.value), "principalId": "p"},
+    )
 
 
 _HOST_APP = ("azure-native:web:WebApp", _web_app({"AzureWebJobsStorage__accountName": "cchost1"}))
@@ -114,8 +129,10 @@ _HOST_APP = ("azure-native:web:WebApp", _web_app({"AzureWebJobsStorage__accountN
         _assignment(BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR, f"{ACCOUNT}/tableServices/default/tables/t"),
         _assignment(BuiltInRole.STORAGE_BLOB_DATA_OWNER, HOST_ACCOUNT),
         _assignment(BuiltInRole.MONITORING_METRICS_PUBLISHER, GROUP),
-        ("azure-native:authorization:RoleAssignment",
-         {"scope": rules.UNKNOWN, "roleDefinitionId": rules.UNKNOWN}),
+        (
+            "azure-native:authorization:RoleAssignment",
+            {"scope": rules.UNKNOWN, "roleDefinitionId": rules.UNKNOWN},
+        ),
     ],
 )
 def test_entity_scoped_data_roles_pass(assignment: tuple[str, dict[str, Any]]) -> None:
@@ -148,11 +165,23 @@ def test_pack_wiring_reports_each_rules_violations() -> None:
         reported.append((message, urn))
 
     storage_check = pack._for_type("azure-native:storage:StorageAccount")
-    storage_check(cast(ResourceValidationArgs, SimpleNamespace(
-        resource_type="azure-native:storage:StorageAccount",
-        props={**GOOD_ACCOUNT, "allowSharedKeyAccess": True})), report)
-    storage_check(cast(ResourceValidationArgs, SimpleNamespace(
-        resource_type="azure-native:servicebus:Namespace", props={})), report)
+    storage_check(
+        cast(
+            ResourceValidationArgs,
+            SimpleNamespace(
+                resource_type="azure-native:storage:StorageAccount",
+                props={**GOOD_ACCOUNT, "allowSharedKeyAccess": True},
+            ),
+        ),
+        report,
+    )
+    storage_check(
+        cast(
+            ResourceValidationArgs,
+            SimpleNamespace(resource_type="azure-native:servicebus:Namespace", props={}),
+        ),
+        report,
+    )
     roles_type, roles_props = _assignment(BuiltInRole.SERVICE_BUS_DATA_SENDER, NAMESPACE)
     resource = SimpleNamespace(resource_type=roles_type, props=roles_props, urn="urn:ra")
     stack = SimpleNamespace(resources=[resource])
@@ -163,23 +192,36 @@ def test_pack_wiring_reports_each_rules_violations() -> None:
 
 _CUSTOM_GUID = custom_role_guid(GROUP, PAYLOAD_OPERATOR)
 _GOOD_ROLE = {
-    "roleDefinitionId": _CUSTOM_GUID, "roleName": "Claim Check payload operator (rg)", "scope": GROUP,
+    "roleDefinitionId": _CUSTOM_GUID,
+    "roleName": "Claim Check payload operator (rg)",
+    "scope": GROUP,
     "assignableScopes": [GROUP],
-    "permissions": [{"actions": [],
-                     "dataActions": [action.value for action in PAYLOAD_OPERATOR.data_actions]}],
+    "permissions": [
+        {"actions": [], "dataActions": [action.value for action in PAYLOAD_OPERATOR.data_actions]}
+    ],
 }
 
 
 def _custom_assignment(scope: str) -> tuple[str, dict[str, Any]]:
-    return ("azure-native:authorization:RoleAssignment",
-            {"scope": scope, "roleDefinitionId": role_definition_id("sub", _CUSTOM_GUID), "principalId": "p"})
+    return (
+        "azure-native:authorization:RoleAssignment",
+        {"scope": scope, "roleDefinitionId": role_definition_id("sub", _CUSTOM_GUID), "principalId": "p"},
+    )
 
 
 def test_custom_role_definition_rule() -> None:
     """Named data actions assignable in a resource group pass; unknown values are not judged."""
     assert rules.role_definition_violations(_GOOD_ROLE) == []
-    assert rules.role_definition_violations({"roleDefinitionId": rules.UNKNOWN, "permissions": rules.UNKNOWN,
-                                             "assignableScopes": rules.UNKNOWN}) == []
+    assert (
+        rules.role_definition_violations(
+            {
+                "roleDefinitionId": rules.UNKNOWN,
+                "permissions": rules.UNKNOWN,
+                "assignableScopes": rules.UNKNOWN,
+            }
+        )
+        == []
+    )
 
 
 @pytest.mark.parametrize(

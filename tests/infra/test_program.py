@@ -60,7 +60,11 @@ def test_subscriptions_rules_and_default_rule_removal(stack: Stack) -> None:
     defaults = {r.inputs["subscriptionName"]: r.inputs for r in run.of_type("DefaultRule")}
     assert set(defaults) == set(subscriptions)
     assert {sub: rule["sqlFilter"]["sqlExpression"] for sub, rule in defaults.items()} == {
-        "audit": "1=1", "notifications": "1=0", "review": "1=0", "contracts": "1=0"}
+        "audit": "1=1",
+        "notifications": "1=0",
+        "review": "1=0",
+        "contracts": "1=0",
+    }
 
 
 def test_storage_accounts_are_locked_down(stack: Stack) -> None:
@@ -81,9 +85,13 @@ def test_storage_accounts_are_locked_down(stack: Stack) -> None:
     blob_service = run.one("BlobServiceProperties").inputs
     assert blob_service["isVersioningEnabled"] is True
     assert blob_service["deleteRetentionPolicy"] == {
-        "enabled": True, "days": settings.blob_delete_retention_days}
+        "enabled": True,
+        "days": settings.blob_delete_retention_days,
+    }
     assert blob_service["containerDeleteRetentionPolicy"] == {
-        "enabled": True, "days": settings.container_delete_retention_days}
+        "enabled": True,
+        "days": settings.container_delete_retention_days,
+    }
     tables = sorted(t.inputs["tableName"] for t in run.of_type("Table"))
     assert tables == sorted(settings.topology.tables.all())
 
@@ -96,10 +104,12 @@ def test_lifecycle_rules_follow_thestack_run(stack: Stack) -> None:
     policy_rules = {rule["name"]: rule["definition"] for rule in declared}
     provisional = policy_rules["deleteProvisionalOrphans"]
     assert provisional["filters"]["blobIndexMatch"] == [
-        {"name": PROVISIONAL_TAG_NAME, "op": "==", "value": PROVISIONAL_TAG_VALUE}]
+        {"name": PROVISIONAL_TAG_NAME, "op": "==", "value": PROVISIONAL_TAG_VALUE}
+    ]
     assert provisional["filters"]["prefixMatch"] == ["payloads/"]
     assert provisional["actions"]["baseBlob"]["delete"] == {
-        "daysAfterModificationGreaterThan": lifecycle.provisional_grace_days}
+        "daysAfterModificationGreaterThan": lifecycle.provisional_grace_days
+    }
     aging = policy_rules["tierAndExpirePayloads"]["actions"]["baseBlob"]
     assert aging["tierToCool"] == {"daysAfterModificationGreaterThan": lifecycle.cool_after_days}
     assert aging["tierToCold"] == {"daysAfterModificationGreaterThan": lifecycle.cold_after_days}
@@ -128,8 +138,10 @@ def test_function_app_is_flex_consumption_with_managed_identity(stack: Stack) ->
     assert config["runtime"] == {"name": "python", "version": "3.11"}
     storage = config["deployment"]["storage"]
     assert storage["type"] == "blobContainer"
-    assert storage["authentication"] == {"type": "UserAssignedIdentity",
-                                         "userAssignedIdentityResourceId": identity.id}
+    assert storage["authentication"] == {
+        "type": "UserAssignedIdentity",
+        "userAssignedIdentityResourceId": identity.id,
+    }
     assert storage["value"].endswith(".blob.core.windows.net/app-package")
     assert config["scaleAndConcurrency"]["maximumInstanceCount"] == settings.function_maximum_instances
     basic_auth = run.of_type("WebAppFtpAllowed") + run.of_type("WebAppScmAllowed")
@@ -147,15 +159,24 @@ def test_app_settings_are_identity_based_and_secret_free(stack: Stack) -> None:
     assert app_settings["PayloadStorage__blobServiceUri"].startswith("https://ccpay")
     assert app_settings["PayloadStorage__tableServiceUri"].endswith(".table.core.windows.net")
     assert app_settings["APPLICATIONINSIGHTS_AUTHENTICATION_STRING"] == (
-        f"ClientId={APP_IDENTITY_CLIENT_ID};Authorization=AAD")
+        f"ClientId={APP_IDENTITY_CLIENT_ID};Authorization=AAD"
+    )
     assert rules.app_settings_violations(app_settings) == []
     assert not [name for name in app_settings if name in ("AzureWebJobsStorage", "WEBSITE_RUN_FROM_PACKAGE")]
     app = Settings.from_env(app_settings)
     assert app.environment == settings.environment
     assert (app.documents_queue, app.results_topic, app.payload_container) == (
-        "documents", "results", "payloads")
-    assert (app.registry_table, app.idempotency_table, app.work_items_table, app.audit_table,
-            app.results_table) == settings.topology.tables.all()
+        "documents",
+        "results",
+        "payloads",
+    )
+    assert (
+        app.registry_table,
+        app.idempotency_table,
+        app.work_items_table,
+        app.audit_table,
+        app.results_table,
+    ) == settings.topology.tables.all()
     assert app.max_delivery_count == settings.topology.queue("documents").max_delivery_count
 
 
@@ -180,10 +201,14 @@ def test_consumer_identity_is_the_apps_managed_identity(stack: Stack) -> None:
     app = Settings.from_env(_app_settings(run))
     assert app.consumer_identity == APP_PRINCIPAL_ID
     assert set(app.purpose_consumers) == set(DEFAULT_PURPOSES)
-    assert {purpose for purpose, consumers in app.purpose_consumers.items()
-            if consumers == {APP_PRINCIPAL_ID}} == set(settings.consumed_purposes)
-    assert {assignment.inputs["principalId"] for assignment in run.of_type("RoleAssignment")
-            if assignment.name.split("-access-", 1)[-1].startswith("app-")} == {APP_PRINCIPAL_ID}
+    assert {
+        purpose for purpose, consumers in app.purpose_consumers.items() if consumers == {APP_PRINCIPAL_ID}
+    } == set(settings.consumed_purposes)
+    assert {
+        assignment.inputs["principalId"]
+        for assignment in run.of_type("RoleAssignment")
+        if assignment.name.split("-access-", 1)[-1].startswith("app-")
+    } == {APP_PRINCIPAL_ID}
 
 
 def test_consumed_purposes_from_the_stack_config_bound_the_consumer() -> None:
@@ -219,7 +244,8 @@ def test_python_worker_loads_the_apps_protobuf_for_settlement(stack: Stack) -> N
     app_settings = _app_settings(run)
     version = run.one("WebApp").inputs["functionAppConfig"]["runtime"]["version"]
     assert tuple(int(part) for part in version.split(".")) < (3, 13), (
-        "Python 3.13+ isolates worker dependencies itself: drop PYTHON_ISOLATE_WORKER_DEPENDENCIES")
+        "Python 3.13+ isolates worker dependencies itself: drop PYTHON_ISOLATE_WORKER_DEPENDENCIES"
+    )
     assert _settlement_stub_gencode_major() > WORKER_PROTOBUF_MAJOR
     assert app_settings["PYTHON_ISOLATE_WORKER_DEPENDENCIES"] == "1"
     assert "PYTHON_ENABLE_INIT_INDEXING" not in app_settings  # HTTP streaming only; not used here
@@ -243,7 +269,9 @@ def test_outputs_name_endpoints_entities_and_principals(stack: Stack) -> None:
     assert outputs["documentsQueue"] == "documents"
     assert outputs["resultsTopic"] == "results"
     assert outputs["subscriptions"] == {"results": ["audit", "notifications", "review", "contracts"]}
-    assert outputs["payloadBlobEndpoint"] == f"https://{outputs['payloadStorageAccount']}.blob.core.windows.net/"
+    assert (
+        outputs["payloadBlobEndpoint"] == f"https://{outputs['payloadStorageAccount']}.blob.core.windows.net/"
+    )
     assert outputs["tables"] == list(settings.topology.tables.all())
     assert outputs["functionAppHostName"] == f"{outputs['functionAppName']}.azurewebsites.net"
     assert outputs["functionAppId"] == run.one("WebApp").id  # what `claimcheck-ops deploy --app-id` takes
@@ -255,8 +283,9 @@ def test_outputs_name_endpoints_entities_and_principals(stack: Stack) -> None:
 def test_pulumi_entry_point_reads_stack_config() -> None:
     """infra/__main__.py, run as Pulumi runs it, reads claimcheck:* config and declares the prod stack."""
     config = read_stack_config("prod")
-    run = run_program(lambda: runpy.run_path(str(REPO_ROOT / "infra" / "__main__.py")) and None,
-                      stack="prod", config=config)
+    run = run_program(
+        lambda: runpy.run_path(str(REPO_ROOT / "infra" / "__main__.py")) and None, stack="prod", config=config
+    )
     assert run.one("Namespace").inputs["sku"]["name"] == "Premium"
     assert run.one("Workspace").inputs["retentionInDays"] == 90
     assert len(run.resources) == len(stack_run("prod")[1].resources)
@@ -266,10 +295,15 @@ def test_components_use_claimcheck_type_tokens() -> None:
     """Each concern is a ComponentResource registered under a `claimcheck:<area>:<Name>` token."""
     _, run = stack_run("dev")
     components = {resource.type for resource in run.resources if resource.type.startswith("claimcheck:")}
-    assert components == {"claimcheck:messaging:Messaging", "claimcheck:storage:PayloadStorage",
-                          "claimcheck:functions:FunctionApp", "claimcheck:access:Access",
-                          "claimcheck:observability:Monitoring", "claimcheck:observability:Alerts",
-                          "claimcheck:identity:ApiIdentity"}
+    assert components == {
+        "claimcheck:messaging:Messaging",
+        "claimcheck:storage:PayloadStorage",
+        "claimcheck:functions:FunctionApp",
+        "claimcheck:access:Access",
+        "claimcheck:observability:Monitoring",
+        "claimcheck:observability:Alerts",
+        "claimcheck:identity:ApiIdentity",
+    }
 
 
 def test_entry_point_turns_bad_config_into_a_run_error() -> None:

@@ -23,10 +23,13 @@ _REPO_PACKAGES = {"infra", "claimcheck", "__future__"}
 
 def _loaded_repo_modules(entry_module: str) -> list[Path]:
     """Source files of the repository modules a fresh interpreter loads when importing `entry_module`."""
-    code = (f"import json, sys; import {entry_module}; "
-            f"print(json.dumps([getattr(m, '__file__', None) for m in list(sys.modules.values())]))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, check=True, capture_output=True,
-                         text=True, timeout=120).stdout
+    code = (
+        f"import json, sys; import {entry_module}; "
+        f"print(json.dumps([getattr(m, '__file__', None) for m in list(sys.modules.values())]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, check=True, capture_output=True, text=True, timeout=120
+    ).stdout
     files = [Path(f) for f in json.loads(out.splitlines()[-1]) if f]
     return [f for f in files if f.is_relative_to(REPO_ROOT) and ".venv" not in f.parts]
 
@@ -66,10 +69,13 @@ def _normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-@pytest.mark.parametrize(("entry", "requirements"), [
-    ("infra.entrypoint", "infra/requirements.txt"),
-    ("infra.policy.pack", "infra/policy/requirements.txt"),
-])
+@pytest.mark.parametrize(
+    ("entry", "requirements"),
+    [
+        ("infra.entrypoint", "infra/requirements.txt"),
+        ("infra.policy.pack", "infra/policy/requirements.txt"),
+    ],
+)
 def test_requirements_list_exactly_what_the_program_imports(entry: str, requirements: str) -> None:
     """The program's (and the policy pack's) requirement file names exactly the distributions its
     modules import, each pinned to the version the tests run with."""

@@ -22,7 +22,10 @@ def test_zone_redundancy_follows_the_setting(stack: Stack) -> None:
     assert plan.get("zoneRedundant", False) is settings.zone_redundant
     if settings.zone_redundant:
         assert {a.inputs["sku"]["name"] for a in run.of_type("StorageAccount")} <= {
-            "Standard_ZRS", "Standard_GZRS", "Standard_RAGZRS"}
+            "Standard_ZRS",
+            "Standard_GZRS",
+            "Standard_RAGZRS",
+        }
     assert settings.zone_redundant is (settings.environment == "prod")
 
 
@@ -40,8 +43,11 @@ def test_always_ready_names_the_apps_service_bus_consumer(stack: Stack) -> None:
     """The always-ready entry is `function:<name>` of the function the app triggers from Service Bus."""
     settings, run = stack
     scale = run.one("WebApp").inputs["functionAppConfig"]["scaleAndConcurrency"]
-    expected = ([{"name": f"function:{CONSUMER_FUNCTION}", "instanceCount": settings.consumer_always_ready}]
-                if settings.consumer_always_ready else None)
+    expected = (
+        [{"name": f"function:{CONSUMER_FUNCTION}", "instanceCount": settings.consumer_always_ready}]
+        if settings.consumer_always_ready
+        else None
+    )
     assert scale.get("alwaysReady") == expected
     consumer = next(f for f in functions_metadata(import_app(DEFAULT_APP)) if f.name == CONSUMER_FUNCTION)
     assert [binding["type"] for binding in consumer.bindings] == ["serviceBusTrigger"]
@@ -50,8 +56,10 @@ def test_always_ready_names_the_apps_service_bus_consumer(stack: Stack) -> None:
 @pytest.mark.parametrize(
     ("change", "key"),
     [
-        ({"zoneRedundant": True, "serviceBusSku": "Standard", "privateNetworking": False},
-         "claimcheck:zoneRedundant"),
+        (
+            {"zoneRedundant": True, "serviceBusSku": "Standard", "privateNetworking": False},
+            "claimcheck:zoneRedundant",
+        ),
         ({"zoneRedundant": True, "storageSku": "Standard_LRS"}, "claimcheck:zoneRedundant"),
         ({"consumerAlwaysReady": 41, "functionMaximumInstances": 40}, "claimcheck:consumerAlwaysReady"),
     ],

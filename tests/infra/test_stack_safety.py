@@ -20,8 +20,9 @@ OTHER_SUBSCRIPTION = "12345678-9abc-4def-8123-456789abcdef"
 
 def _run(stack: str, config: dict[str, Any] | None = None, subscription_id: str | None = None) -> ProgramRun:
     settings = load_settings(config or {}, stack)
-    return run_program(lambda: deploy(settings), stack=stack,
-                       subscription_id=subscription_id or SUBSCRIPTION_ID)
+    return run_program(
+        lambda: deploy(settings), stack=stack, subscription_id=subscription_id or SUBSCRIPTION_ID
+    )
 
 
 def _role_names(run: ProgramRun) -> set[str]:
@@ -50,18 +51,37 @@ def test_custom_role_display_name_fits_azure() -> None:
 
 def _default_rules(run: ProgramRun) -> dict[str, tuple[str, str]]:
     """Subscription -> (logical name of its DefaultRule, its SQL filter)."""
-    return {rule.inputs["subscriptionName"]: (rule.name, rule.inputs["sqlFilter"]["sqlExpression"])
-            for rule in run.of_type("DefaultRule")}
+    return {
+        rule.inputs["subscriptionName"]: (rule.name, rule.inputs["sqlFilter"]["sqlExpression"])
+        for rule in run.of_type("DefaultRule")
+    }
 
 
 def test_rules_added_or_removed_update_default_rule_and_never_delete_it() -> None:
     """rules -> none and none -> rules: every subscription keeps one `$Default` resource under the same
     URN (an update, never a delete), matching everything without rules and nothing with them."""
     before = _run("dev")
-    changed = _run("dev", {"topology": {"topics": [{"name": "results", "subscriptions": [
-        {"name": "audit", "rules": [{"name": "contracts-only", "sqlFilter": "document_type = 'contract'"}]},
-        {"name": "notifications", "rules": []},
-    ]}]}})
+    changed = _run(
+        "dev",
+        {
+            "topology": {
+                "topics": [
+                    {
+                        "name": "results",
+                        "subscriptions": [
+                            {
+                                "name": "audit",
+                                "rules": [
+                                    {"name": "contracts-only", "sqlFilter": "document_type = 'contract'"}
+                                ],
+                            },
+                            {"name": "notifications", "rules": []},
+                        ],
+                    }
+                ]
+            }
+        },
+    )
     old, new = _default_rules(before), _default_rules(changed)
     assert set(old) == set(new) == {"audit", "notifications", "review", "contracts"}
     assert old["audit"][1] == TRUE_FILTER
@@ -72,23 +92,31 @@ def test_rules_added_or_removed_update_default_rule_and_never_delete_it() -> Non
     for run in (before, changed):
         urns = {rule.name: run.registrations[rule.name] for rule in run.of_type("DefaultRule")}
         assert all(registration.retain_on_delete for registration in urns.values())
-    assert ({before.registrations[name].urn for name, _ in old.values()}
-            == {changed.registrations[name].urn for name, _ in new.values()})
+    assert {before.registrations[name].urn for name, _ in old.values()} == {
+        changed.registrations[name].urn for name, _ in new.values()
+    }
     rules_by_subscription = {rule.inputs["subscriptionName"] for rule in changed.of_type("Rule")}
     assert "notifications" not in rules_by_subscription
     assert "audit" in rules_by_subscription
 
 
-@pytest.mark.parametrize("object_id", [
-    "00000000-0000-0000-0000-000000000000",
-    "00000000-0000-0000-0000-000000000001",
-    "FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF",
-    "11111111-1111-1111-1111-111111111111",
-])
+@pytest.mark.parametrize(
+    "object_id",
+    [
+        "00000000-0000-0000-0000-000000000000",
+        "00000000-0000-0000-0000-000000000001",
+        "FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF",
+        "11111111-1111-1111-1111-111111111111",
+    ],
+)
 def test_placeholder_principal_guid_is_refused_naming_the_key(object_id: str) -> None:
     """Nil, max, one-digit and 00000000-…-00000000000N GUIDs are refused with the key named."""
-    config = {"producerPrincipals": [{"name": "ok", "objectId": "3f2b8c1e-7d4a-4e6b-9c2f-1a5d8e7b6c4f"},
-                                     {"name": "intake", "objectId": object_id}]}
+    config = {
+        "producerPrincipals": [
+            {"name": "ok", "objectId": "3f2b8c1e-7d4a-4e6b-9c2f-1a5d8e7b6c4f"},
+            {"name": "intake", "objectId": object_id},
+        ]
+    }
     key = r"claimcheck:producerPrincipals\[1\]\.objectId"
     with pytest.raises(StackConfigError, match=key + ": .*placeholder"):
         load_settings(config, "prod")
@@ -101,8 +129,12 @@ def test_prod_as_shipped_deploys_and_a_placeholder_stops_before_any_resource() -
     shipped = run_program(entrypoint.run, stack="prod", config=config)
     assert shipped.of_type("RoleAssignment")
     assert shipped.of_type("WebApp")
-    bad = {**config, "producerPrincipals": [{"name": "intake-service",
-                                             "objectId": "00000000-0000-0000-0000-000000000001"}]}
+    bad = {
+        **config,
+        "producerPrincipals": [
+            {"name": "intake-service", "objectId": "00000000-0000-0000-0000-000000000001"}
+        ],
+    }
     registered: list[ProgramRun] = []
     with pytest.raises(pulumi.RunError, match=r"claimcheck:producerPrincipals\[0\]\.objectId"):
         registered.append(run_program(entrypoint.run, stack="prod", config=bad))
@@ -111,8 +143,10 @@ def test_prod_as_shipped_deploys_and_a_placeholder_stops_before_any_resource() -
 
 def _stateful(run: ProgramRun) -> dict[str, Any]:
     account = next(a for a in run.of_type("StorageAccount") if a.name.startswith("ccpay"))
-    return {"account": run.registrations[account.name], "namespace": run.registrations[
-        run.one("Namespace").name]}
+    return {
+        "account": run.registrations[account.name],
+        "namespace": run.registrations[run.one("Namespace").name],
+    }
 
 
 @pytest.mark.parametrize(("stack", "protected"), [("dev", False), ("prod", True), ("qa", True)])
@@ -149,13 +183,18 @@ def test_smoke_test_principal_may_only_peek_the_audit_subscription() -> None:
     granted = [a.inputs for a in run.of_type("RoleAssignment") if a.inputs["principalId"] == principal]
     audit = run.one("Subscription", subscriptionName="audit")
     assert [(g["scope"], g["roleDefinitionId"].rsplit("/", 1)[-1]) for g in granted] == [
-        (audit.id, BuiltInRole.SERVICE_BUS_DATA_RECEIVER.value)]
+        (audit.id, BuiltInRole.SERVICE_BUS_DATA_RECEIVER.value)
+    ]
 
 
 def test_smoke_test_principals_need_an_audit_subscription() -> None:
     """Results bound to a topic without `audit` stop the program naming the key, before any resource."""
-    config = {"smokeTestPrincipals": [{"name": "ci", "objectId": "6c1f3a2b-9d8e-4f7a-b6c5-d4e3f2a1b0c9"}],
-              "topology": {"topics": [{"name": "events", "subscriptions": [{"name": "all"}]}],
-                           "bindings": {"resultsTopic": "events"}}}
+    config = {
+        "smokeTestPrincipals": [{"name": "ci", "objectId": "6c1f3a2b-9d8e-4f7a-b6c5-d4e3f2a1b0c9"}],
+        "topology": {
+            "topics": [{"name": "events", "subscriptions": [{"name": "all"}]}],
+            "bindings": {"resultsTopic": "events"},
+        },
+    }
     with pytest.raises(StackConfigError, match=r"claimcheck:smokeTestPrincipals: .*events/audit"):
         load_settings(config, "dev")

@@ -46,8 +46,9 @@ def test_expiry_before_the_longest_retention_is_refused_naming_the_key() -> None
     assert earliest == max(p.retention.days for p in DEFAULT_PURPOSES.values()) + RETENTION_MARGIN_DAYS
     assert DEFAULT_PURPOSES[purpose].retention.days + RETENTION_MARGIN_DAYS == earliest
     with pytest.raises(TopologyError) as raised:
-        load_topology({"lifecycle": {"coolAfterDays": 2, "coldAfterDays": 3,
-                                     "deleteAfterDays": earliest - 1}})
+        load_topology(
+            {"lifecycle": {"coolAfterDays": 2, "coldAfterDays": 3, "deleteAfterDays": earliest - 1}}
+        )
     assert "topology.lifecycle.deleteAfterDays" in str(raised.value)
     assert load_topology({"lifecycle": {"deleteAfterDays": earliest}}).lifecycle.delete_after_days == earliest
 
@@ -59,8 +60,7 @@ def test_a_changed_provisional_tag_reaches_the_rule_and_the_app() -> None:
     settings = load_settings(config, "dev")
     run = run_program(lambda: deploy(settings), stack="dev")
     orphan_filter = _rules(run)["deleteProvisionalOrphans"]["filters"]
-    assert orphan_filter["blobIndexMatch"] == [
-        {"name": "cc-publish", "op": "==", "value": "pending"}]
+    assert orphan_filter["blobIndexMatch"] == [{"name": "cc-publish", "op": "==", "value": "pending"}]
     app = Settings.from_env(_app_settings(run))
     assert app.provisional_tag == ProvisionalTag(name="cc-publish", value="pending")
 
@@ -84,7 +84,8 @@ def test_a_malformed_tag_setting_is_refused_naming_it() -> None:
 def test_deleted_payload_window_is_versions_plus_soft_delete(stack: Stack) -> None:
     settings, run = stack
     assert run.outputs["deletedPayloadRecoverableDays"] == (
-        settings.topology.lifecycle.old_versions_delete_after_days + settings.blob_delete_retention_days)
+        settings.topology.lifecycle.old_versions_delete_after_days + settings.blob_delete_retention_days
+    )
 
 
 def test_worm_is_refused_while_a_purpose_deletes() -> None:
@@ -97,9 +98,11 @@ def test_worm_is_refused_while_a_purpose_deletes() -> None:
 
 
 def test_worm_with_only_retaining_purposes_locks_every_payload_version(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    retaining = {name: replace(policy, cleanup=CleanupPolicy.RETAIN)
-                 for name, policy in DEFAULT_PURPOSES.items()}
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    retaining = {
+        name: replace(policy, cleanup=CleanupPolicy.RETAIN) for name, policy in DEFAULT_PURPOSES.items()
+    }
     monkeypatch.setattr(stack_config, "DEFAULT_PURPOSES", retaining)
     config = read_stack_config("prod")
     with pytest.raises(StackConfigError) as raised:

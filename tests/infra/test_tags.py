@@ -10,12 +10,19 @@ from tests.infra.stacks import Stack
 def test_every_taggable_resource_carries_the_stack_tags(stack: Stack) -> None:
     """environment, owner and costCenter from config on each resource of a tagged type; none missed."""
     settings, run = stack
-    expected = {"environment": settings.environment, "owner": settings.owner,
-                "costCenter": settings.cost_center}
+    expected = {
+        "environment": settings.environment,
+        "owner": settings.owner,
+        "costCenter": settings.cost_center,
+    }
     tagged = [resource for resource in run.resources if resource.type in TAGGED_TYPES]
     assert {resource.type for resource in tagged} >= {
-        "azure-native:resources:ResourceGroup", "azure-native:servicebus:Namespace",
-        "azure-native:storage:StorageAccount", "azure-native:web:WebApp", "azure-native:monitor:MetricAlert"}
+        "azure-native:resources:ResourceGroup",
+        "azure-native:servicebus:Namespace",
+        "azure-native:storage:StorageAccount",
+        "azure-native:web:WebApp",
+        "azure-native:monitor:MetricAlert",
+    }
     untagged = [resource.name for resource in tagged if resource.inputs.get("tags") != expected]
     assert not untagged
 

@@ -29,24 +29,46 @@ def test_default_topology_matches_design() -> None:
     assert correlation is not None
     assert dict(correlation.properties) == {"document_type": "contract"}
     assert topology.containers == (settings.PAYLOAD_CONTAINER,)
-    assert topology.tables.all() == (settings.REGISTRY_TABLE, settings.IDEMPOTENCY_TABLE,
-                                     settings.WORK_ITEMS_TABLE, settings.AUDIT_TABLE, settings.RESULTS_TABLE)
+    assert topology.tables.all() == (
+        settings.REGISTRY_TABLE,
+        settings.IDEMPOTENCY_TABLE,
+        settings.WORK_ITEMS_TABLE,
+        settings.AUDIT_TABLE,
+        settings.RESULTS_TABLE,
+    )
     assert (topology.lifecycle.provisional_tag_name, topology.lifecycle.provisional_tag_value) == (
-        settings.PROVISIONAL_TAG_NAME, settings.PROVISIONAL_TAG_VALUE)
+        settings.PROVISIONAL_TAG_NAME,
+        settings.PROVISIONAL_TAG_VALUE,
+    )
 
 
 def test_overrides_merge_by_name_and_add_entities() -> None:
     """A known name overrides only given fields; a new name adds an entity with defaults."""
-    topology = load_topology({
-        "queues": [{"name": "documents", "lockDuration": "PT2M"}, {"name": "reprocess"}],
-        "topics": [{"name": "results", "subscriptions": [
-            {"name": "escalations", "rules": [{"name": "urgent", "sqlFilter": "priority = 'high'",
-                                               "action": "SET sys.Label = 'urgent'"}]},
-            {"name": "notifications", "maxDeliveryCount": 3},
-        ]}],
-        "containers": ["exports"],
-        "lifecycle": {"deleteAfterDays": 365},
-    })
+    topology = load_topology(
+        {
+            "queues": [{"name": "documents", "lockDuration": "PT2M"}, {"name": "reprocess"}],
+            "topics": [
+                {
+                    "name": "results",
+                    "subscriptions": [
+                        {
+                            "name": "escalations",
+                            "rules": [
+                                {
+                                    "name": "urgent",
+                                    "sqlFilter": "priority = 'high'",
+                                    "action": "SET sys.Label = 'urgent'",
+                                }
+                            ],
+                        },
+                        {"name": "notifications", "maxDeliveryCount": 3},
+                    ],
+                }
+            ],
+            "containers": ["exports"],
+            "lifecycle": {"deleteAfterDays": 365},
+        }
+    )
     documents = topology.queue("documents")
     assert documents.lock_duration == "PT2M"
     assert documents.requires_session
@@ -74,26 +96,44 @@ def _results_subscription(**fields: Any) -> dict[str, Any]:
         ({"containers": ["a--b"]}, ["container name", "'a--b'"]),
         ({"tables": {"audit": "1audit"}}, ["table name", "'1audit'"]),
         ({"tables": {"audit": "idempotency"}}, ["duplicate table", "idempotency"]),
-        ({"queues": [{"name": "documents", "lockDuration": "1 minute"}]},
-         ["queue 'documents'.lockDuration", "ISO-8601"]),
-        ({"queues": [{"name": "documents", "lockDuration": "PT10M"}]},
-         ["queue 'documents'.lockDuration", "PT5M"]),
-        ({"queues": [{"name": "documents", "defaultMessageTimeToLive": "P1M"}]},
-         ["defaultMessageTimeToLive", "months"]),
-        ({"queues": [{"name": "documents", "duplicateDetectionHistoryTimeWindow": "PT5S"}]},
-         ["duplicateDetectionHistoryTimeWindow", "PT20S"]),
+        (
+            {"queues": [{"name": "documents", "lockDuration": "1 minute"}]},
+            ["queue 'documents'.lockDuration", "ISO-8601"],
+        ),
+        (
+            {"queues": [{"name": "documents", "lockDuration": "PT10M"}]},
+            ["queue 'documents'.lockDuration", "PT5M"],
+        ),
+        (
+            {"queues": [{"name": "documents", "defaultMessageTimeToLive": "P1M"}]},
+            ["defaultMessageTimeToLive", "months"],
+        ),
+        (
+            {"queues": [{"name": "documents", "duplicateDetectionHistoryTimeWindow": "PT5S"}]},
+            ["duplicateDetectionHistoryTimeWindow", "PT20S"],
+        ),
         ({"queues": [{"name": "documents", "maxDeliveryCount": 0}]}, ["maxDeliveryCount"]),
         ({"queues": [{"name": "documents", "maxDeliveryCount": True}]}, ["maxDeliveryCount", "whole number"]),
         ({"queues": [{"name": "documents", "lockduration": "PT1M"}]}, ["unknown key", "lockduration"]),
         (_results_subscription(rules=[{"name": "r"}]), ["rule results/extra/r", "exactly one"]),
         (_results_subscription(rules=[{"name": "r", "sqlFilter": "  "}]), ["results/extra/r", "sqlFilter"]),
-        (_results_subscription(rules=[{"name": "r", "sqlFilter": "a = 1", "correlationFilter": {
-            "label": "x"}}]), ["results/extra/r", "exactly one"]),
-        (_results_subscription(rules=[{"name": "r", "correlationFilter": {}}]),
-         ["results/extra/r", "correlationFilter"]),
+        (
+            _results_subscription(
+                rules=[{"name": "r", "sqlFilter": "a = 1", "correlationFilter": {"label": "x"}}]
+            ),
+            ["results/extra/r", "exactly one"],
+        ),
+        (
+            _results_subscription(rules=[{"name": "r", "correlationFilter": {}}]),
+            ["results/extra/r", "correlationFilter"],
+        ),
         (_results_subscription(rules=[{"name": "$Default", "sqlFilter": "1=1"}]), ["rule name", "$Default"]),
-        (_results_subscription(rules=[{"name": "a", "sqlFilter": "1=1"}, {"name": "a", "sqlFilter": "2=2"}]),
-         ["duplicate rule", "'a'"]),
+        (
+            _results_subscription(
+                rules=[{"name": "a", "sqlFilter": "1=1"}, {"name": "a", "sqlFilter": "2=2"}]
+            ),
+            ["duplicate rule", "'a'"],
+        ),
         ({"bindings": {"documentsQueue": "missing"}}, ["bindings.documentsQueue", "'missing'"]),
         ({"bindings": {"resultsTopic": "missing"}}, ["bindings.resultsTopic", "'missing'"]),
         ({"bindings": {"payloadContainer": "missing"}}, ["bindings.payloadContainer", "'missing'"]),

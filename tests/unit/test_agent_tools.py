@@ -25,13 +25,17 @@ def test_wait_result_names_every_state_and_action() -> None:
 
     assert set(result["visibility"]["enum"]) == set(view["visibility"]["enum"])
     assert set(result["visibility"]["enum"]) <= states
-    assert set(result["next_action"]["enum"]) == set(view["next_action"]["enum"]) == {
-        final_states.WAIT,
-        final_states.PROCEED,
-        final_states.STOP,
-        final_states.RECONCILE,
-        final_states.RE_READ,
-    }
+    assert (
+        set(result["next_action"]["enum"])
+        == set(view["next_action"]["enum"])
+        == {
+            final_states.WAIT,
+            final_states.PROCEED,
+            final_states.STOP,
+            final_states.RECONCILE,
+            final_states.RE_READ,
+        }
+    )
 
 
 def test_submit_result_names_every_intake_refusal() -> None:

@@ -20,11 +20,16 @@ def test_printed_script_federates_without_secrets(capsys: pytest.CaptureFixture[
     assert bootstrap_ci.main(["--repo", "my-org/claim-check", "--subscription", SUBSCRIPTION]) == 0
     out = capsys.readouterr().out
     preview, deploy = out.split("# claimcheck-ci-deploy")
-    credentials = [json.loads(line.split("--parameters ", 1)[1].strip("'"))
-                   for line in out.splitlines() if "federated-credential create" in line]
-    assert {c["subject"] for c in credentials} == {"repo:my-org/claim-check:pull_request",
-                                                   "repo:my-org/claim-check:environment:dev",
-                                                   "repo:my-org/claim-check:environment:prod"}
+    credentials = [
+        json.loads(line.split("--parameters ", 1)[1].strip("'"))
+        for line in out.splitlines()
+        if "federated-credential create" in line
+    ]
+    assert {c["subject"] for c in credentials} == {
+        "repo:my-org/claim-check:pull_request",
+        "repo:my-org/claim-check:environment:dev",
+        "repo:my-org/claim-check:environment:prod",
+    }
     assert {c["issuer"] for c in credentials} == {"https://token.actions.githubusercontent.com"}
     assert {tuple(c["audiences"]) for c in credentials} == {("api://AzureADTokenExchange",)}
     assert "--role Reader" in preview
@@ -33,8 +38,10 @@ def test_printed_script_federates_without_secrets(capsys: pytest.CaptureFixture[
     assert "'User Access Administrator'" in deploy
     assert "secret" not in out.lower().replace("no secret", "")
     assert "permission" not in preview
-    assert ("--api-permissions 18a4783c-866b-4cc7-a460-3d5e5662c884=Role "
-            "06b708a9-e830-4db3-a914-8e69da51d44f=Role") in deploy
+    assert (
+        "--api-permissions 18a4783c-866b-4cc7-a460-3d5e5662c884=Role "
+        "06b708a9-e830-4db3-a914-8e69da51d44f=Role"
+    ) in deploy
     assert "az ad app permission admin-consent" in deploy
 
 
@@ -57,8 +64,10 @@ esac
 """)
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
-    assert bootstrap_ci.main(["--repo", "o/r", "--subscription", SUBSCRIPTION, "--stacks", "dev",
-                              "--apply"]) == 0
+    assert (
+        bootstrap_ci.main(["--repo", "o/r", "--subscription", SUBSCRIPTION, "--stacks", "dev", "--apply"])
+        == 0
+    )
     calls = log.read_text().splitlines()
     assert "ad sp create --id app-123 --query id --output tsv" in calls
     assert any(call.startswith("ad app federated-credential create --id app-123") for call in calls)

@@ -11,13 +11,19 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-_WITHOUT_FUNCTIONS = ("import sys; "
-                      "sys.path[:] = [p for p in sys.path if not p.rstrip('/').endswith('functions')]; ")
+_WITHOUT_FUNCTIONS = (
+    "import sys; sys.path[:] = [p for p in sys.path if not p.rstrip('/').endswith('functions')]; "
+)
 
 
 def _run(code: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", _WITHOUT_FUNCTIONS + code], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", _WITHOUT_FUNCTIONS + code],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.parametrize("command", ["deploy", "smoke"])

@@ -53,9 +53,11 @@ def test_zip_holds_the_app_and_nothing_else(tmp_path: Path) -> None:
         infos = archive.infolist()
     names = [info.filename for info in infos]
     assert names == sorted(names)
-    expected_sources = sorted(path.relative_to(FUNCTIONS_DIR).as_posix()
-                              for path in (FUNCTIONS_DIR / "claimcheck").rglob("*.py")
-                              if "__pycache__" not in path.parts)
+    expected_sources = sorted(
+        path.relative_to(FUNCTIONS_DIR).as_posix()
+        for path in (FUNCTIONS_DIR / "claimcheck").rglob("*.py")
+        if "__pycache__" not in path.parts
+    )
     top_level = ["function_app.py", "host.json", "openapi.json", "requirements.txt"]
     assert names == sorted([*top_level, *expected_sources])
     assert {info.date_time for info in infos} == {(1980, 1, 1, 0, 0, 0)}
@@ -73,8 +75,20 @@ def test_unpacked_package_installs_and_indexes_its_functions(tmp_path: Path) -> 
     environment = tmp_path / "venv"
     venv.create(environment, with_pip=True)
     python = environment / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                    "-r", str(unpacked / "requirements.txt")], check=True, timeout=600)
+    subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-r",
+            str(unpacked / "requirements.txt"),
+        ],
+        check=True,
+        timeout=600,
+    )
     indexed = _indexed_functions(python, unpacked, isolated=True)
     assert indexed == _indexed_functions(Path(sys.executable), FUNCTIONS_DIR, isolated=False)
     assert set(indexed) >= FUNCTIONS
@@ -95,7 +109,14 @@ def _indexed_functions(python: Path, app_dir: Path, *, isolated: bool) -> dict[s
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONHOME")}
     if not isolated:
         env["PYTHONPATH"] = f"{app_dir}{os.pathsep}{REPO_ROOT}"
-    result = subprocess.run([str(python), "-c", _INDEX], cwd=app_dir, env=env, check=True,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [str(python), "-c", _INDEX],
+        cwd=app_dir,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     indexed: dict[str, list[str]] = json.loads(result.stdout.splitlines()[-1])
     return indexed

@@ -45,9 +45,15 @@ def _run(states: list[dict[str, Any]], audit: list[int | None], timeout_s: float
 
 def test_passes_when_completed_in_audit_and_payload_removed() -> None:
     """running -> completed, the event shows up on the second look, the payload is removed: a pass."""
-    report = _run([{"state": "running"}, {"state": "completed", "payload_state": "processed"},
-                   {"state": "completed", "payload_state": "processed"},
-                   {"state": "completed", "payload_state": "removed"}], [None, 42])
+    report = _run(
+        [
+            {"state": "running"},
+            {"state": "completed", "payload_state": "processed"},
+            {"state": "completed", "payload_state": "processed"},
+            {"state": "completed", "payload_state": "removed"},
+        ],
+        [None, 42],
+    )
     assert (report.work_item_id, report.audit_sequence_number) == ("wi-1", 42)
     assert report.payload_state == "removed"
 
@@ -58,13 +64,21 @@ def test_failed_work_item_ends_the_test_with_its_reason() -> None:
         _run([{"state": "failed", "failure_reason": "payload_missing"}], [None])
 
 
-@pytest.mark.parametrize(("states", "audit", "step"), [
-    ([{"state": "running"}], [None], "waiting for the work item to complete"),
-    ([{"state": "completed", "payload_state": "removed"}], [None], "result event in the audit subscription"),
-    ([{"state": "completed", "payload_state": "processed"}], [7], "payload was cleaned up"),
-])
-def test_each_wait_is_bounded_and_names_its_step(states: list[dict[str, Any]], audit: list[int | None],
-                                                 step: str) -> None:
+@pytest.mark.parametrize(
+    ("states", "audit", "step"),
+    [
+        ([{"state": "running"}], [None], "waiting for the work item to complete"),
+        (
+            [{"state": "completed", "payload_state": "removed"}],
+            [None],
+            "result event in the audit subscription",
+        ),
+        ([{"state": "completed", "payload_state": "processed"}], [7], "payload was cleaned up"),
+    ],
+)
+def test_each_wait_is_bounded_and_names_its_step(
+    states: list[dict[str, Any]], audit: list[int | None], step: str
+) -> None:
     """Whatever never happens, the test ends at the deadline with the step and the last thing seen."""
     with pytest.raises(OpsError, match=f"{step}: not done within 30 s"):
         _run(states, audit)

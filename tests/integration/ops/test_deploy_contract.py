@@ -39,7 +39,7 @@ class FakeAzure:
 
     tags: dict[str, str] = field(default_factory=dict)
     sku: str = "FlexConsumption"
-    publish_answers: list[int] = field(default_factory=list)   # statuses before the final 202
+    publish_answers: list[int] = field(default_factory=list)  # statuses before the final 202
     statuses: list[int] = field(default_factory=lambda: [1, 2, 4])
     status_text: str = ""
     seen: list[Seen] = field(default_factory=list)
@@ -64,22 +64,43 @@ def _handler(fake: FakeAzure) -> type[BaseHTTPRequestHandler]:
 
         def _record(self) -> Seen:
             length = int(self.headers.get("Content-Length") or 0)
-            seen = Seen(self.command, self.path, {k.lower(): v for k, v in self.headers.items()},
-                        self.rfile.read(length))
+            seen = Seen(
+                self.command,
+                self.path,
+                {k.lower(): v for k, v in self.headers.items()},
+                self.rfile.read(length),
+            )
             fake.seen.append(seen)
             return seen
 
         def do_GET(self) -> None:
             self._record()
             if self.path.startswith(APP_ID + "?"):
-                self._answer(200, {"id": APP_ID, "tags": dict(fake.tags), "properties": {
-                    "sku": fake.sku, "hostNameSslStates": [
-                        {"name": "app-1.azurewebsites.net", "hostType": "Standard"},
-                        {"name": fake.scm_host, "hostType": "Repository"}]}})
+                self._answer(
+                    200,
+                    {
+                        "id": APP_ID,
+                        "tags": dict(fake.tags),
+                        "properties": {
+                            "sku": fake.sku,
+                            "hostNameSslStates": [
+                                {"name": "app-1.azurewebsites.net", "hostType": "Standard"},
+                                {"name": fake.scm_host, "hostType": "Repository"},
+                            ],
+                        },
+                    },
+                )
             elif self.path.startswith("/api/deployments/dep-1"):
                 status = fake.statuses.pop(0) if len(fake.statuses) > 1 else fake.statuses[0]
-                self._answer(200, {"id": "dep-1", "status": status, "status_text": fake.status_text,
-                                   "complete": status not in (0, 1, 2)})
+                self._answer(
+                    200,
+                    {
+                        "id": "dep-1",
+                        "status": status,
+                        "status_text": fake.status_text,
+                        "complete": status not in (0, 1, 2),
+                    },
+                )
             else:
                 self._answer(404, {"error": {"message": "not found"}})
 
@@ -131,8 +152,16 @@ def _deploy(fake: FakeAzure, package: Path, **options: Any) -> Any:
         scopes.append(scope)
         return TOKEN
 
-    result = deploy_package(package, _target(fake), token, retry=FAST, sleep=lambda _: None,
-                            poll_interval_s=0.01, progress=lines.append, **options)
+    result = deploy_package(
+        package,
+        _target(fake),
+        token,
+        retry=FAST,
+        sleep=lambda _: None,
+        poll_interval_s=0.01,
+        progress=lines.append,
+        **options,
+    )
     assert scopes == ["https://management.azure.com/.default"]
     assert not [line for line in lines if TOKEN in line]
     return result
@@ -151,8 +180,10 @@ def test_upload_request_is_a_onedeploy_zip_post_with_a_bearer_token(fake: FakeAz
     digest = hashlib.sha256(package.read_bytes()).hexdigest()
     (patch,) = fake.requests("PATCH", APP_ID)
     assert patch.path == f"{APP_ID}/providers/Microsoft.Resources/tags/default?api-version=2021-04-01"
-    assert json.loads(patch.body) == {"operation": "Merge",
-                                      "properties": {"tags": {PACKAGE_HASH_TAG: digest}}}
+    assert json.loads(patch.body) == {
+        "operation": "Merge",
+        "properties": {"tags": {PACKAGE_HASH_TAG: digest}},
+    }
     assert all(seen.headers["authorization"] == f"Bearer {TOKEN}" for seen in fake.seen)
     assert (result.uploaded, result.status, result.sha256) == (True, "success", digest)
 
@@ -172,8 +203,9 @@ def test_same_hash_uploads_nothing_and_a_changed_package_uploads(fake: FakeAzure
 
 
 @pytest.mark.parametrize("transient", [409, 429, 500, 503])
-def test_transient_answers_are_retried_within_the_budget(fake: FakeAzure, package: Path,
-                                                         transient: int) -> None:
+def test_transient_answers_are_retried_within_the_budget(
+    fake: FakeAzure, package: Path, transient: int
+) -> None:
     """409 (a deployment in progress), 429 and 5xx are retried; the upload then succeeds."""
     fake.publish_answers = [transient, transient]
     assert _deploy(fake, package).uploaded is True
@@ -189,8 +221,9 @@ def test_retries_are_bounded(fake: FakeAzure, package: Path) -> None:
     assert not fake.requests("PATCH", APP_ID)
 
 
-@pytest.mark.parametrize(("status", "says"), [(401, "401 Unauthorized"), (403, "403 Forbidden"),
-                                              (404, "404 Not Found")])
+@pytest.mark.parametrize(
+    ("status", "says"), [(401, "401 Unauthorized"), (403, "403 Forbidden"), (404, "404 Not Found")]
+)
 def test_auth_and_missing_app_fail_at_once(fake: FakeAzure, package: Path, status: int, says: str) -> None:
     """401/403/404 are not retried; the message says what to check and never holds the token."""
     fake.publish_answers = [status]
@@ -226,16 +259,25 @@ def test_other_plans_are_refused_before_upload(fake: FakeAzure, package: Path) -
     assert not fake.requests("POST", "/api/publish")
 
 
-def test_cli_prints_one_error_line_and_never_the_token(fake: FakeAzure, package: Path,
-                                                       monkeypatch: pytest.MonkeyPatch,
-                                                       caplog: pytest.LogCaptureFixture) -> None:
+def test_cli_prints_one_error_line_and_never_the_token(
+    fake: FakeAzure, package: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """Through the CLI: success and failure output (stdout, stderr, logs) never hold the token; a 403
     is one `error:` line and exit code 1."""
     monkeypatch.setattr(ops_release, "azure_token", lambda scope: TOKEN)
     fake.statuses = [4]  # no poll interval to sit out
     base = f"http://{fake.scm_host}"
-    args = ["deploy", "--app-id", APP_ID, "--package", str(package), "--arm-endpoint", base,
-            "--scm-url", base]
+    args = [
+        "deploy",
+        "--app-id",
+        APP_ID,
+        "--package",
+        str(package),
+        "--arm-endpoint",
+        base,
+        "--scm-url",
+        base,
+    ]
     runner = CliRunner()
     ok = runner.invoke(app, args)
     assert ok.exit_code == 0, ok.output

@@ -138,7 +138,7 @@ def test_urgency_is_read_from_the_words(sentence: str, expected: bool) -> None:
 def test_between_preamble_with_defined_terms_gives_names_and_aliases() -> None:
     """`between X ("A") and Y ("B")` yields both names with their defined terms."""
     sentence = (
-        'This Agreement is made on 2 March 2026 between Fabrikam Components GmbH, a company registered '
+        "This Agreement is made on 2 March 2026 between Fabrikam Components GmbH, a company registered "
         'in Germany ("Supplier") and Tailspin Toys, Inc. (the "Buyer").'
     )
     assert find_parties(sentence) == [

@@ -28,7 +28,7 @@ def test_sentences_end_at_punctuation_blank_lines_and_numbered_clauses() -> None
 
 
 def test_company_abbreviations_and_wrapped_dates_do_not_end_a_sentence() -> None:
-    """"Ltd. and", 'Ltd. ("Supplier")' and a line wrapped before "15 March 2026" stay in one sentence."""
+    """ "Ltd. and", 'Ltd. ("Supplier")' and a line wrapped before "15 March 2026" stay in one sentence."""
     text = 'Made between Acme Ltd. ("Supplier") and Beta Ltd. and signed on\n15 March 2026.'
     assert _split(text) == ['Made between Acme Ltd. ("Supplier") and Beta Ltd. and signed on 15 March 2026.']
 

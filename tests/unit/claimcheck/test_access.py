@@ -114,20 +114,38 @@ CLAIM_TABLE = AccessTable.parse(
 
 def test_a_grant_may_name_its_callers_by_group_or_app_role_claim() -> None:
     """Any caller whose validated token carries the group (or app role) gets the grant; ids do not."""
-    member = Caller(object_id="oid-x", app_id="app-x", directory_tenant="d", roles=frozenset(),
-                    groups=frozenset({"group-reviewers"}))
-    archivist = Caller(object_id="oid-y", app_id="app-y", directory_tenant="d",
-                       roles=frozenset({"Documents.Submit", "Tenants.Archive"}))
+    member = Caller(
+        object_id="oid-x",
+        app_id="app-x",
+        directory_tenant="d",
+        roles=frozenset(),
+        groups=frozenset({"group-reviewers"}),
+    )
+    archivist = Caller(
+        object_id="oid-y",
+        app_id="app-y",
+        directory_tenant="d",
+        roles=frozenset({"Documents.Submit", "Tenants.Archive"}),
+    )
     CLAIM_TABLE.check(member, tenant_id="globex", purpose="contract-review", classification="restricted")
     CLAIM_TABLE.check(archivist, tenant_id="archive-7", purpose="evidence-archive", classification="internal")
     assert not CLAIM_TABLE.may_see_tenant(member, "archive-7")
     assert not CLAIM_TABLE.may_see_tenant(archivist, "acme")
     # The value in another claim does not count: a group id as a role, a role as an object id.
     impostors = (
-        Caller(object_id="group-reviewers", app_id="group-reviewers", directory_tenant="d",
-               roles=frozenset({"group-reviewers"})),
-        Caller(object_id="Tenants.Archive", app_id="a", directory_tenant="d", roles=frozenset(),
-               groups=frozenset({"Tenants.Archive"})),
+        Caller(
+            object_id="group-reviewers",
+            app_id="group-reviewers",
+            directory_tenant="d",
+            roles=frozenset({"group-reviewers"}),
+        ),
+        Caller(
+            object_id="Tenants.Archive",
+            app_id="a",
+            directory_tenant="d",
+            roles=frozenset(),
+            groups=frozenset({"Tenants.Archive"}),
+        ),
     )
     for caller in impostors:
         assert not CLAIM_TABLE.may_see_tenant(caller, "acme")
@@ -137,4 +155,6 @@ def test_a_grant_may_name_its_callers_by_group_or_app_role_claim() -> None:
 def test_claim_grants_round_trip_through_the_setting() -> None:
     assert AccessTable.parse(CLAIM_TABLE.to_json()) == CLAIM_TABLE
     assert [sorted(entry) for entry in json.loads(CLAIM_TABLE.to_json())] == [
-        ["group", "name", "tenants"], ["name", "purposes", "role", "tenants"]]
+        ["group", "name", "tenants"],
+        ["name", "purposes", "role", "tenants"],
+    ]
