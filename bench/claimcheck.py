@@ -7,7 +7,9 @@ with the same SDK and the same transfer settings, measured in the same run.
     python -m bench.claimcheck                    # 1KB,1MB,100MB,1GiB
     python -m bench.claimcheck --sizes 1MB,100MB
 
-Targets: envelope ≤ 1 KiB; peak RSS growth < 64 MiB at 1 GiB; claim-check ≤ 1.3x raw at 100 MB.
+Targets: envelope ≤ 1 KiB; peak RSS growth < 64 MiB at 1 GiB; claim-check ≤ 3x raw at 1 KB, ≤ 1.5x
+at 1 MB, ≤ 1.1x at 100 MB and 1 GiB. The last column counts the storage requests of intake and of
+consumption (local/storage_requests.py), the cause of the fixed cost per document.
 Payloads come from a deterministic generator (seeded text blocks), never held whole in memory.
 The analyzer step uses a bounded analyzer that reads only the first 64 KiB of the verified
 document (the full payload is still downloaded and verified: length, sha256, type).
@@ -32,11 +34,15 @@ from claimcheck.policy import DEFAULT_PURPOSES, Classification, CleanupPolicy, P
 from claimcheck.testing import InMemoryBus
 
 from local.azurite import start_azurite
+from local.storage_requests import StorageRequests
 
 SIZES = {"1KB": 1000, "1MB": 10**6, "100MB": 100 * 10**6, "1GiB": 1024**3}
 BENCH_PURPOSE = "bench"
 ANALYZER_READ_BYTES = 64 * 1024
 _BLOCK = 1024 * 1024
+REPEATS = 9  # runs of each size up to 1 MB (medians)
+# Issue 14's targets: claim-check time over the raw upload + download, per size.
+TARGET_RATIOS = {"1KB": 3.0, "1MB": 1.5, "100MB": 1.1, "1GiB": 1.1}
 
 
 class PayloadStream:
@@ -120,6 +126,8 @@ class Row:
     claimcheck_rss: int
     raw_rss: int
     size: int
+    intake_requests: int
+    consume_requests: int
 
 
 def raw_round_trip(blobs: BlobServiceClient, container: str, size: int) -> None:
@@ -131,30 +139,33 @@ def raw_round_trip(blobs: BlobServiceClient, container: str, size: int) -> None:
 
 
 def claim_check_round_trip(
-    claimcheck: ClaimCheck, bus: InMemoryBus, settings: Settings, size: int
-) -> tuple[str, int]:
-    receipt = claimcheck.producer.submit(
-        PayloadStream(size),
-        tenant_id="bench",
-        purpose=BENCH_PURPOSE,
-        classification=Classification.RESTRICTED.value,
-        content_type="text/plain",
-    )
-    sent = bus.messages(settings.documents_queue)[-1]
-    outcome = claimcheck.consumer.handle(
-        InboundMessage(
-            body=sent.body,
-            message_id=sent.message_id,
-            delivery_count=1,
-            session_id=sent.session_id,
-            correlation_id=sent.correlation_id,
-            application_properties=sent.application_properties,
-            enqueued_time=None,
+    claimcheck: ClaimCheck, bus: InMemoryBus, settings: Settings, size: int, requests: StorageRequests
+) -> tuple[str, int, int, int]:
+    """Produce then consume one payload; (transport, envelope bytes, intake and consumption requests)."""
+    with requests.measure() as intake:
+        receipt = claimcheck.producer.submit(
+            PayloadStream(size),
+            tenant_id="bench",
+            purpose=BENCH_PURPOSE,
+            classification=Classification.RESTRICTED.value,
+            content_type="text/plain",
         )
-    )
+    sent = bus.messages(settings.documents_queue)[-1]
+    with requests.measure() as consumption:
+        outcome = claimcheck.consumer.handle(
+            InboundMessage(
+                body=sent.body,
+                message_id=sent.message_id,
+                delivery_count=1,
+                session_id=sent.session_id,
+                correlation_id=sent.correlation_id,
+                application_properties=sent.application_properties,
+                enqueued_time=None,
+            )
+        )
     if outcome != Complete():
         raise RuntimeError(f"consumer answered {outcome}")
-    return receipt.transport, len(sent.body)
+    return receipt.transport, len(sent.body), intake.total, consumption.total
 
 
 def run(sizes: list[str]) -> list[Row]:
@@ -162,6 +173,8 @@ def run(sizes: list[str]) -> list[Row]:
     with start_azurite() as azurite:
         settings = replace(Settings(environment="bench"), max_payload_bytes=2 * 1024**3)
         bus = InMemoryBus()
+        # Every Blob and Table request the SDKs send, counted from their own pipelines.
+        requests = StorageRequests()
         purposes = {
             **DEFAULT_PURPOSES,
             BENCH_PURPOSE: PurposePolicy(
@@ -177,6 +190,7 @@ def run(sizes: list[str]) -> list[Row]:
             bus=bus,
             analyzer=HeadAnalyzer(),
             purposes=purposes,
+            request_hook=requests.hook,
         )
         # The raw baseline uses the same SDK with the same transfer settings as the claim check.
         transfer = DEFAULT_CHUNK_BYTES
@@ -189,14 +203,24 @@ def run(sizes: list[str]) -> list[Row]:
         )
         raw_container = "raw-baseline"
         blobs.create_container(raw_container)
-        claim_check_round_trip(claimcheck, bus, settings, 10**6)  # warm up connections and tables
+        claim_check_round_trip(claimcheck, bus, settings, 10**6, requests)  # warm up connections and tables
         raw_round_trip(blobs, raw_container, 10**6)
         for label in sizes:
             size = SIZES[label]
-            with Measured() as raw:
-                raw_round_trip(blobs, raw_container, size)
-            with Measured() as claim_check:
-                transport, envelope = claim_check_round_trip(claimcheck, bus, settings, size)
+            # Small sizes take milliseconds on a shared machine: alternate raw and claim-check runs and
+            # keep the median of each; the large ones run once (RSS is their other figure).
+            raws: list[Measured] = []
+            checks: list[Measured] = []
+            for _ in range(REPEATS if size <= 10**6 else 1):
+                with Measured() as raw:
+                    raw_round_trip(blobs, raw_container, size)
+                with Measured() as claim_check:
+                    transport, envelope, intake, consume = claim_check_round_trip(
+                        claimcheck, bus, settings, size, requests
+                    )
+                raws.append(raw)
+                checks.append(claim_check)
+            raw, claim_check = _median(raws), _median(checks)
             rows.append(
                 Row(
                     label,
@@ -207,16 +231,22 @@ def run(sizes: list[str]) -> list[Row]:
                     claim_check.rss_growth,
                     raw.rss_growth,
                     size,
+                    intake,
+                    consume,
                 )
             )
             print_row(rows[-1])
     return rows
 
 
+def _median(runs: list[Measured]) -> Measured:
+    return sorted(runs, key=lambda run: run.seconds)[len(runs) // 2]
+
+
 def print_header() -> None:
     print(
         f"{'size':>6} {'transport':>9} {'envelope B':>10} {'cc ms':>9} {'raw ms':>9} {'cc MB/s':>8} "
-        f"{'raw MB/s':>8} {'cc/raw':>7} {'cc RSS+ MiB':>11} {'raw RSS+ MiB':>12}"
+        f"{'raw MB/s':>8} {'cc/raw':>7} {'cc RSS+ MiB':>11} {'raw RSS+ MiB':>12} {'requests in+out':>15}"
     )
 
 
@@ -226,7 +256,8 @@ def print_row(row: Row) -> None:
         f"{row.label:>6} {row.transport:>9} {row.envelope_bytes:>10} {row.claimcheck_seconds * 1000:>9.1f} "
         f"{row.raw_seconds * 1000:>9.1f} {row.size / 1e6 / row.claimcheck_seconds:>8.2f} "
         f"{row.size / 1e6 / row.raw_seconds:>8.2f} {row.claimcheck_seconds / row.raw_seconds:>7.2f} "
-        f"{row.claimcheck_rss / mib:>11.1f} {row.raw_rss / mib:>12.1f}",
+        f"{row.claimcheck_rss / mib:>11.1f} {row.raw_rss / mib:>12.1f} "
+        f"{f'{row.intake_requests}+{row.consume_requests}':>15}",
         flush=True,
     )
 
@@ -251,11 +282,13 @@ def main(argv: list[str] | None = None) -> None:
     worst_envelope = max(row.envelope_bytes for row in rows)
     print(f"envelope ≤ 1 KiB: {'yes' if worst_envelope <= 1024 else 'NO'} (largest {worst_envelope} B)")
     for row in rows:
+        ratio = row.claimcheck_seconds / row.raw_seconds
+        target = TARGET_RATIOS[row.label]
+        print(
+            f"claim-check ≤ {target}x raw at {row.label}: {'yes' if ratio <= target else 'NO'} ({ratio:.2f}x)"
+        )
         if row.label == "1GiB":
             print(f"RSS growth at 1 GiB < 64 MiB: {'yes' if row.claimcheck_rss < 64 * 2**20 else 'NO'}")
-        if row.label == "100MB":
-            ratio = row.claimcheck_seconds / row.raw_seconds
-            print(f"claim-check ≤ 1.3x raw at 100 MB: {'yes' if ratio <= 1.3 else 'NO'} ({ratio:.2f}x)")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ Function App's cold start.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -69,9 +70,14 @@ class ClaimCheck:
         sleep: Callable[[float], None] = time.sleep,
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
         dead_letters: DeadLetterSource | None = None,
+        request_hook: Callable[[str, Any], None] | None = None,
     ) -> ClaimCheck:
         """Build from a connection string (local: Azurite, creates what is missing) or from service
         URIs with a token credential (Azure: infra/ provisions the container and tables).
+
+        ``request_hook(service, request)``: called with ``"blob"`` or ``"table"`` and azure-core's
+        ``PipelineRequest`` for every storage request actually sent (once per attempt);
+        local/storage_requests.py counts the hot path's round trips with it.
 
         ``identity`` defaults to the settings' consumer identity; the settings' allowed consumers per
         purpose replace the purpose table's readers.
@@ -91,9 +97,13 @@ class ClaimCheck:
             "max_block_size": chunk_bytes,
             "max_single_put_size": chunk_bytes,
         }
+        table_options: dict[str, Any] = {}
+        if request_hook is not None:
+            transfer["raw_request_hook"] = functools.partial(request_hook, "blob")
+            table_options["raw_request_hook"] = functools.partial(request_hook, "table")
         if storage_connection is not None:
             blobs = BlobServiceClient.from_connection_string(storage_connection, **transfer)
-            tables = TableServiceClient.from_connection_string(storage_connection)
+            tables = TableServiceClient.from_connection_string(storage_connection, **table_options)
             status_tables = TableServiceClient.from_connection_string(
                 storage_connection, **STATUS_READ_LIMITS
             )
@@ -105,7 +115,7 @@ class ClaimCheck:
 
                 credential = DefaultAzureCredential()
             blobs = BlobServiceClient(blob_service_uri, credential=credential, **transfer)
-            tables = TableServiceClient(table_service_uri, credential=credential)
+            tables = TableServiceClient(table_service_uri, credential=credential, **table_options)
             status_tables = TableServiceClient(table_service_uri, credential=credential, **STATUS_READ_LIMITS)
         container = blobs.get_container_client(settings.payload_container)
         table_names = (

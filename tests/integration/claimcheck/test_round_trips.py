@@ -1,0 +1,137 @@
+"""The hot path's storage round trips, counted on the real SDK pipelines against Azurite.
+
+Each request the Blob and Table clients actually send is recorded by azure-core's request hook
+(local/storage_requests.py), so the ceilings below fail as soon as a change adds a round trip to
+intake or consumption; lower them when a change removes one. Counts are requests, not latency:
+requests sent in parallel count one each.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, replace
+
+import pytest
+from claimcheck import ClaimCheck, Complete, InboundMessage, Settings
+from claimcheck.intake_keys import INTAKE_LEASE
+from claimcheck.testing import InMemoryBus
+
+from local.storage_requests import StorageRequests, Tally
+from tests.integration.claimcheck.conftest import Clock, RecordingAnalyzer, document
+
+# (intake, consumption) ceilings per path; the breakdown of a failure names every request.
+BY_REFERENCE_CEILING = (10, 16)
+INLINE_CEILING = (4, 8)
+# Intake with an Idempotency-Key adds the key's insert and its completion.
+IDEMPOTENCY_KEY_EXTRA = 2
+
+
+@dataclass
+class Counted:
+    claimcheck: ClaimCheck
+    bus: InMemoryBus
+    settings: Settings
+    requests: StorageRequests
+
+    def consume_last(self) -> None:
+        sent = self.bus.messages(self.settings.documents_queue)[-1]
+        outcome = self.claimcheck.consumer.handle(
+            InboundMessage(
+                body=sent.body,
+                message_id=sent.message_id,
+                delivery_count=1,
+                session_id=sent.session_id,
+                correlation_id=sent.correlation_id,
+                application_properties=dict(sent.application_properties),
+                enqueued_time=None,
+            )
+        )
+        assert outcome == Complete()
+
+
+@pytest.fixture
+def counted(storage_connection_string: str) -> Counted:
+    suffix = uuid.uuid4().hex[:10]
+    settings = replace(
+        Settings(environment="test"),
+        payload_container=f"payloads-{suffix}",
+        registry_table=f"registry{suffix}",
+        idempotency_table=f"idempotency{suffix}",
+        work_items_table=f"workitems{suffix}",
+        audit_table=f"audit{suffix}",
+        results_table=f"results{suffix}",
+        inline_threshold_bytes=1024,
+    )
+    bus, requests = InMemoryBus(), StorageRequests()
+    claimcheck = ClaimCheck.from_settings(
+        settings,
+        storage_connection=storage_connection_string,
+        bus=bus,
+        analyzer=RecordingAnalyzer(),
+        clock=Clock(),
+        sleep=lambda seconds: None,
+        request_hook=requests.hook,
+    )
+    return Counted(claimcheck, bus, settings, requests)
+
+
+def _check(what: str, tally: Tally, ceiling: int) -> None:
+    print(f"{what}: {tally.total} storage requests ({tally.summary()})")
+    assert tally.total <= ceiling, f"{what} sent {tally.total} > {ceiling} requests: {tally.summary()}"
+
+
+def test_by_reference_round_trips(counted: Counted) -> None:
+    """A confidential document (stored, sync cleanup): intake and consumption within their ceilings."""
+    with counted.requests.measure() as intake:
+        receipt = counted.claimcheck.producer.submit(
+            document(20_000),
+            tenant_id="tenant-a",
+            purpose="contract-review",
+            classification="confidential",
+            content_type="text/plain",
+        )
+    assert receipt.transport == "reference"
+    with counted.requests.measure() as consumption:
+        counted.consume_last()
+    _check("intake by reference", intake, BY_REFERENCE_CEILING[0])
+    _check("consumption by reference", consumption, BY_REFERENCE_CEILING[1])
+
+
+def test_inline_round_trips(counted: Counted) -> None:
+    """A small internal document travels inline: no blob request at all."""
+    with counted.requests.measure() as intake:
+        receipt = counted.claimcheck.producer.submit(
+            document(300),
+            tenant_id="tenant-a",
+            purpose="contract-review",
+            classification="internal",
+            content_type="text/plain",
+        )
+    assert receipt.transport == "inline"
+    with counted.requests.measure() as consumption:
+        counted.consume_last()
+    assert not [label for label in intake.labels + consumption.labels if label.startswith("blob")]
+    _check("intake inline", intake, INLINE_CEILING[0])
+    _check("consumption inline", consumption, INLINE_CEILING[1])
+
+
+def test_idempotency_key_adds_two_requests(counted: Counted) -> None:
+    """The HTTP route's Idempotency-Key costs its insert and its completion, nothing more."""
+    keys = counted.claimcheck.intake_keys
+    assert keys is not None
+
+    def write() -> object:
+        return counted.claimcheck.producer.submit(
+            document(20_000),
+            tenant_id="tenant-a",
+            purpose="contract-review",
+            classification="confidential",
+            content_type="text/plain",
+        )
+
+    with counted.requests.measure() as intake:
+        keys.once(uuid.uuid4().hex, "fingerprint", write)  # type: ignore[arg-type]
+    _check(
+        "intake by reference with an Idempotency-Key", intake, BY_REFERENCE_CEILING[0] + IDEMPOTENCY_KEY_EXTRA
+    )
+    assert INTAKE_LEASE  # the key's row is leased, not a permanent lock (claimcheck.intake_keys)
