@@ -27,7 +27,7 @@ test: deps lint
 check: $(PY_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PY) -m pytest tests/unit -q -m "not slow and not node"
+	$(PY) -m pytest tests/unit tests/contract -q -m "unit and not slow and not node"
 
 deps: $(PY_STAMP) $(NODE_STAMP)
 

@@ -15,7 +15,7 @@ from claimcheck.envelope import format_timestamp
 from claimcheck.policy import CleanupPolicy
 from claimcheck.registry import PayloadRecord, PayloadRegistry
 from claimcheck.states import PayloadState
-from claimcheck.storage import EntityTable, PayloadStore
+from claimcheck.storage import EntityTable, Key, PayloadStore
 
 log = logging.getLogger(__name__)
 
@@ -87,14 +87,13 @@ class Cleaner:
 
     def _prove(self, ref: str, why: str, now: datetime, *, existed: bool, **facts: str | int) -> None:
         """The deletion proof: who, when, which object and version, why."""
-        self._audit.insert(
+        self._audit.insert_if_absent(
+            Key(ref, uuid.uuid4().hex),
             {
-                "PartitionKey": ref,
-                "RowKey": uuid.uuid4().hex,
                 **facts,
                 "object_existed": existed,
                 "deleted_by": self._identity,
                 "deleted_at": now,
                 "reason": why,
-            }
+            },
         )

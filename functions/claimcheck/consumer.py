@@ -53,7 +53,7 @@ from claimcheck.policy import (
 )
 from claimcheck.registry import PayloadRecord, PayloadRegistry
 from claimcheck.resilience import FailureStreak, claim_wait_delay, is_outage
-from claimcheck.results import result_event, result_row, result_summary
+from claimcheck.results import result_event, result_key, result_row, result_summary
 from claimcheck.settings import Settings
 from claimcheck.states import PayloadState, WorkItemState
 from claimcheck.storage import EntityTable, ObjectNotFound, PayloadStore
@@ -396,7 +396,9 @@ class Consumer:
     def _write_result(self, envelope: Envelope, analysis: AnalysisResult, summary: Mapping[str, Any]) -> None:
         # Taken means an attempt that crashed before completing the ledger wrote it: same key, same effect.
         with contextlib.suppress(RecordExists):
-            self._results.insert(result_row(envelope, analysis, summary, completed_at=self._clock()))
+            self._results.insert_if_absent(
+                result_key(envelope), result_row(envelope, analysis, summary, completed_at=self._clock())
+            )
 
     def _settle(self, work: _Work, summary: Mapping[str, Any]) -> None:
         """After the effect is durable: work item completed, object processed, cleanup per policy."""

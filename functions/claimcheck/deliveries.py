@@ -21,7 +21,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from claimcheck.errors import ConcurrencyConflict, RecordExists, RecordNotFound
-from claimcheck.storage import EntityTable
+from claimcheck.storage import EntityTable, Key
 
 _ROW = "deliveries"
 _CONFLICT_RETRIES = 32  # each lost race means another delivery was counted: progress, not a loop
@@ -46,12 +46,12 @@ class DeliveryCounter:
         self, message_id: str, sequence_number: int | None, delivery: str | None, *, now: datetime
     ) -> int:
         """Count this delivery (``delivery``: its lock token) once and answer its number, 1 for the first."""
-        key = attempts_key(message_id, sequence_number)
+        key = Key(attempts_key(message_id, sequence_number), _ROW)
         for _ in range(_CONFLICT_RETRIES):
-            stored = self._table.get(key, _ROW)
+            stored = self._table.get(key)
             if stored is None:
                 try:
-                    self._table.insert(_row(key, 1, delivery, now))
+                    self._table.insert_if_absent(key, _row(1, delivery, now))
                     return 1
                 except RecordExists:
                     continue  # another consumer counted first: count on top of it
@@ -59,17 +59,15 @@ class DeliveryCounter:
             if delivery is not None and stored.values.get("last_delivery") == delivery:
                 return counted  # this delivery is already counted
             try:
-                self._table.replace(_row(key, counted + 1, delivery, now), stored.etag)
+                self._table.replace_if_match(key, _row(counted + 1, delivery, now), stored.etag)
                 return counted + 1
             except (ConcurrencyConflict, RecordNotFound):
                 continue
         raise ConcurrencyConflict("the delivery count kept changing under us")
 
 
-def _row(key: str, count: int, delivery: str | None, now: datetime) -> dict[str, object]:
+def _row(count: int, delivery: str | None, now: datetime) -> dict[str, object]:
     return {
-        "PartitionKey": key,
-        "RowKey": _ROW,
         "count": count,
         "last_delivery": delivery or "",
         "updated_at": now,

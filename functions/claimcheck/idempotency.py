@@ -27,13 +27,17 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from claimcheck.errors import ConcurrencyConflict, EffectInProgress, RecordExists
-from claimcheck.storage import EntityTable
+from claimcheck.storage import EntityTable, Key
 
 log = logging.getLogger(__name__)
 
 _ROW = "effect"
 IN_PROGRESS = "in_progress"
 COMPLETED = "completed"
+
+
+def _key(key: str) -> Key:
+    return Key(key, _ROW)
 
 
 def idempotency_key(work_item_id: str, version: int, purpose: str, effect: str) -> str:
@@ -67,18 +71,12 @@ class IdempotencyLedger:
 
     def begin(self, key: str, *, now: datetime) -> Claimed | AlreadyDone:
         """Claim the effect, or learn it is done; raise ``EffectInProgress`` if someone holds it."""
-        entity = {
-            "PartitionKey": key,
-            "RowKey": _ROW,
-            "status": IN_PROGRESS,
-            "expires_at": now + self._lease,
-            "result": "",
-        }
+        entity = {"status": IN_PROGRESS, "expires_at": now + self._lease, "result": ""}
         try:
-            return Claimed(key, self._table.insert(entity))
+            return Claimed(key, self._table.insert_if_absent(_key(key), entity))
         except RecordExists:
             pass
-        stored = self._table.get(key, _ROW)
+        stored = self._table.get(_key(key))
         if stored is None:  # released between our insert and our read: the next delivery claims it
             raise EffectInProgress("the effect record changed under us; retry")
         if stored.values["status"] == COMPLETED:
@@ -86,44 +84,32 @@ class IdempotencyLedger:
         if stored.values["expires_at"] > now:
             raise EffectInProgress("another attempt holds this effect", stored.values["expires_at"])
         try:  # the holder crashed: take over its expired record, unless someone else just did
-            return Claimed(key, self._table.replace(entity, stored.etag))
+            return Claimed(key, self._table.replace_if_match(_key(key), entity, stored.etag))
         except ConcurrencyConflict as exc:
             raise EffectInProgress("another attempt took over this effect first") from exc
 
     def renew(self, claim: Claimed, *, now: datetime) -> Claimed:
         """Extend this attempt's lease; raises ``ConcurrencyConflict`` if someone took the claim over."""
-        entity = {
-            "PartitionKey": claim.key,
-            "RowKey": _ROW,
-            "status": IN_PROGRESS,
-            "expires_at": now + self._lease,
-            "result": "",
-        }
-        return Claimed(claim.key, self._table.replace(entity, claim.etag))
+        entity = {"status": IN_PROGRESS, "expires_at": now + self._lease, "result": ""}
+        return Claimed(claim.key, self._table.replace_if_match(_key(claim.key), entity, claim.etag))
 
     def lookup(self, key: str) -> AlreadyDone | None:
         """The completed record of ``key``, if the effect is done (a read; claims nothing)."""
-        stored = self._table.get(key, _ROW)
+        stored = self._table.get(_key(key))
         if stored is None or stored.values["status"] != COMPLETED:
             return None
         return AlreadyDone(key, json.loads(stored.values["result"]))
 
     def complete(self, claim: Claimed, result: Mapping[str, Any], *, now: datetime) -> None:
         """Record the effect as done with its result; raises ``ConcurrencyConflict`` if we lost it."""
-        entity = {
-            "PartitionKey": claim.key,
-            "RowKey": _ROW,
-            "status": COMPLETED,
-            "expires_at": now,
-            "result": json.dumps(result, sort_keys=True),
-        }
-        self._table.replace(entity, claim.etag)
+        entity = {"status": COMPLETED, "expires_at": now, "result": json.dumps(result, sort_keys=True)}
+        self._table.replace_if_match(_key(claim.key), entity, claim.etag)
 
     def release(self, claim: Claimed) -> None:
         """Give the effect up (this attempt failed) so the next delivery can claim it at once."""
         # A conflict means someone took it over after our record expired: it is theirs now.
         with contextlib.suppress(ConcurrencyConflict):
-            self._table.delete(claim.key, _ROW, claim.etag)
+            self._table.delete_if_match(_key(claim.key), claim.etag)
 
 
 class ClaimHeartbeat:

@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from claimcheck.errors import ConcurrencyConflict, IdempotencyKeyReused, RecordExists, RequestInProgress
-from claimcheck.storage import EntityTable
+from claimcheck.storage import EntityTable, Key
 from claimcheck.workitems import IntakeReceipt
 
 _ROW = "intake-key"
@@ -82,15 +82,13 @@ class IntakeKeys:
         """``write()``'s receipt, run only if this key has not written yet; (receipt, replayed)."""
         now = self._clock()
         row = {
-            "PartitionKey": key_id,
-            "RowKey": _ROW,
             "status": _IN_PROGRESS,
             "fingerprint": sent,
             "expires_at": now + self._lease,
             "receipt": "",
         }
         try:
-            etag = self._table.insert(row)
+            etag = self._table.insert_if_absent(Key(key_id, _ROW), row)
         except RecordExists:
             taken = self._take_over_or_replay(key_id, sent, row, now)
             if isinstance(taken, Replayed):
@@ -101,7 +99,7 @@ class IntakeKeys:
         except BaseException:
             # The write did not happen (or is not confirmed): the caller's retry must run it again.
             with contextlib.suppress(ConcurrencyConflict):
-                self._table.delete(key_id, _ROW, etag)
+                self._table.delete_if_match(Key(key_id, _ROW), etag)
             raise
         completed = {
             **row,
@@ -111,13 +109,13 @@ class IntakeKeys:
         }
         # Lost only if this request outlived its lease and another took the key over; our write stands.
         with contextlib.suppress(ConcurrencyConflict):
-            self._table.replace(completed, etag)
+            self._table.replace_if_match(Key(key_id, _ROW), completed, etag)
         return receipt, False
 
     def _take_over_or_replay(
         self, key_id: str, sent: str, row: Mapping[str, Any], now: datetime
     ) -> str | Replayed:
-        stored = self._table.get(key_id, _ROW)
+        stored = self._table.get(Key(key_id, _ROW))
         if stored is None:  # removed by a failed first request between our insert and read
             raise RequestInProgress("the first request with this Idempotency-Key just ended; retry")
         values = stored.values
@@ -131,7 +129,7 @@ class IntakeKeys:
         if live:
             raise RequestInProgress("the first request with this Idempotency-Key is still running")
         try:  # expired window, or a crashed request's lease: this request starts afresh
-            return self._table.replace(row, stored.etag)
+            return self._table.replace_if_match(Key(key_id, _ROW), row, stored.etag)
         except ConcurrencyConflict as exc:
             raise RequestInProgress("another request with this Idempotency-Key started first") from exc
 

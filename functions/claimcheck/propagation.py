@@ -5,23 +5,22 @@ every later read finds it already there (the row key is the version, so raising 
 reconciler run lists the open entries: one whose version has been confirmed since is resolved (kept,
 marked ``resolved``, as the record that it happened); the others are counted and alerted until then.
 
-Entries are rows of the work-items table in the work item's own partition (PartitionKey = work item id,
-RowKey = ``propagation-exceeded-`` + zero-padded version): no new table, setting or role. The work-item
-row itself has RowKey ``workitem``, and nothing scans that table, so the entries disturb no reader.
+Entries are rows of the work-items table in the work item's own partition (key: work item id, row
+``propagation-exceeded-`` + zero-padded version): no new table, setting or role. The work-item
+row itself is row ``workitem`` and has no ``entry_state``, so the entries disturb no reader and the
+reconciler's scan by ``entry_state`` finds only entries.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
 from claimcheck.errors import RecordExists
-from claimcheck.storage import EntityTable
+from claimcheck.storage import EntityTable, Key
 
 ROW_PREFIX = "propagation-exceeded-"
-# Upper bound of the prefix range in a RowKey filter: "." sorts right after "-".
-_ROW_PREFIX_END = "propagation-exceeded."
 OPEN, RESOLVED = "open", "resolved"
 
 
@@ -61,42 +60,35 @@ class PropagationEntries:
     def raise_entry(self, work_item_id: str, version: int, *, now: datetime) -> bool:
         """Record the entry; False if it was already raised (by an earlier read)."""
         try:
-            self._table.insert(
-                {
-                    "PartitionKey": work_item_id,
-                    "RowKey": entry_row_key(version),
-                    "entry_state": OPEN,
-                    "raised_at": now,
-                }
+            self._table.insert_if_absent(
+                Key(work_item_id, entry_row_key(version)), {"entry_state": OPEN, "raised_at": now}
             )
         except RecordExists:
             return False
         return True
 
     def open_entries(self) -> Iterator[PropagationEntry]:
-        parameters: Mapping[str, str] = {"low": ROW_PREFIX, "high": _ROW_PREFIX_END, "open": OPEN}
-        for stored in self._table.query(
-            "RowKey ge @low and RowKey lt @high and entry_state eq @open", parameters
-        ):
-            values = stored.values
+        # Only entry rows carry ``entry_state``; the prefix check keeps that an explicit guarantee.
+        for stored in self._table.scan_where("entry_state", [OPEN]):
+            if not stored.key.row.startswith(ROW_PREFIX):
+                continue
             yield PropagationEntry(
-                work_item_id=values["PartitionKey"],
-                version=version_of(values["RowKey"]),
-                raised_at=values["raised_at"],
+                work_item_id=stored.key.partition,
+                version=version_of(stored.key.row),
+                raised_at=stored.values["raised_at"],
                 etag=stored.etag,
             )
 
     def get(self, work_item_id: str, version: int) -> tuple[str, datetime] | None:
         """(state, raised_at) of one entry, or None if it was never raised."""
-        stored = self._table.get(work_item_id, entry_row_key(version))
+        stored = self._table.get(Key(work_item_id, entry_row_key(version)))
         return None if stored is None else (stored.values["entry_state"], stored.values["raised_at"])
 
     def resolve(self, entry: PropagationEntry, *, now: datetime) -> None:
         """Mark resolved iff nobody changed the row since it was listed (``ConcurrencyConflict``)."""
-        self._table.replace(
+        self._table.replace_if_match(
+            Key(entry.work_item_id, entry_row_key(entry.version)),
             {
-                "PartitionKey": entry.work_item_id,
-                "RowKey": entry_row_key(entry.version),
                 "entry_state": RESOLVED,
                 "raised_at": entry.raised_at,
                 "resolved_at": now,

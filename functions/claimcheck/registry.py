@@ -14,7 +14,7 @@ from typing import Any
 
 from claimcheck.policy import RecordFacts
 from claimcheck.states import PayloadState, check_payload_move
-from claimcheck.storage import EntityTable, StoredEntity
+from claimcheck.storage import EntityTable, Key, StoredEntity
 
 _ROW = "payload"
 
@@ -63,37 +63,38 @@ class PayloadRegistry:
         """Record a new object in state ``preparing``; raises ``RecordExists`` if the ref is taken."""
         if record.state is not PayloadState.PREPARING:
             raise ValueError("a new registry record starts in state preparing")
-        return replace(record, etag=self._table.insert(_entity(record)))
+        return replace(record, etag=self._table.insert_if_absent(_key(record.ref), _values(record)))
 
     def get(self, ref: str) -> PayloadRecord | None:
-        stored = self._table.get(ref, _ROW)
+        stored = self._table.get(_key(ref))
         return None if stored is None else _record(stored)
 
     def move(self, record: PayloadRecord, target: PayloadState, *, now: datetime) -> PayloadRecord:
         """Move ``record`` to ``target`` iff the move is allowed and nobody changed the row since."""
         check_payload_move(record.state, target)
         moved = replace(record, state=target, updated_at=now)
-        return replace(moved, etag=self._table.replace(_entity(moved), record.etag))
+        return replace(moved, etag=self._table.replace_if_match(_key(moved.ref), _values(moved), record.etag))
 
     def in_states(self, states: Iterable[PayloadState]) -> Iterator[PayloadRecord]:
-        wanted = sorted(states)
-        clauses = " or ".join(f"state eq @s{index}" for index in range(len(wanted)))
-        parameters = {f"s{index}": state.value for index, state in enumerate(wanted)}
-        for stored in self._table.query(clauses, parameters):
+        for stored in self._table.scan_where("state", sorted(state.value for state in states)):
             yield _record(stored)
 
 
-def _entity(record: PayloadRecord) -> dict[str, Any]:
+def _key(ref: str) -> Key:
+    return Key(ref, _ROW)
+
+
+def _values(record: PayloadRecord) -> dict[str, Any]:
     values = asdict(record)
     del values["etag"], values["ref"]
     values["state"] = record.state.value
-    return {"PartitionKey": record.ref, "RowKey": _ROW, **values}
+    return values
 
 
 def _record(stored: StoredEntity) -> PayloadRecord:
     values = stored.values
     return PayloadRecord(
-        ref=values["PartitionKey"],
+        ref=stored.key.partition,
         work_item_id=values["work_item_id"],
         tenant_id=values["tenant_id"],
         purpose=values["purpose"],

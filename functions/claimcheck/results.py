@@ -14,6 +14,7 @@ from typing import Any
 from claimcheck.analysis import AnalysisResult
 from claimcheck.envelope import Envelope, format_timestamp
 from claimcheck.messages import ApplicationValue, OutboundMessage
+from claimcheck.storage import Key
 
 RESULT_SCHEMA = "claimcheck.result/1"
 _PART_CHARS = 30_000  # under the 32 K-character limit of one table string property
@@ -34,10 +35,15 @@ def result_summary(envelope: Envelope, analysis: AnalysisResult, *, completed_at
     }
 
 
+def result_key(envelope: Envelope) -> Key:
+    """One row per (work item, version)."""
+    return Key(envelope.work_item_id, f"v{envelope.payload_version:010d}")
+
+
 def result_row(
     envelope: Envelope, analysis: AnalysisResult, summary: Mapping[str, Any], *, completed_at: datetime
 ) -> dict[str, Any]:
-    """One row per (work item, version): the key makes a second insert fail instead of duplicating.
+    """The row under ``result_key``: the key makes a second insert fail instead of duplicating.
 
     A table string property holds at most 64 KiB (32 K UTF-16 characters) while a full result (200
     obligations of 300 characters) exceeds that, so the result JSON is split over ``result_NN``
@@ -46,8 +52,6 @@ def result_row(
     text = json.dumps(analysis.to_dict(), sort_keys=True)
     parts = [text[start : start + _PART_CHARS] for start in range(0, len(text), _PART_CHARS)] or [""]
     return {
-        "PartitionKey": envelope.work_item_id,
-        "RowKey": f"v{envelope.payload_version:010d}",
         "tenant_id": envelope.tenant_id,
         "purpose": envelope.purpose,
         "completed_at": completed_at,

@@ -6,7 +6,7 @@ protocols; ``claimcheck.adapters`` translates them to Azure Tables and Azure Blo
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, BinaryIO, Protocol
@@ -15,31 +15,47 @@ from claimcheck.integrity import Readable
 
 
 @dataclass(frozen=True)
-class StoredEntity:
-    """One table row as read: its properties (keys included) and the ETag to condition updates on."""
+class Key:
+    """Where a row lives: ``partition`` groups rows read together (one object, one work item), ``row``
+    names one row in it. Adapters map it to their store's own key (Azure Tables: PartitionKey/RowKey)."""
 
+    partition: str
+    row: str
+
+
+@dataclass(frozen=True)
+class StoredEntity:
+    """One row as read: its key, its properties (without the key) and the ETag to condition updates on."""
+
+    key: Key
     values: Mapping[str, Any]
     etag: str
 
 
 class EntityTable(Protocol):
-    """A table with point reads, conditional insert/replace/delete and a filtered scan."""
+    """A table with point reads, conditional insert/replace/delete and a scan by one field's values.
 
-    def get(self, partition_key: str, row_key: str) -> StoredEntity | None: ...
+    Values are str, int (beyond 32 bits too), float, bool and timezone-aware datetime. ETags are
+    opaque strings; every write answers the row's new one.
+    """
 
-    def insert(self, entity: Mapping[str, Any]) -> str:
+    def get(self, key: Key) -> StoredEntity | None: ...
+
+    def insert_if_absent(self, key: Key, values: Mapping[str, Any]) -> str:
         """Insert; return the new ETag. Raise ``RecordExists`` if the key is taken."""
         ...
 
-    def replace(self, entity: Mapping[str, Any], etag: str) -> str:
+    def replace_if_match(self, key: Key, values: Mapping[str, Any], etag: str) -> str:
         """Replace iff the stored ETag is ``etag``; raise ``ConcurrencyConflict`` / ``RecordNotFound``."""
         ...
 
-    def delete(self, partition_key: str, row_key: str, etag: str) -> None:
+    def delete_if_match(self, key: Key, etag: str) -> None:
         """Delete iff the stored ETag is ``etag``; raise ``ConcurrencyConflict``; absent is fine."""
         ...
 
-    def query(self, filter_expression: str, parameters: Mapping[str, Any]) -> Iterator[StoredEntity]: ...
+    def scan_where(self, field: str, values: Iterable[str]) -> Iterator[StoredEntity]:
+        """Every row whose ``field`` equals one of ``values`` (rows without the field never match)."""
+        ...
 
 
 @dataclass(frozen=True)

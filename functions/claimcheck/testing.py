@@ -1,11 +1,40 @@
-"""Test doubles shipped with the package (like ``structlog.testing``)."""
+"""Test doubles shipped with the package, in the style of dramatiq's ``StubBroker``.
+
+``InMemoryBus``, ``InMemoryTable`` and ``InMemoryPayloadStore`` implement the core's ports with the
+same contract as the Azure adapters (``tests/contract`` runs the same cases against both), so the
+producer, consumer, ledger and reconciler can be exercised in milliseconds. They hold everything in
+memory and are thread-safe; they are not a stand-in for the guarantees, which Azurite proves.
+"""
 
 from __future__ import annotations
 
+import itertools
 import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, BinaryIO
 
+from claimcheck.errors import (
+    ConcurrencyConflict,
+    ContentTypeMismatch,
+    EmptyPayload,
+    IntegrityFailed,
+    RecordExists,
+    RecordNotFound,
+)
+from claimcheck.integrity import (
+    DEFAULT_CHUNK_BYTES,
+    HashingReader,
+    Readable,
+    check_declared_type,
+    read_up_to,
+    spool_verified,
+)
 from claimcheck.messages import OutboundMessage
+from claimcheck.policy import base_content_type
+from claimcheck.settings import ACTIVE_TAG_VALUE, ProvisionalTag
+from claimcheck.storage import Key, ObjectNotFound, ProvisionalObject, StoredEntity, UploadedObject
 
 
 class PublishFailed(ConnectionError):
@@ -34,3 +63,182 @@ class InMemoryBus:
     def messages(self, destination: str) -> list[OutboundMessage]:
         with self._lock:
             return list(self.published.get(destination, []))
+
+
+_ETAGS = itertools.count(1)
+
+
+def _next_etag() -> str:
+    return f'W/"memory-{next(_ETAGS)}"'
+
+
+class InMemoryTable:
+    """An ``EntityTable`` in a dict: conditional writes on ETags, a scan by one field's values."""
+
+    def __init__(self, name: str = "table") -> None:
+        self.name = name
+        self._rows: dict[Key, tuple[dict[str, Any], str]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: Key) -> StoredEntity | None:
+        with self._lock:
+            found = self._rows.get(key)
+        return None if found is None else StoredEntity(key, dict(found[0]), found[1])
+
+    def insert_if_absent(self, key: Key, values: Mapping[str, Any]) -> str:
+        with self._lock:
+            if key in self._rows:
+                raise RecordExists(f"{self.name}: key already taken")
+            etag = _next_etag()
+            self._rows[key] = (dict(values), etag)
+            return etag
+
+    def replace_if_match(self, key: Key, values: Mapping[str, Any], etag: str) -> str:
+        with self._lock:
+            found = self._rows.get(key)
+            if found is None:
+                raise RecordNotFound(f"{self.name}: record is gone")
+            if found[1] != etag:
+                raise ConcurrencyConflict(f"{self.name}: record changed since it was read")
+            new_etag = _next_etag()
+            self._rows[key] = (dict(values), new_etag)
+            return new_etag
+
+    def delete_if_match(self, key: Key, etag: str) -> None:
+        with self._lock:
+            found = self._rows.get(key)
+            if found is None:
+                return
+            if found[1] != etag:
+                raise ConcurrencyConflict(f"{self.name}: record changed since it was read")
+            del self._rows[key]
+
+    def scan_where(self, field: str, values: Iterable[str]) -> Iterator[StoredEntity]:
+        wanted = set(values)
+        with self._lock:
+            matching = [
+                StoredEntity(key, dict(row), etag)
+                for key, (row, etag) in sorted(
+                    self._rows.items(), key=lambda item: (item[0].partition, item[0].row)
+                )
+                if field in row and row[field] in wanted
+            ]
+        yield from matching
+
+    def rows(self) -> list[StoredEntity]:
+        """Every row, in key order (for assertions)."""
+        with self._lock:
+            return [
+                StoredEntity(key, dict(row), etag)
+                for key, (row, etag) in sorted(
+                    self._rows.items(), key=lambda item: (item[0].partition, item[0].row)
+                )
+            ]
+
+
+@dataclass
+class _Object:
+    data: bytes
+    content_type: str
+    etag: str
+    tag: str
+    created_at: datetime
+
+
+class InMemoryPayloadStore:
+    """A ``PayloadStore`` in a dict: write-once objects, a provisional tag, ETag-conditioned reads.
+
+    Uploads and reads go through the same ``HashingReader`` / ``spool_verified`` as the Azure adapter,
+    chunk by chunk. ``tamper`` replaces an object's bytes (a new ETag, as any overwrite has), for the
+    integrity cases.
+    """
+
+    def __init__(
+        self,
+        *,
+        chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        provisional_tag: ProvisionalTag | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._chunk_bytes = chunk_bytes
+        self._tag = provisional_tag or ProvisionalTag()
+        self._clock = clock
+        self._objects: dict[str, _Object] = {}
+        self._lock = threading.Lock()
+
+    def upload_provisional(
+        self, ref: str, source: Readable, *, content_type: str, max_bytes: int
+    ) -> UploadedObject:
+        reader = HashingReader(source, max_bytes=max_bytes)
+        chunks: list[bytes] = []
+        while chunk := read_up_to(reader, self._chunk_bytes):
+            if not chunks:
+                check_declared_type(content_type, reader.head)
+            chunks.append(chunk)
+        if not chunks:
+            raise EmptyPayload("the payload is empty")
+        with self._lock:
+            if ref in self._objects:
+                raise ConcurrencyConflict("an object already exists under this reference")
+            stored = _Object(b"".join(chunks), content_type, _next_etag(), self._tag.value, self._clock())
+            self._objects[ref] = stored
+        return UploadedObject(length=reader.length, sha256=reader.sha256, etag=stored.etag)
+
+    def activate(self, ref: str) -> None:
+        with self._lock:
+            found = self._objects.get(ref)
+            if found is None:
+                raise ObjectNotFound(ref)
+            found.tag = ACTIVE_TAG_VALUE
+
+    def open_verified(self, ref: str, *, etag: str, length: int, sha256: str, content_type: str) -> BinaryIO:
+        with self._lock:
+            found = self._objects.get(ref)
+        if found is None:
+            raise ObjectNotFound(ref)
+        if found.etag != etag:
+            raise IntegrityFailed("the stored object changed after it was registered (ETag differs)")
+        if base_content_type(found.content_type) != base_content_type(content_type):
+            raise ContentTypeMismatch("the stored object's content type differs from the registered one")
+        data = found.data
+        chunks = (data[start : start + self._chunk_bytes] for start in range(0, len(data), self._chunk_bytes))
+        return spool_verified(
+            chunks, expected_length=length, expected_sha256=sha256, content_type=content_type
+        )
+
+    def exists(self, ref: str) -> bool:
+        with self._lock:
+            return ref in self._objects
+
+    def delete(self, ref: str) -> bool:
+        with self._lock:
+            return self._objects.pop(ref, None) is not None
+
+    def provisional_objects(self) -> Iterator[ProvisionalObject]:
+        with self._lock:
+            found = [
+                ProvisionalObject(ref=ref, created_at=stored.created_at)
+                for ref, stored in sorted(self._objects.items())
+                if stored.tag == self._tag.value
+            ]
+        yield from found
+
+    # --- test helpers ------------------------------------------------------------------------------
+
+    def refs(self) -> list[str]:
+        with self._lock:
+            return sorted(self._objects)
+
+    def read(self, ref: str) -> bytes:
+        with self._lock:
+            return self._objects[ref].data
+
+    def tag_of(self, ref: str) -> str:
+        with self._lock:
+            return self._objects[ref].tag
+
+    def tamper(self, ref: str, data: bytes) -> None:
+        """Overwrite the bytes behind the store's back (someone replaced the object)."""
+        with self._lock:
+            self._objects[ref].data = data
+            self._objects[ref].etag = _next_etag()

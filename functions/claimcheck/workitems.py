@@ -36,7 +36,7 @@ from claimcheck.final_states import (
 from claimcheck.propagation import PropagationEntries
 from claimcheck.registry import PayloadRegistry
 from claimcheck.states import WorkItemState, check_work_item_move
-from claimcheck.storage import EntityTable, StoredEntity
+from claimcheck.storage import EntityTable, Key, StoredEntity
 
 _ROW = "workitem"
 _KEPT_RECEIPTS = 20
@@ -145,7 +145,7 @@ class WorkItemStore:
         self._table = table
 
     def get(self, work_item_id: str) -> WorkItemRecord | None:
-        stored = self._table.get(work_item_id, _ROW)
+        stored = self._table.get(_key(work_item_id))
         return None if stored is None else _record(stored)
 
     def reserve_version(
@@ -172,8 +172,6 @@ class WorkItemStore:
         _check_precondition(current, if_match, require_if_match, now=now, in_flight=in_flight)
         if current is None:
             entity = {
-                "PartitionKey": work_item_id,
-                "RowKey": _ROW,
                 "tenant_id": tenant_id,
                 "purpose": purpose,
                 "version": 0,
@@ -186,15 +184,17 @@ class WorkItemStore:
                 "reserved_at": now,
             }
             try:
-                self._table.insert(entity)
+                self._table.insert_if_absent(_key(work_item_id), entity)
             except RecordExists as exc:
                 raise WorkItemConflict("another submission for this work item is in progress") from exc
             return 1
         for _ in range(_WRITE_ATTEMPTS):
             version = max(current.version, current.pending_version) + 1
             try:
-                self._table.replace(
-                    _entity(current, pending_version=version, updated_at=now, reserved_at=now), current.etag
+                self._table.replace_if_match(
+                    _key(work_item_id),
+                    _entity(current, pending_version=version, updated_at=now, reserved_at=now),
+                    current.etag,
                 )
                 return version
             except RecordNotFound as exc:
@@ -237,7 +237,7 @@ class WorkItemStore:
                 updated_at=now,
             )
             try:
-                return self._table.replace(entity, current.etag)
+                return self._table.replace_if_match(_key(work_item_id), entity, current.etag)
             except ConcurrencyConflict:
                 continue
         raise ConcurrencyConflict(f"work item {work_item_id}: too many concurrent updates")
@@ -264,7 +264,7 @@ class WorkItemStore:
                 current, state=target, result=result, failure_reason=failure_reason, updated_at=now
             )
             try:
-                self._table.replace(entity, current.etag)
+                self._table.replace_if_match(_key(work_item_id), entity, current.etag)
                 return True
             except ConcurrencyConflict:
                 continue
@@ -415,6 +415,10 @@ def _check_precondition(
         )
 
 
+def _key(work_item_id: str) -> Key:
+    return Key(work_item_id, _ROW)
+
+
 def _entity(record: WorkItemRecord, **changes: Any) -> dict[str, Any]:
     values: dict[str, Any] = {
         "tenant_id": record.tenant_id,
@@ -430,8 +434,6 @@ def _entity(record: WorkItemRecord, **changes: Any) -> dict[str, Any]:
     }
     values.update(changes)
     return {
-        "PartitionKey": record.work_item_id,
-        "RowKey": _ROW,
         "tenant_id": values["tenant_id"],
         "purpose": values["purpose"],
         "version": values["version"],
@@ -448,7 +450,7 @@ def _entity(record: WorkItemRecord, **changes: Any) -> dict[str, Any]:
 def _record(stored: StoredEntity) -> WorkItemRecord:
     values = stored.values
     return WorkItemRecord(
-        work_item_id=values["PartitionKey"],
+        work_item_id=stored.key.partition,
         tenant_id=values["tenant_id"],
         purpose=values["purpose"],
         version=int(values["version"]),

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from azure.core import MatchConditions
@@ -10,38 +11,41 @@ from azure.core.exceptions import ResourceExistsError, ResourceModifiedError, Re
 from azure.data.tables import EdmType, EntityProperty, UpdateMode
 
 from claimcheck.errors import ConcurrencyConflict, RecordExists, RecordNotFound
-from claimcheck.storage import StoredEntity
+from claimcheck.storage import Key, StoredEntity
 
 if TYPE_CHECKING:
     from azure.data.tables import TableClient
 
 _INT32 = range(-(2**31), 2**31)
+_KEY_PROPERTIES = frozenset({"PartitionKey", "RowKey", "Timestamp"})
+_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class AzureEntityTable:
-    """One Azure table. Foreign errors become the core's ``StoreError`` leaves, chained ``from``."""
+    """One Azure table. Keys become PartitionKey/RowKey here and nowhere else; foreign errors become
+    the core's ``StoreError`` leaves, chained ``from``."""
 
     def __init__(self, client: TableClient) -> None:
         self._client = client
 
-    def get(self, partition_key: str, row_key: str) -> StoredEntity | None:
+    def get(self, key: Key) -> StoredEntity | None:
         try:
-            entity = self._client.get_entity(partition_key, row_key)
+            entity = self._client.get_entity(key.partition, key.row)
         except ResourceNotFoundError:
             return None
         return _stored(entity)
 
-    def insert(self, entity: Mapping[str, Any]) -> str:
+    def insert_if_absent(self, key: Key, values: Mapping[str, Any]) -> str:
         try:
-            metadata = self._client.create_entity(_encode(entity))
+            metadata = self._client.create_entity(_encode(key, values))
         except ResourceExistsError as exc:
             raise RecordExists(f"{self._client.table_name}: key already taken") from exc
         return str(metadata["etag"])
 
-    def replace(self, entity: Mapping[str, Any], etag: str) -> str:
+    def replace_if_match(self, key: Key, values: Mapping[str, Any], etag: str) -> str:
         try:
             metadata = self._client.update_entity(
-                _encode(entity),
+                _encode(key, values),
                 mode=UpdateMode.REPLACE,
                 etag=etag,
                 match_condition=MatchConditions.IfNotModified,
@@ -52,31 +56,48 @@ class AzureEntityTable:
             raise RecordNotFound(f"{self._client.table_name}: record is gone") from exc
         return str(metadata["etag"])
 
-    def delete(self, partition_key: str, row_key: str, etag: str) -> None:
+    def delete_if_match(self, key: Key, etag: str) -> None:
         try:
             self._client.delete_entity(
-                partition_key, row_key, etag=etag, match_condition=MatchConditions.IfNotModified
+                key.partition, key.row, etag=etag, match_condition=MatchConditions.IfNotModified
             )
         except ResourceModifiedError as exc:
             raise ConcurrencyConflict(f"{self._client.table_name}: record changed since it was read") from exc
 
-    def query(self, filter_expression: str, parameters: Mapping[str, Any]) -> Iterator[StoredEntity]:
-        for entity in self._client.query_entities(filter_expression, parameters=dict(parameters)):
+    def scan_where(self, field: str, values: Iterable[str]) -> Iterator[StoredEntity]:
+        if not _FIELD.fullmatch(field) or field in _KEY_PROPERTIES:
+            raise ValueError(f"cannot scan by {field!r}: not a plain property name")
+        wanted = sorted(set(values))
+        if not wanted:
+            return
+        clauses = " or ".join(f"{field} eq @v{index}" for index in range(len(wanted)))
+        parameters = {f"v{index}": value for index, value in enumerate(wanted)}
+        for entity in self._client.query_entities(clauses, parameters=parameters):
             yield _stored(entity)
 
 
-def _encode(entity: Mapping[str, Any]) -> dict[str, Any]:
+def _encode(key: Key, values: Mapping[str, Any]) -> dict[str, Any]:
+    clash = _KEY_PROPERTIES.intersection(values)
+    if clash:
+        raise ValueError(f"{sorted(clash)} are the adapter's key properties, not values")
     # Python ints beyond int32 must be sent as Edm.Int64 explicitly (payload lengths reach GiB).
-    return {
-        key: EntityProperty(value, EdmType.INT64)
+    encoded = {
+        name: EntityProperty(value, EdmType.INT64)
         if isinstance(value, int) and not isinstance(value, bool) and value not in _INT32
         else value
-        for key, value in entity.items()
+        for name, value in values.items()
     }
+    return {"PartitionKey": key.partition, "RowKey": key.row, **encoded}
 
 
 def _stored(entity: Mapping[str, Any]) -> StoredEntity:
     values = {
-        key: value.value if isinstance(value, EntityProperty) else value for key, value in entity.items()
+        name: value.value if isinstance(value, EntityProperty) else value
+        for name, value in entity.items()
+        if name not in _KEY_PROPERTIES
     }
-    return StoredEntity(values=values, etag=str(entity.metadata["etag"]))  # type: ignore[attr-defined]
+    return StoredEntity(
+        key=Key(entity["PartitionKey"], entity["RowKey"]),
+        values=values,
+        etag=str(entity.metadata["etag"]),  # type: ignore[attr-defined]
+    )

@@ -58,16 +58,6 @@ def test_lost_race_on_a_record_raises(make_harness: Build) -> None:
         registry.move(record, PayloadState.MISSING, now=harness.clock.now)
 
 
-def test_lengths_beyond_32_bits_round_trip(make_harness: Build) -> None:
-    """A 3 GiB content length survives a table round trip as an int (Edm.Int64)."""
-    harness = make_harness()
-    table = AzureEntityTable(harness.tables.get_table_client(harness.settings.results_table))
-    table.insert({"PartitionKey": "p", "RowKey": "r", "content_length": 3 * 1024**3})
-    stored = table.get("p", "r")
-    assert stored is not None
-    assert stored.values["content_length"] == 3 * 1024**3
-
-
 def test_ledger_expired_claim_is_taken_over_once(make_harness: Build) -> None:
     """A crashed attempt's claim blocks until it expires; then exactly one taker gets it."""
     harness = make_harness()
@@ -86,31 +76,6 @@ def test_ledger_expired_claim_is_taken_over_once(make_harness: Build) -> None:
         ledger.complete(crashed, {"late": True}, now=now)  # the crashed attempt lost its claim
     ledger.complete(taker, {"done": 1}, now=now)
     assert ledger.begin("k", now=now + timedelta(hours=1)) == AlreadyDone("k", {"done": 1})
-
-
-def test_objects_are_write_once(make_harness: Build) -> None:
-    """Uploading under an existing reference raises instead of overwriting the stored bytes."""
-    harness = make_harness()
-    store = AzureBlobPayloadStore(harness.container, chunk_bytes=16 * 1024)
-    first = store.upload_provisional(
-        "ref_" + "a" * 27, io.BytesIO(document(50_000)), content_type="text/plain", max_bytes=10**6
-    )
-    with pytest.raises(ConcurrencyConflict):
-        store.upload_provisional(
-            "ref_" + "a" * 27,
-            io.BytesIO(document(10, marker="X")),
-            content_type="text/plain",
-            max_bytes=10**6,
-        )
-    spool = store.open_verified(
-        "ref_" + "a" * 27,
-        etag=first.etag,
-        length=first.length,
-        sha256=first.sha256,
-        content_type="text/plain",
-    )
-    assert spool.read() == document(50_000)
-    assert [found.ref for found in store.provisional_objects()] == ["ref_" + "a" * 27]
 
 
 def test_provisional_tag_comes_from_settings(make_harness: Build) -> None:
