@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, BinaryIO
 
+from claimcheck import telemetry
 from claimcheck.analysis import AnalysisError, AnalysisResult, Analyzer
 from claimcheck.cleanup import Cleaner
 from claimcheck.deliveries import DeliveryCounter, delivery_number
@@ -57,6 +58,7 @@ from claimcheck.results import result_event, result_key, result_row, result_summ
 from claimcheck.settings import Settings
 from claimcheck.states import PayloadState, WorkItemState
 from claimcheck.storage import EntityTable, ObjectNotFound, PayloadStore
+from claimcheck.telemetry import Stage, consumption_span, stage
 from claimcheck.workitems import WorkItemStore
 
 log = logging.getLogger(__name__)
@@ -128,6 +130,7 @@ class Consumer:
         # Shared by all deliveries: an outage is logged once when it starts and once when it ends.
         self._dependencies = FailureStreak("the consumer's storage or Service Bus", log)
 
+    @consumption_span
     def handle(self, message: InboundMessage) -> Outcome:
         """Process one delivery; never raises for a bad message, always answers an ``Outcome``.
 
@@ -143,6 +146,12 @@ class Consumer:
         while True:
             try:
                 envelope = parse_envelope(message.body)
+                telemetry.describe(
+                    envelope.work_item_id,
+                    envelope.payload_version,
+                    envelope.purpose,
+                    "inline" if envelope.payload_ref is None else "reference",
+                )
                 outcome = self._process(envelope, message)
                 self._dependencies.succeeded()
                 return outcome
@@ -215,6 +224,7 @@ class Consumer:
             raise
         self._ledger.complete(heartbeat.stop(), summary, now=self._clock())
         log.info("completed %s v%d", envelope.work_item_id, envelope.payload_version)
+        telemetry.completed(envelope.purpose)
         self._settle(work, summary)
         return Complete()
 
@@ -250,15 +260,21 @@ class Consumer:
     def _poll_until_visible(self, admit: Callable[[], _Admitted | None]) -> _Admitted | None:
         """Bounded polling (DESIGN §5): a message may arrive milliseconds before the producer confirms
         its version; wait with backoff a few times in-process before answering Retry."""
-        attempt = 1
-        while True:
-            try:
-                return admit()
-            except NotYetVisible:
-                if attempt >= self._settings.visibility_polls:
-                    raise
-                self._sleep(compute_backoff(attempt, base=_POLL_BASE, max_backoff=_POLL_MAX).total_seconds())
-                attempt += 1
+        attempt, waited = 1, 0.0
+        try:
+            while True:
+                try:
+                    return admit()
+                except NotYetVisible:
+                    if attempt >= self._settings.visibility_polls:
+                        raise
+                    delay = compute_backoff(attempt, base=_POLL_BASE, max_backoff=_POLL_MAX).total_seconds()
+                    self._sleep(delay)
+                    waited += delay
+                    attempt += 1
+        finally:
+            if waited:
+                telemetry.waited_for_visibility(waited)
 
     def _admit(self, envelope: Envelope, policy: PurposePolicy, key: str) -> _Admitted | None:
         """Resolve and authorize; None when this delivery duplicates an existing effect."""
@@ -277,7 +293,8 @@ class Consumer:
         self, envelope: Envelope, policy: PurposePolicy, key: str, now: datetime
     ) -> PayloadRecord | None:
         assert envelope.payload_ref is not None
-        record = self._registry.get(envelope.payload_ref)
+        with stage(Stage.RESOLVE):
+            record = self._registry.get(envelope.payload_ref)
         request = ReadRequest(
             identity=self._identity,
             work_item_id=envelope.work_item_id,
@@ -290,7 +307,8 @@ class Consumer:
             expires_at=envelope.expires_at,
             now=now,
         )
-        verdict, reason = authorize(request, None if record is None else record.facts(), self._purposes)
+        with stage(Stage.AUTHORIZE):
+            verdict, reason = authorize(request, None if record is None else record.facts(), self._purposes)
         if verdict is Verdict.ALLOW:
             assert record is not None
             if (record.content_length, record.sha256) != (envelope.content_length, envelope.checksum.value):
@@ -352,19 +370,28 @@ class Consumer:
         self._work_items.set_state(
             envelope.work_item_id, envelope.payload_version, WorkItemState.RUNNING, now=now
         )
-        with self._open(work) as document:
+        with stage(Stage.FETCH):
+            opened = self._open(work)
+        with opened as document:
             try:
-                analysis = self._analyzer.analyze(document, base_content_type(envelope.content_type))
+                with stage(Stage.ANALYZE):
+                    analysis = self._analyzer.analyze(document, base_content_type(envelope.content_type))
             except AnalysisError as exc:
                 raise ProcessingFailed(f"the analyzer cannot process this document: {exc}") from exc
         summary = result_summary(envelope, analysis, completed_at=self._clock())
-        self._write_result(envelope, analysis, summary)
-        self._bus.publish(
-            self._settings.results_topic,
-            result_event(
-                envelope, analysis, summary, message_id=f"res-{work.key[:40]}", traceparent=work.traceparent
-            ),
-        )
+        with stage(Stage.RESULT_WRITE):
+            self._write_result(envelope, analysis, summary)
+        with stage(Stage.RESULT_PUBLISH):
+            self._bus.publish(
+                self._settings.results_topic,
+                result_event(
+                    envelope,
+                    analysis,
+                    summary,
+                    message_id=f"res-{work.key[:40]}",
+                    traceparent=work.traceparent,
+                ),
+            )
         return summary
 
     def _open(self, work: _Work) -> BinaryIO:
@@ -412,7 +439,8 @@ class Consumer:
         if record.state in (PayloadState.REF_PUBLISHED, PayloadState.AVAILABLE):
             record = self._registry.move(record, PayloadState.PROCESSED, now=now)
         if record.state is PayloadState.PROCESSED:
-            self._cleaner.after_effect(record, work.policy.cleanup, now=now)
+            with stage(Stage.CLEANUP):
+                self._cleaner.after_effect(record, work.policy.cleanup, now=now)
 
     def _mark_failed(self, envelope: Envelope, reason: DeadLetterReason) -> None:
         target = WorkItemState.EXPIRED if reason is DeadLetterReason.EXPIRED else WorkItemState.FAILED

@@ -122,8 +122,11 @@ class Envelope:
         document_type: str | None,
         review_required: bool,
         traceparent: str | None = None,
+        tracestate: str | None = None,
     ) -> OutboundMessage:
-        """The queue message: routing values as application properties, so filters never parse JSON."""
+        """The queue message: routing values as application properties, so filters never parse JSON;
+        the W3C trace context (``traceparent``, ``tracestate``) too, so the consumer's span links to
+        the producer's."""
         properties: dict[str, ApplicationValue] = {
             "tenant": self.tenant_id,
             "purpose": self.purpose,
@@ -134,6 +137,8 @@ class Envelope:
         }
         if traceparent is not None:
             properties["traceparent"] = traceparent
+            if tracestate is not None:
+                properties["tracestate"] = tracestate
         return OutboundMessage(
             body=self.to_json(),
             message_id=self.message_id,

@@ -32,6 +32,7 @@ HEADER_FIELDS = {
     "x-review-required": "review_required",
     "x-correlation-id": "correlation_id",
     "traceparent": "traceparent",
+    "tracestate": "tracestate",
 }
 FORM_FIELDS = frozenset(HEADER_FIELDS.values())
 # Intake headers that steer the write itself rather than describe the document (function_app reads them).

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from claimcheck import telemetry
 from claimcheck.envelope import IDENTIFIER, IDENTIFIER_RULE, Checksum, Envelope
 from claimcheck.errors import ContentTypeMismatch, ForbiddenContentType, IntakeRejected, PublishNotConfirmed
 from claimcheck.integrity import Readable, check_declared_type, read_up_to
@@ -35,6 +36,7 @@ from claimcheck.resilience import CircuitBreaker, CircuitOpen, is_outage
 from claimcheck.settings import Settings
 from claimcheck.states import PayloadState
 from claimcheck.storage import PayloadStore
+from claimcheck.telemetry import Stage, check_tracestate, intake_span, stage
 from claimcheck.workitems import IntakeReceipt, WorkItemStore
 
 log = logging.getLogger(__name__)
@@ -55,7 +57,6 @@ class _Submission:
     document_type: str | None
     review_required: bool
     correlation_id: str | None
-    traceparent: str | None
     policy: PurposePolicy
     now: datetime
 
@@ -89,6 +90,7 @@ class Producer:
             cool_down=timedelta(seconds=settings.publish_cool_down_seconds),
         )
 
+    @intake_span
     def submit(
         self,
         source: Readable | bytes,
@@ -103,6 +105,7 @@ class Producer:
         review_required: bool = False,
         correlation_id: str | None = None,
         traceparent: str | None = None,
+        tracestate: str | None = None,
         if_match: int | None = None,
         require_if_match: bool = False,
     ) -> IntakeReceipt:
@@ -134,6 +137,8 @@ class Producer:
                 raise IntakeRejected(f"{name} {IDENTIFIER_RULE}")
         if traceparent is not None and not TRACEPARENT.fullmatch(traceparent):
             raise IntakeRejected("traceparent is not a W3C trace context traceparent")
+        if tracestate is not None:
+            _check_tracestate(tracestate)
         if priority not in PRIORITIES:
             raise IntakeRejected(f"priority must be one of {sorted(PRIORITIES)}")
         stream: Readable = io.BytesIO(source) if isinstance(source, bytes) else source
@@ -156,6 +161,7 @@ class Producer:
             require_if_match=require_if_match,
             in_flight=timedelta(seconds=self._settings.visibility_window_seconds),
         )
+        telemetry.describe(work_item_id, version, purpose)
         submission = _Submission(
             tenant_id=tenant_id,
             purpose=purpose,
@@ -167,7 +173,6 @@ class Producer:
             document_type=document_type,
             review_required=review_required,
             correlation_id=correlation_id,
-            traceparent=traceparent,
             policy=policy,
             now=now,
         )
@@ -184,39 +189,45 @@ class Producer:
     def _submit_by_reference(self, submission: _Submission, stream: Readable) -> IntakeReceipt:
         ref = new_payload_ref()
         try:
-            uploaded = self._store.upload_provisional(
-                ref, stream, content_type=submission.content_type, max_bytes=self._settings.max_payload_bytes
-            )
+            with stage(Stage.UPLOAD):
+                uploaded = self._store.upload_provisional(
+                    ref,
+                    stream,
+                    content_type=submission.content_type,
+                    max_bytes=self._settings.max_payload_bytes,
+                )
         except ContentTypeMismatch as exc:
             raise ForbiddenContentType(str(exc)) from exc
-        record = self._registry.create(
-            PayloadRecord(
-                ref=ref,
-                work_item_id=submission.work_item_id,
-                tenant_id=submission.tenant_id,
-                purpose=submission.purpose,
-                classification=submission.classification.value,
-                environment=self._settings.environment,
-                content_type=submission.content_type,
-                content_length=uploaded.length,
-                sha256=uploaded.sha256,
-                version=submission.version,
-                object_etag=uploaded.etag,
-                owner=self._identity,
-                created_at=submission.now,
-                expires_at=submission.now + submission.policy.grant_lifetime,
-                state=PayloadState.PREPARING,
-                updated_at=submission.now,
+        with stage(Stage.REGISTRY):
+            record = self._registry.create(
+                PayloadRecord(
+                    ref=ref,
+                    work_item_id=submission.work_item_id,
+                    tenant_id=submission.tenant_id,
+                    purpose=submission.purpose,
+                    classification=submission.classification.value,
+                    environment=self._settings.environment,
+                    content_type=submission.content_type,
+                    content_length=uploaded.length,
+                    sha256=uploaded.sha256,
+                    version=submission.version,
+                    object_etag=uploaded.etag,
+                    owner=self._identity,
+                    created_at=submission.now,
+                    expires_at=submission.now + submission.policy.grant_lifetime,
+                    state=PayloadState.PREPARING,
+                    updated_at=submission.now,
+                )
             )
-        )
         envelope = self._envelope(
             submission, ref=ref, inline=None, length=uploaded.length, sha256=uploaded.sha256
         )
         self._publish(submission, envelope)
-        now = self._clock()
-        record = self._registry.move(record, PayloadState.REF_PUBLISHED, now=now)
-        self._store.activate(ref)
-        self._registry.move(record, PayloadState.AVAILABLE, now=now)
+        with stage(Stage.ACTIVATE):
+            now = self._clock()
+            record = self._registry.move(record, PayloadState.REF_PUBLISHED, now=now)
+            self._store.activate(ref)
+            self._registry.move(record, PayloadState.AVAILABLE, now=now)
         return self._confirm(submission, envelope, object_etag=uploaded.etag)
 
     def _envelope(
@@ -240,15 +251,18 @@ class Producer:
         )
 
     def _publish(self, submission: _Submission, envelope: Envelope) -> None:
-        message = envelope.to_message(
-            priority=submission.priority,
-            document_type=submission.document_type,
-            review_required=submission.review_required,
-            traceparent=submission.traceparent,
-        )
         try:
             self._breaker.before_call()
-            self._bus.publish(self._settings.documents_queue, message)
+            with stage(Stage.PUBLISH):
+                # The message carries the publish span's trace context (the caller's traceparent and
+                # tracestate when nothing records spans): the consumer's span links to it.
+                message = envelope.to_message(
+                    priority=submission.priority,
+                    document_type=submission.document_type,
+                    review_required=submission.review_required,
+                    **telemetry.message_context(),
+                )
+                self._bus.publish(self._settings.documents_queue, message)
         except Exception as exc:
             if isinstance(exc, CircuitOpen):
                 pass  # another request is trying the broker right now
@@ -301,6 +315,7 @@ class Producer:
             submission.work_item_id, submission.version, persisted, now=accepted_at
         )
         log.info("accepted %s v%d (%s)", submission.work_item_id, submission.version, receipt.transport)
+        telemetry.accepted(submission.purpose, receipt.transport, envelope.content_length)
         return replace(receipt, record_etag=etag)
 
 
@@ -321,6 +336,13 @@ class _Prefixed(io.RawIOBase):
             self._head = self._head[len(taken) :]
             return taken
         return self._rest.read(size)
+
+
+def _check_tracestate(tracestate: str) -> None:
+    try:
+        check_tracestate(tracestate)
+    except ValueError as exc:
+        raise IntakeRejected(str(exc)) from None
 
 
 def _check_type(content_type: str, head: bytes) -> None:
