@@ -39,6 +39,7 @@ from claimcheck.http_api import (
     status_etag,
 )
 from claimcheck.settings import DOCUMENTS_QUEUE, SERVICEBUS_CONNECTION, STORAGE_CONNECTION, SettingsError
+from upload_routes import upload_routes
 
 if TYPE_CHECKING:
     from claimcheck import ClaimCheck
@@ -388,6 +389,9 @@ def consume_document(message: ServiceBusReceivedMessage, message_actions: Servic
 def reconcile(timer: func.TimerRequest) -> None:
     """Orphans, missing objects and pending cleanups, on a schedule (dead-letter counts: claimcheck-ops)."""
     report = claimcheck().reconciler.run()
+    uploads = claimcheck().uploads
+    if uploads is not None:  # staging blobs of direct uploads never committed (claimcheck.uploads)
+        uploads.sweep()
     # The reconciler logs its own counts and alerts; this line only ties them to the timer.
     logger.info("reconcile timer done (past_due=%s, alerts=%d)", timer.past_due, len(report.alerts))
 
@@ -396,3 +400,9 @@ def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = No
     return func.HttpResponse(
         json.dumps(body), status_code=status, mimetype="application/json", headers=headers
     )
+
+
+# Large documents: a write-only grant to a staging blob, then a verified commit (upload_routes.py).
+app.register_functions(
+    upload_routes(gate=_gate, access=lambda: identity()[2], service=claimcheck, answer=_json)
+)

@@ -24,7 +24,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 FUNCTIONS_DIR = REPO_ROOT / "functions"
 DEFAULT_OUTPUT = REPO_ROOT / "dist" / "claimcheck-functions.zip"
 
-TOP_LEVEL_FILES = ("function_app.py", "host.json", "openapi.json", "requirements.txt")
+TOP_LEVEL_FILES = ("function_app.py", "upload_routes.py", "host.json", "openapi.json", "requirements.txt")
 PACKAGE_DIR = "claimcheck"
 PACKAGE_SUFFIXES = (".py", ".typed")  # source files; py.typed if the package ever ships one
 # 1980-01-01 00:00:00 is the earliest time a zip entry can hold, so no clock or mtime leaks in.

@@ -11,6 +11,7 @@ Standard library only (``urllib``), so an agent needs nothing but this package.
 
 from __future__ import annotations
 
+import io
 import json
 import random
 import time
@@ -24,7 +25,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from claimcheck.blob_upload import UploadFailed, put_blocks
 from claimcheck.outcome import compute_backoff
+
+# Above this many bytes ``submit`` uses the direct upload (a write-only grant, the bytes straight to Blob
+# Storage, then a verified commit): well under the platform's 100 MB request limit, and the API's
+# memory never holds the document.
+DIRECT_UPLOAD_THRESHOLD = 32 * 1024 * 1024
 
 # Answers after which the same request may succeed: the key makes resending it safe.
 _RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
@@ -81,8 +88,10 @@ class ClaimCheckClient:
         clock: Callable[[], float] = time.monotonic,
         backoff_base: timedelta = timedelta(milliseconds=500),
         backoff_cap: timedelta = timedelta(seconds=20),
+        direct_upload_threshold: int = DIRECT_UPLOAD_THRESHOLD,
     ) -> None:
-        """``api_url`` ends in ``/api``; ``token()`` returns a current bearer token for the API."""
+        """``api_url`` ends in ``/api``; ``token()`` returns a current bearer token for the API.
+        Documents longer than ``direct_upload_threshold`` bytes go through ``POST /uploads``."""
         if urllib.parse.urlsplit(api_url).scheme not in ("http", "https"):
             raise ValueError("api_url must be an http(s) URL")
         self._api = api_url.rstrip("/")
@@ -92,6 +101,7 @@ class ClaimCheckClient:
         self._clock = clock
         self._base = backoff_base
         self._cap = backoff_cap
+        self._direct_threshold = direct_upload_threshold
 
     def submit(
         self,
@@ -124,21 +134,59 @@ class ClaimCheckClient:
         if if_match is not None:
             headers["If-Match"] = str(if_match)
         give_up_at = self._clock() + deadline_seconds
+        with _Body(source) as (_, length):
+            if length > self._direct_threshold:
+                return self._submit_direct(source, headers, key, max_attempts, give_up_at)
         for attempt in range(1, max_attempts + 1):
             with _Body(source) as (body, length):
                 answer = self._call("POST", "/documents", headers | {"Content-Length": str(length)}, body)
             if answer.status == 202:
-                return Receipt(
-                    work_item_id=answer.body["work_item_id"],
-                    version=int(answer.body["receipt"]["version"]),
-                    idempotency_key=key,
-                    replayed=answer.headers.get("Idempotent-Replayed") == "true",
-                    raw=answer.body,
-                )
+                return _receipt(answer, key)
             retryable = answer.status in _RETRYABLE_STATUSES or answer.body.get("error") in _RETRYABLE_CODES
             if not retryable or not _Body.rewindable(source) or attempt == max_attempts:
                 raise ApiError(answer.status, answer.body)
             if not self._pause(attempt, answer, give_up_at):
+                raise ApiError(answer.status, answer.body)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _submit_direct(
+        self,
+        source: str | Path | BinaryIO | bytes,
+        headers: dict[str, str],
+        key: str,
+        max_attempts: int,
+        give_up_at: float,
+    ) -> Receipt:
+        """Grant, put the bytes to the grant's blob (sha256 in the same pass), commit with the same key."""
+        described = {name: value for name, value in headers.items() if name not in _CONTROL_HEADERS}
+        described["X-Upload-Content-Type"] = described.pop("Content-Type")
+        with _Body(source) as (body, length):
+            described["X-Upload-Length"] = str(length)
+            granted = self._call("POST", "/uploads", described, b"")
+            if granted.status != 201:
+                raise ApiError(granted.status, granted.body)
+            stream = io.BytesIO(body) if isinstance(body, bytes) else body
+            try:
+                sent, sha256 = put_blocks(
+                    str(granted.body["upload_url"]),
+                    stream,
+                    block_bytes=int(granted.body["block_bytes"]),
+                    timeout=self._timeout,
+                    sleep=self._sleep,
+                )
+            except UploadFailed as failed:
+                raise ApiError(
+                    failed.status or 503, {"error": "upload_failed", "message": str(failed)}
+                ) from None
+        commit = headers | {"X-Upload-Length": str(sent), "X-Upload-Sha256": sha256}
+        commit["X-Upload-Content-Type"] = commit.pop("Content-Type")
+        path = f"/uploads/{urllib.parse.quote(str(granted.body['upload_id']), safe='')}/commit"
+        for attempt in range(1, max_attempts + 1):
+            answer = self._call("POST", path, commit, b"")
+            if answer.status == 202:
+                return _receipt(answer, key)
+            retryable = answer.status in _RETRYABLE_STATUSES or answer.body.get("error") in _RETRYABLE_CODES
+            if not retryable or attempt == max_attempts or not self._pause(attempt, answer, give_up_at):
                 raise ApiError(answer.status, answer.body)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -227,6 +275,19 @@ class _Body:
     def __exit__(self, *_: object) -> None:
         if self._opened is not None:
             self._opened.close()
+
+
+_CONTROL_HEADERS = frozenset({"Idempotency-Key", "If-Match"})
+
+
+def _receipt(answer: _Answer, key: str) -> Receipt:
+    return Receipt(
+        work_item_id=answer.body["work_item_id"],
+        version=int(answer.body["receipt"]["version"]),
+        idempotency_key=key,
+        replayed=answer.headers.get("Idempotent-Replayed") == "true",
+        raw=answer.body,
+    )
 
 
 def _json(raw: bytes) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from claimcheck.propagation import PropagationEntries
 from claimcheck.reconciler import Reconciler
 from claimcheck.registry import PayloadRegistry
 from claimcheck.settings import DEFAULT_CONSUMER_IDENTITY, PURPOSE_CONSUMERS_SETTING, Settings, SettingsError
+from claimcheck.uploads import DirectUploads
 from claimcheck.workitems import WorkItemStatus, WorkItemStore
 
 if TYPE_CHECKING:
@@ -52,6 +53,8 @@ class ClaimCheck:
     reconciler: Reconciler
     status: WorkItemStatus
     intake_keys: IntakeKeys
+    # Large documents: write-only grant to a staging blob, then a verified commit (claimcheck.uploads).
+    uploads: DirectUploads | None = None
 
     @classmethod
     def from_settings(
@@ -88,6 +91,7 @@ class ClaimCheck:
         from azure.storage.blob import BlobServiceClient
 
         from claimcheck.adapters.blobs import AzureBlobPayloadStore
+        from claimcheck.adapters.staging import AzureBlobStagingArea
         from claimcheck.adapters.tables import AzureEntityTable
 
         # Bounded transfers: the SDK never buffers more than one chunk per request.
@@ -195,6 +199,13 @@ class ClaimCheck:
                 table(settings.idempotency_table),
                 window=timedelta(seconds=settings.idempotency_window_seconds),
                 lease=INTAKE_LEASE,
+                clock=clock,
+            ),
+            uploads=DirectUploads(
+                AzureBlobStagingArea(blobs, container),
+                purposes=purposes,
+                max_bytes=settings.max_payload_bytes,
+                orphan_grace=timedelta(seconds=settings.orphan_grace_seconds),
                 clock=clock,
             ),
         )

@@ -58,7 +58,7 @@ def test_zip_holds_the_app_and_nothing_else(tmp_path: Path) -> None:
         for path in (FUNCTIONS_DIR / "claimcheck").rglob("*.py")
         if "__pycache__" not in path.parts
     )
-    top_level = ["function_app.py", "host.json", "openapi.json", "requirements.txt"]
+    top_level = ["function_app.py", "upload_routes.py", "host.json", "openapi.json", "requirements.txt"]
     assert names == sorted([*top_level, *expected_sources])
     assert {info.date_time for info in infos} == {(1980, 1, 1, 0, 0, 0)}
     assert {info.external_attr >> 16 for info in infos} == {0o100644}

@@ -36,7 +36,14 @@ def test_the_app_declares_the_four_triggers_the_design_names() -> None:
     routes = {
         (function.route, tuple(sorted(function.methods or ()))) for function in app.of_type(HttpFunction)
     }
-    assert routes == {("documents", ("POST",)), ("work-items/{id}", ("GET",)), ("openapi.json", ("GET",))}
+    assert routes == {
+        ("documents", ("POST",)),
+        ("work-items/{id}", ("GET",)),
+        ("openapi.json", ("GET",)),
+        # Large documents: the direct-upload grant and its commit (functions/upload_routes.py).
+        ("uploads", ("POST",)),
+        ("uploads/{upload_id}/commit", ("POST",)),
+    }
     [consumer] = app.of_type(ServiceBusFunction)
     assert (consumer.queue_name, consumer.connection, consumer.is_sessions_enabled) == (
         "documents",

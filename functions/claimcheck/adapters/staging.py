@@ -1,0 +1,118 @@
+"""Azure Blob adapter of the direct-upload ``StagingArea`` port (claimcheck.uploads).
+
+Grants are blob SAS tokens with the write permission only, for one blob, starting a few minutes in the
+past (clock skew) and ending at the grant's expiry. With a token credential (Azure) they are *user
+delegation* SAS: the key comes from Get User Delegation Key with the app's managed identity (Storage
+Blob Delegator), and the SAS can never do more than that identity's own roles on the container allow.
+With an account key (only Azurite's public development key: the stack disables shared keys) the SAS is
+a service SAS signed with it.
+
+Reads stream the blob chunk by chunk (the client's ``max_chunk_get_size``), conditioned on the ETag
+the commit saw, so bytes replaced while the commit reads them fail the read instead of being copied.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from azure.core import MatchConditions
+from azure.core.exceptions import ResourceModifiedError, ResourceNotFoundError
+from azure.storage.blob import BlobSasPermissions, UserDelegationKey, generate_blob_sas
+
+from claimcheck.uploads import STAGING_PREFIX, StagedObject, UploadMismatch
+
+if TYPE_CHECKING:
+    from azure.storage.blob import BlobServiceClient, ContainerClient
+
+# Tolerance for a storage front end whose clock runs behind ours.
+CLOCK_SKEW = timedelta(minutes=5)
+# A user delegation key is valid up to seven days; one key signs the grants of a day.
+DELEGATION_KEY_LIFETIME = timedelta(days=1)
+
+
+class AzureBlobStagingArea:
+    def __init__(self, service: BlobServiceClient, container: ContainerClient) -> None:
+        self._service = service
+        self._container = container
+        self._key: UserDelegationKey | None = None
+        self._key_expiry: datetime | None = None
+        self._lock = threading.Lock()
+
+    def grant_write(self, name: str, *, expires_at: datetime) -> str:
+        blob = self._container.get_blob_client(name)
+        start = datetime.now(expires_at.tzinfo) - CLOCK_SKEW
+        signing: dict[str, object] = {}
+        account_key = getattr(self._service.credential, "account_key", None)
+        if isinstance(account_key, str):
+            signing["account_key"] = account_key
+        else:
+            signing["user_delegation_key"] = self._delegation_key(start, expires_at)
+        sas = generate_blob_sas(
+            account_name=str(self._service.account_name),
+            container_name=self._container.container_name,
+            blob_name=name,
+            permission=BlobSasPermissions(write=True),
+            start=start,
+            expiry=expires_at,
+            protocol="https" if blob.url.startswith("https://") else "https,http",
+            **signing,  # type: ignore[arg-type]
+        )
+        return f"{blob.url}?{sas}"
+
+    def _delegation_key(self, start: datetime, expires_at: datetime) -> UserDelegationKey:
+        with self._lock:
+            if self._key is None or self._key_expiry is None or self._key_expiry < expires_at:
+                self._key_expiry = expires_at + DELEGATION_KEY_LIFETIME
+                self._key = self._service.get_user_delegation_key(start, self._key_expiry)
+            return self._key
+
+    def properties(self, name: str) -> StagedObject | None:
+        try:
+            found = self._container.get_blob_client(name).get_blob_properties()
+        except ResourceNotFoundError:
+            return None
+        return StagedObject(name, int(found.size), str(found.etag), found.creation_time)
+
+    def open(self, name: str, *, etag: str) -> _ChunkReader:
+        blob = self._container.get_blob_client(name)
+        try:
+            downloader = blob.download_blob(etag=etag, match_condition=MatchConditions.IfNotModified)
+        except (ResourceModifiedError, ResourceNotFoundError) as exc:
+            raise UploadMismatch("the uploaded object changed or vanished before it could be read") from exc
+        return _ChunkReader(downloader.chunks())
+
+    def delete(self, name: str) -> bool:
+        try:
+            self._container.delete_blob(name)
+        except ResourceNotFoundError:
+            return False
+        return True
+
+    def staged(self) -> Iterator[StagedObject]:
+        for found in self._container.list_blobs(name_starts_with=STAGING_PREFIX):
+            yield StagedObject(found.name, int(found.size), str(found.etag), found.creation_time)
+
+
+class _ChunkReader:
+    """``read(size)`` over the downloader's chunk iterator, holding at most one chunk."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._pending = b""
+
+    def read(self, size: int = -1, /) -> bytes:
+        if not self._pending:
+            try:
+                self._pending = next(self._chunks)
+            except StopIteration:
+                return b""
+            except ResourceModifiedError as exc:  # replaced between two range reads
+                raise UploadMismatch("the uploaded object changed while it was being read") from exc
+        if size < 0 or size >= len(self._pending):
+            taken, self._pending = self._pending, b""
+        else:
+            taken, self._pending = self._pending[:size], self._pending[size:]
+        return taken

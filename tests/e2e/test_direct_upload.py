@@ -1,0 +1,169 @@
+"""Direct upload over the local stack (claimcheck.uploads, functions/upload_routes.py): a write-only
+grant to one staging blob in Azurite, the bytes straight to storage, and a commit that verifies length
+and sha256 while the producer stores its own copy; the same gate, idempotency and errors as intake."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from typing import Any
+
+import requests
+from azure.storage.blob import ContainerClient
+from claimcheck.blob_upload import put_blocks
+from claimcheck.client import ClaimCheckClient
+from claimcheck.settings import PAYLOAD_CONTAINER
+from claimcheck.uploads import STAGING_PREFIX
+
+from local.stack import LocalStack
+
+from .conftest import MAX_PAYLOAD_BYTES
+from .journey import SAMPLES, TEST_IDENTITY, auth
+from .log_scan import SESSION_NEEDLES
+
+SAMPLE = SAMPLES / "service-agreement.txt"
+
+
+def _metadata(tenant: str, length: int, **extra: str) -> dict[str, str]:
+    return {
+        "X-Tenant-Id": tenant,
+        "X-Purpose": "contract-review",
+        "X-Classification": "confidential",
+        "X-Upload-Content-Type": "text/plain",
+        "X-Upload-Length": str(length),
+        **extra,
+    }
+
+
+def _grant(stack: LocalStack, tenant: str, length: int, identity: str = TEST_IDENTITY) -> requests.Response:
+    headers = auth(stack, identity) | _metadata(tenant, length)
+    return requests.post(f"{stack.api_url}/uploads", headers=headers, timeout=60)
+
+
+def _remember_signature(grant: dict[str, Any]) -> None:
+    """The end-of-session log scan looks for this grant's signature in every log of the stack."""
+    (signature,) = urllib.parse.parse_qs(urllib.parse.urlsplit(grant["upload_url"]).query)["sig"]
+    SESSION_NEEDLES.extend([signature, urllib.parse.quote(signature, safe="")])
+
+
+def _staging(stack: LocalStack) -> list[str]:
+    container = ContainerClient.from_connection_string(stack.storage_connection_string, PAYLOAD_CONTAINER)
+    return [blob.name for blob in container.list_blobs(name_starts_with=STAGING_PREFIX)]
+
+
+def test_client_above_its_threshold_uploads_directly_and_the_document_is_processed(stack: LocalStack) -> None:
+    client = ClaimCheckClient(stack.api_url, lambda: stack.token(TEST_IDENTITY), direct_upload_threshold=0)
+    tenant = f"t-up-{uuid.uuid4().hex[:8]}"
+    receipt = client.submit(
+        SAMPLE,
+        tenant_id=tenant,
+        purpose="contract-review",
+        classification="confidential",
+        content_type="text/plain",
+    )
+    assert receipt.raw["receipt"]["sha256"] == hashlib.sha256(SAMPLE.read_bytes()).hexdigest()
+    assert receipt.raw["receipt"]["transport"] == "reference"
+    final = client.wait(receipt, deadline_seconds=150)
+    assert (final.visibility, final.next_action) == ("version_confirmed", "proceed")
+
+
+def test_commit_verifies_sha256_and_length_and_is_idempotent(stack: LocalStack) -> None:
+    tenant, document = f"t-up-{uuid.uuid4().hex[:8]}", SAMPLE.read_bytes()
+    granted = _grant(stack, tenant, len(document))
+    assert granted.status_code == 201, granted.text
+    assert granted.headers["Cache-Control"] == "no-store"
+    grant = granted.json()
+    _remember_signature(grant)
+    length, sha256 = put_blocks(grant["upload_url"], _stream(document), block_bytes=1024, timeout=30)
+    assert (length, sha256) == (len(document), hashlib.sha256(document).hexdigest())
+    commit = f"{stack.api_url}/uploads/{grant['upload_id']}/commit"
+    base = auth(stack) | _metadata(tenant, length)
+
+    wrong = requests.post(commit, headers=base | {"X-Upload-Sha256": "0" * 64}, timeout=120)
+    assert (wrong.status_code, wrong.json()["error"]) == (422, "upload_mismatch")
+    longer_headers = auth(stack) | _metadata(tenant, length + 1, **{"X-Upload-Sha256": sha256})
+    longer = requests.post(commit, headers=longer_headers, timeout=60)
+    assert (longer.status_code, longer.json()["error"]) == (422, "upload_mismatch")
+    # Another caller (or the same caller for another tenant) finds no such upload.
+    other = auth(stack, "local-producer") | _metadata("acme", length, **{"X-Upload-Sha256": sha256})
+    assert requests.post(commit, headers=other, timeout=60).status_code == 404
+    committed = requests.post(commit, headers=base | {"X-Upload-Sha256": sha256}, timeout=120)
+    assert committed.status_code == 202, committed.text
+    assert committed.json()["receipt"]["sha256"] == sha256
+    # Committed: the staging blob is gone, so a second commit finds nothing.
+    again = requests.post(commit, headers=base | {"X-Upload-Sha256": sha256}, timeout=60)
+    assert (again.status_code, again.json()["error"]) == (404, "upload_not_found")
+    assert not any(name for name in _staging(stack) if grant["upload_id"] in name)
+
+
+def test_a_keyed_commit_answers_the_first_receipt_again(stack: LocalStack) -> None:
+    tenant, document = f"t-up-{uuid.uuid4().hex[:8]}", SAMPLE.read_bytes()
+    grant = _grant(stack, tenant, len(document)).json()
+    _remember_signature(grant)
+    _, sha256 = put_blocks(grant["upload_url"], _stream(document), block_bytes=4096, timeout=30)
+    headers = auth(stack) | _metadata(tenant, len(document), **{"X-Upload-Sha256": sha256})
+    headers["Idempotency-Key"] = uuid.uuid4().hex
+    commit = f"{stack.api_url}/uploads/{grant['upload_id']}/commit"
+    first = requests.post(commit, headers=headers, timeout=120)
+    assert first.status_code == 202, first.text
+    replay = requests.post(commit, headers=headers, timeout=60)
+    assert replay.status_code == 202
+    assert replay.headers["Idempotent-Replayed"] == "true"
+    assert replay.json()["receipt"] == first.json()["receipt"]
+    other = headers | {"X-Upload-Sha256": "1" * 64}
+    reused = requests.post(commit, headers=other, timeout=60)
+    assert (reused.status_code, reused.json()["error"]) == (409, "idempotency_key_reused")
+
+
+def test_grants_are_refused_like_intake(stack: LocalStack) -> None:
+    tenant = f"t-up-{uuid.uuid4().hex[:8]}"
+    anonymous = requests.post(f"{stack.api_url}/uploads", headers=_metadata(tenant, 10), timeout=60)
+    assert anonymous.status_code == 401
+    assert _grant(stack, "acme", 10).status_code == 403  # local-tests holds only t-* tenants
+    too_large = _grant(stack, tenant, MAX_PAYLOAD_BYTES + 1)
+    assert (too_large.status_code, too_large.json()["error"]) == (413, "payload_too_large")
+    headers = auth(stack) | _metadata(tenant, 10) | {"X-Upload-Content-Type": "image/png"}
+    forbidden = requests.post(f"{stack.api_url}/uploads", headers=headers, timeout=60)
+    assert (forbidden.status_code, forbidden.json()["error"]) == (415, "forbidden_content_type")
+    no_length = auth(stack) | _metadata(tenant, 10) | {"X-Upload-Length": "ten"}
+    bad = requests.post(f"{stack.api_url}/uploads", headers=no_length, timeout=60)
+    assert (bad.status_code, bad.json()["error"]) == (400, "invalid_upload")
+    unknown = requests.post(
+        f"{stack.api_url}/uploads/up_{'x' * 27}/commit",
+        headers=auth(stack) | _metadata(tenant, 10, **{"X-Upload-Sha256": "a" * 64}),
+        timeout=60,
+    )
+    assert (unknown.status_code, unknown.json()["error"]) == (404, "upload_not_found")
+
+
+def test_the_grant_writes_one_blob_and_reads_nothing(stack: LocalStack) -> None:
+    grant = _grant(stack, f"t-up-{uuid.uuid4().hex[:8]}", 10).json()
+    _remember_signature(grant)
+    url = grant["upload_url"]
+    put_blocks(url, _stream(b"0123456789"), block_bytes=10, timeout=30)
+    assert _status("GET", url) == 403  # no read permission
+    parts = urllib.parse.urlsplit(url)
+    elsewhere = urllib.parse.urlunsplit(parts._replace(path=parts.path.rsplit("/", 1)[0] + "/ref_other"))
+    assert _status("PUT", elsewhere, b"x", {"x-ms-blob-type": "BlockBlob"}) == 403  # another blob
+    assert _status("DELETE", url) == 403
+
+
+def _status(method: str, url: str, body: bytes | None = None, headers: dict[str, str] | None = None) -> int:
+    request = urllib.request.Request(  # noqa: S310 - Azurite on loopback
+        url, data=body, method=method, headers={"x-ms-version": "2021-12-02"}
+    )
+    for name, value in (headers or {}).items():
+        request.add_header(name, value)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - Azurite on loopback
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def _stream(data: bytes) -> io.BytesIO:
+    return io.BytesIO(data)
