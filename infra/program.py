@@ -160,6 +160,11 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
         Grant("app-send-results", BuiltInRole.SERVICE_BUS_DATA_SENDER, results_topic, app),
         # Blob Data Contributor lacks the blob index tag actions the provisional/active state needs.
         Grant("app-payload-blobs", PAYLOAD_OPERATOR, payload_container, app),
+        # Direct uploads: the app signs write-only user delegation SAS for one staging blob. Get User
+        # Delegation Key is a storage-account operation (POST /?restype=service&comp=userdelegationkey),
+        # so the account is the narrowest scope it can be granted at; the key grants nothing by itself, and
+        # a SAS it signs is capped by the app's own roles (the payload operator role on the container).
+        Grant("app-payload-delegator", BuiltInRole.STORAGE_BLOB_DELEGATOR, payloads.account.id, app),
         *[
             Grant(f"app-table-{table}", BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR, resource.id, app)
             for table, resource in payloads.tables.items()

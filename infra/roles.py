@@ -28,6 +28,8 @@ class BuiltInRole(Enum):
     STORAGE_TABLE_DATA_CONTRIBUTOR = "0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3"
     STORAGE_TABLE_DATA_READER = "76199698-9eea-4c19-bc75-cec21354c6b6"
     MONITORING_METRICS_PUBLISHER = "3913510d-42f4-4e42-8a64-420c390055eb"
+    # Get User Delegation Key only (an action, no data action): signs the direct-upload grants.
+    STORAGE_BLOB_DELEGATOR = "db58b8e5-c6ad-4a2a-8342-4190687cbf4a"
 
 
 # Roles that grant access to data (messages, blobs, tables): these must sit at entity scope.

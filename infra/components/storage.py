@@ -4,6 +4,7 @@ the lifecycle backstop, and the registry/idempotency/work-item/audit tables."""
 from __future__ import annotations
 
 import pulumi
+from claimcheck.uploads import STAGING_PREFIX
 from pulumi_azure_native import storage
 
 from infra.topology import LifecycleSpec, Topology
@@ -189,6 +190,17 @@ def lifecycle_rules(lifecycle: LifecycleSpec, container: str) -> list[storage.Ma
                         name=lifecycle.provisional_tag_name, op="==", value=lifecycle.provisional_tag_value
                     )
                 ],
+            ),
+            storage.ManagementPolicyActionArgs(
+                base_blob=storage.ManagementPolicyBaseBlobArgs(delete=after(lifecycle.provisional_grace_days))
+            ),
+        ),
+        # Direct uploads (claimcheck.uploads): a staging blob whose commit never came; the reconciliation
+        # timer removes it once its grant has expired plus the orphan grace, this catches what it missed.
+        rule(
+            "deleteUncommittedUploads",
+            storage.ManagementPolicyFilterArgs(
+                blob_types=["blockBlob"], prefix_match=[f"{container}/{STAGING_PREFIX}"]
             ),
             storage.ManagementPolicyActionArgs(
                 base_blob=storage.ManagementPolicyBaseBlobArgs(delete=after(lifecycle.provisional_grace_days))

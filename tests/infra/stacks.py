@@ -45,3 +45,8 @@ def stack_run(name: str) -> Stack:
 def host_account(run: ProgramRun) -> Registered:
     """The Functions host's storage account (the other one holds payloads)."""
     return next(account for account in run.of_type("StorageAccount") if account.name.startswith("cchost"))
+
+
+def payload_account(run: ProgramRun) -> Registered:
+    """The payload storage account (containers, tables; the Functions host has its own)."""
+    return next(account for account in run.of_type("StorageAccount") if not account.name.startswith("cchost"))

@@ -15,7 +15,7 @@ from infra.roles import (
 )
 from infra.stack_config import StackSettings
 from tests.infra.pulumi_harness import APP_PRINCIPAL_ID, SUBSCRIPTION_ID, ProgramRun
-from tests.infra.stacks import Stack, host_account, stack_run
+from tests.infra.stacks import Stack, host_account, payload_account, stack_run
 
 
 def _custom_guid(run: ProgramRun, role: CustomRole) -> str:
@@ -36,6 +36,8 @@ def _expected_grants(settings: StackSettings, run: ProgramRun) -> set[tuple[str,
         (BuiltInRole.SERVICE_BUS_DATA_OWNER.value, queue, app),
         (BuiltInRole.SERVICE_BUS_DATA_SENDER.value, topic, app),
         (_custom_guid(run, PAYLOAD_OPERATOR), container, app),
+        # Signs the direct-upload grants (user delegation SAS); an account-level operation.
+        (BuiltInRole.STORAGE_BLOB_DELEGATOR.value, payload_account(run).id, app),
         (BuiltInRole.STORAGE_BLOB_DATA_OWNER.value, host_account_id, app),
         (BuiltInRole.MONITORING_METRICS_PUBLISHER.value, app_insights, app),
         *{

@@ -110,6 +110,11 @@ def test_lifecycle_rules_follow_thestack_run(stack: Stack) -> None:
     assert provisional["actions"]["baseBlob"]["delete"] == {
         "daysAfterModificationGreaterThan": lifecycle.provisional_grace_days
     }
+    uploads = policy_rules["deleteUncommittedUploads"]
+    assert uploads["filters"]["prefixMatch"] == ["payloads/uploads/"]
+    assert uploads["actions"]["baseBlob"]["delete"] == {
+        "daysAfterModificationGreaterThan": lifecycle.provisional_grace_days
+    }
     aging = policy_rules["tierAndExpirePayloads"]["actions"]["baseBlob"]
     assert aging["tierToCool"] == {"daysAfterModificationGreaterThan": lifecycle.cool_after_days}
     assert aging["tierToCold"] == {"daysAfterModificationGreaterThan": lifecycle.cold_after_days}
