@@ -21,6 +21,13 @@ from local.stack import LocalStack
 SECRET_SHAPES = ("AccountKey=", ACCOUNT_KEY, "SharedAccessKey=", DEFAULT_KEY.key, "sig=", "Bearer ey")
 # A JWT: base64url JSON header ('{"' encodes as eyJ), base64url JSON claims, signature.
 JWT_SHAPE = re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.")
+# A SAS signature in any form a URL takes in a log: plain (``&sig=``), percent-encoded once or twice
+# (``%26sig%3D``, ``%2526sig%253D``), or JSON-escaped (``\u0026sig=``); the value is base64 (an
+# HMAC-SHA256, 43-44 characters, possibly percent-encoded). Direct-upload grants carry one.
+GRANT_SHAPE = re.compile(
+    r"(?:[?&]|%3F|%26|%253F|%2526|\\u0026)sig(?:=|%3D|%253D)(?:[A-Za-z0-9+/_-]|%2[BbFf]|%3[Dd]|%252[BbFf]){32,}",
+    re.IGNORECASE,
+)
 
 # Markers and token parts tests sent to the stack this session; scanned for again at session end.
 SESSION_NEEDLES: list[str] = []
@@ -72,4 +79,9 @@ def leaks(logs: dict[Path, str], work_dir: Path, needles: list[str]) -> list[str
         if needle in text
     ]
     found += [f"{path.relative_to(work_dir)}: a JWT" for path, text in logs.items() if JWT_SHAPE.search(text)]
+    found += [
+        f"{path.relative_to(work_dir)}: a SAS signature"
+        for path, text in logs.items()
+        if GRANT_SHAPE.search(text)
+    ]
     return found

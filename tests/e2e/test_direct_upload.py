@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+from pathlib import Path
 from typing import Any
 
 import requests
@@ -23,7 +25,7 @@ from local.stack import LocalStack
 
 from .conftest import MAX_PAYLOAD_BYTES
 from .journey import SAMPLES, TEST_IDENTITY, auth
-from .log_scan import SESSION_NEEDLES
+from .log_scan import GRANT_SHAPE, SESSION_NEEDLES, leaks
 
 SAMPLE = SAMPLES / "service-agreement.txt"
 
@@ -167,3 +169,29 @@ def _status(method: str, url: str, body: bytes | None = None, headers: dict[str,
 
 def _stream(data: bytes) -> io.BytesIO:
     return io.BytesIO(data)
+
+
+def test_the_log_scan_catches_a_real_grant_in_every_form_a_log_may_write_it(
+    stack: LocalStack, tmp_path: Path
+) -> None:
+    """Positive control of the log-hygiene scan: a real grant's URL written plain, percent-encoded once
+    and twice, JSON-escaped, or only its signature value, is reported; a redacted one and prose are not."""
+    grant = _grant(stack, f"t-up-{uuid.uuid4().hex[:8]}", 10).json()
+    url = grant["upload_url"]
+    (signature,) = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)["sig"]
+    forms = {
+        "plain": url,
+        "encoded": urllib.parse.quote(url, safe=""),
+        "encoded-twice": urllib.parse.quote(urllib.parse.quote(url, safe=""), safe=""),
+        "json-escaped": json.dumps({"url": url}).replace("&", "\\u0026"),
+    }
+    for name, text in forms.items():
+        assert GRANT_SHAPE.search(text), name
+        log = tmp_path / f"{name}.log"
+        log.write_text(f"INFO request to {text} done\n")
+        assert f"{name}.log: a SAS signature" in leaks({log: log.read_text()}, tmp_path, [])
+    bare = tmp_path / "bare.log"
+    bare.write_text(f"value {urllib.parse.quote(signature, safe='')} seen\n")
+    assert leaks({bare: bare.read_text()}, tmp_path, [signature, urllib.parse.quote(signature, safe="")])
+    for harmless in ("Request URL: 'http://x/b?sv=2021&sig=REDACTED'", "the signature was checked"):
+        assert not GRANT_SHAPE.search(harmless)
