@@ -22,10 +22,10 @@ SECRET_SHAPES = ("AccountKey=", ACCOUNT_KEY, "SharedAccessKey=", DEFAULT_KEY.key
 # A JWT: base64url JSON header ('{"' encodes as eyJ), base64url JSON claims, signature.
 JWT_SHAPE = re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.")
 # A SAS signature in any form a URL takes in a log: plain (``&sig=``), percent-encoded once or twice
-# (``%26sig%3D``, ``%2526sig%253D``), or JSON-escaped (``\u0026sig=``); the value is base64 (an
+# (``%26sig%3D``, ``%2526sig%253D``, ...), or JSON-escaped (``\u0026sig=``); the value is base64 (an
 # HMAC-SHA256, 43-44 characters, possibly percent-encoded). Direct-upload grants carry one.
 GRANT_SHAPE = re.compile(
-    r"(?:[?&]|%3F|%26|%253F|%2526|\\u0026)sig(?:=|%3D|%253D)(?:[A-Za-z0-9+/_-]|%2[BbFf]|%3[Dd]|%252[BbFf]){32,}",
+    r"(?:[?&]|%(?:25)*(?:3F|26)|\\u0026)sig(?:=|%(?:25)*3D)(?:[A-Za-z0-9+/_-]|%(?:25)*(?:2B|2F|3D)){32,}",
     re.IGNORECASE,
 )
 
