@@ -28,6 +28,7 @@ from typing import BinaryIO
 import psutil
 from azure.storage.blob import BlobServiceClient
 from claimcheck import ClaimCheck, Complete, InboundMessage, Settings
+from claimcheck.adapters.azure import provision_storage
 from claimcheck.analysis import AnalysisResult
 from claimcheck.integrity import DEFAULT_CHUNK_BYTES
 from claimcheck.policy import DEFAULT_PURPOSES, Classification, CleanupPolicy, PurposePolicy
@@ -184,6 +185,7 @@ def run(sizes: list[str]) -> list[Row]:
                 cleanup=CleanupPolicy.SYNC,
             ),
         }
+        provision_storage(settings, azurite.connection_string)
         claimcheck = ClaimCheck.from_settings(
             settings,
             storage_connection=azurite.connection_string,

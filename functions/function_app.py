@@ -10,10 +10,12 @@ Every HTTP route starts with ``_gate``: an Entra ID bearer token (claimcheck.aut
 role, then the access table (claimcheck.access) decides which tenants the caller may use. The routes
 keep AuthLevel.FUNCTION, but a function key identifies nobody: without a valid token it gets a 401.
 
-Cold start: only ``azure.functions`` and the Service Bus binding extension are imported here, because
-the worker reads the trigger's parameter annotations when it indexes the app (the extension itself
-imports azure.servicebus). ``claimcheck`` with the Storage SDKs and azure-identity is imported on the
-first invocation, when the one ``ClaimCheck`` of this worker process is built.
+Cold start: of the SDKs, only ``azure.functions`` and the Service Bus binding extension are imported
+here, because the worker reads the trigger's parameter annotations when it indexes the app (the
+extension itself imports azure.servicebus). The ``claimcheck`` core is imported at indexing too (pure
+Python: it loads no Azure SDK, tests/unit/claimcheck/test_imports.py); its Azure adapters, with the
+Storage SDKs and azure-identity, are imported on the first invocation, when the one ``ClaimCheck`` of
+this worker process is built.
 """
 
 import json

@@ -37,12 +37,14 @@ from types import TracebackType
 from typing import Literal, get_args
 
 from claimcheck.access import ACCESS_TABLE_SETTING
+from claimcheck.adapters.azure import provision_storage
 from claimcheck.settings import (
     AUDIENCE_SETTING,
     ISSUER_SETTING,
     JWKS_URI_SETTING,
     SERVICEBUS_CONNECTION,
     STORAGE_CONNECTION,
+    Settings,
 )
 
 from infra.emulator_config import write_emulator_config
@@ -329,6 +331,9 @@ def start_stack(
         settings_path = _write_local_settings(
             folder, azurite.connection_string, bus_connection, {**identity_settings, **(app_settings or {})}
         )
+        # The deploy side's job, as infra/ does on Azure: the app expects its container and tables.
+        local_values = json.loads(settings_path.read_text(encoding="utf-8"))["Values"]
+        provision_storage(Settings.from_env(local_values), azurite.connection_string)
         port = host_port or free_port()
         host = ChildProcess(
             name="functions host",

@@ -1,17 +1,17 @@
-"""The composition root: one ``ClaimCheck`` wires the ports to the Azure adapters.
+"""The composition root: ``ClaimCheck.build`` wires the core to its ports, and nothing else.
 
-SDK imports happen inside ``from_settings``, so importing ``claimcheck`` stays cheap for the
-Function App's cold start.
+``from_settings`` is ``build`` on the Azure adapters (``claimcheck.adapters.azure`` constructs the
+SDK clients); it imports them when called, so importing ``claimcheck`` stays cheap for the Function
+App's cold start. Tests build on ``claimcheck.testing``'s fakes instead.
 """
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from claimcheck.analysis import Analyzer, ContractObligationExtractor
 from claimcheck.cleanup import Cleaner
@@ -28,18 +28,11 @@ from claimcheck.propagation import PropagationEntries
 from claimcheck.reconciler import Reconciler
 from claimcheck.registry import PayloadRegistry
 from claimcheck.settings import DEFAULT_CONSUMER_IDENTITY, PURPOSE_CONSUMERS_SETTING, Settings, SettingsError
-from claimcheck.uploads import DirectUploads
+from claimcheck.storage import PayloadStore, Tables
+from claimcheck.uploads import DirectUploads, StagingArea
 from claimcheck.workitems import WorkItemStatus, WorkItemStore
 
-if TYPE_CHECKING:
-    from azure.core.credentials import TokenCredential
-
 SERVICE_IDENTITY = DEFAULT_CONSUMER_IDENTITY
-
-# The status API reads on its own short leash: when the authoritative table is unreachable an agent
-# gets a 503 with Retry-After in seconds (and asks again), never a stale answer and never a request
-# that hangs through the SDK's default retries for minutes.
-STATUS_READ_LIMITS: dict[str, Any] = {"retry_total": 1, "connection_timeout": 3, "read_timeout": 10}
 
 
 def utc_now() -> datetime:
@@ -57,97 +50,37 @@ class ClaimCheck:
     uploads: DirectUploads | None = None
 
     @classmethod
-    def from_settings(
+    def build(
         cls,
         settings: Settings,
         *,
-        storage_connection: str | None = None,
-        blob_service_uri: str | None = None,
-        table_service_uri: str | None = None,
+        store: PayloadStore,
+        tables: Tables,
         bus: Bus,
-        credential: TokenCredential | None = None,
+        clock: Callable[[], datetime] = utc_now,
+        sleep: Callable[[float], None] = time.sleep,
         analyzer: Analyzer | None = None,
         purposes: Mapping[str, PurposePolicy] = DEFAULT_PURPOSES,
         identity: str | None = None,
-        clock: Callable[[], datetime] = utc_now,
-        sleep: Callable[[float], None] = time.sleep,
-        chunk_bytes: int = DEFAULT_CHUNK_BYTES,
         dead_letters: DeadLetterSource | None = None,
-        request_hook: Callable[[str, Any], None] | None = None,
+        status_tables: Tables | None = None,
+        staging: StagingArea | None = None,
     ) -> ClaimCheck:
-        """Build from a connection string (local: Azurite, creates what is missing) or from service
-        URIs with a token credential (Azure: infra/ provisions the container and tables).
+        """Wire the core to its ports; nothing here touches the network.
 
-        ``request_hook(service, request)``: called with ``"blob"`` or ``"table"`` and azure-core's
-        ``PipelineRequest`` for every storage request actually sent (once per attempt);
-        local/storage_requests.py counts the hot path's round trips with it.
+        ``staging``: where direct uploads of large documents land (``uploads`` is None without it).
 
-        ``identity`` defaults to the settings' consumer identity; the settings' allowed consumers per
-        purpose replace the purpose table's readers.
+        ``status_tables``: where the status API reads (default ``tables``; on Azure, clients with a
+        short leash). ``identity`` defaults to the settings' consumer identity; the settings' allowed
+        consumers per purpose replace the purpose table's readers.
         """
         identity = identity or settings.consumer_identity
         purposes = with_consumers(purposes, settings.purpose_consumers)
-        from azure.data.tables import TableServiceClient
-        from azure.storage.blob import BlobServiceClient
-
-        from claimcheck.adapters.blobs import AzureBlobPayloadStore
-        from claimcheck.adapters.staging import AzureBlobStagingArea
-        from claimcheck.adapters.tables import AzureEntityTable
-
-        # Bounded transfers: the SDK never buffers more than one chunk per request.
-        transfer: dict[str, Any] = {
-            "max_single_get_size": chunk_bytes,
-            "max_chunk_get_size": chunk_bytes,
-            "max_block_size": chunk_bytes,
-            "max_single_put_size": chunk_bytes,
-        }
-        table_options: dict[str, Any] = {}
-        if request_hook is not None:
-            transfer["raw_request_hook"] = functools.partial(request_hook, "blob")
-            table_options["raw_request_hook"] = functools.partial(request_hook, "table")
-        if storage_connection is not None:
-            blobs = BlobServiceClient.from_connection_string(storage_connection, **transfer)
-            tables = TableServiceClient.from_connection_string(storage_connection, **table_options)
-            status_tables = TableServiceClient.from_connection_string(
-                storage_connection, **STATUS_READ_LIMITS
-            )
-        else:
-            if blob_service_uri is None or table_service_uri is None:
-                raise ValueError("give storage_connection, or both blob_service_uri and table_service_uri")
-            if credential is None:
-                from azure.identity import DefaultAzureCredential
-
-                credential = DefaultAzureCredential()
-            blobs = BlobServiceClient(blob_service_uri, credential=credential, **transfer)
-            tables = TableServiceClient(table_service_uri, credential=credential, **table_options)
-            status_tables = TableServiceClient(table_service_uri, credential=credential, **STATUS_READ_LIMITS)
-        container = blobs.get_container_client(settings.payload_container)
-        table_names = (
-            settings.registry_table,
-            settings.idempotency_table,
-            settings.work_items_table,
-            settings.audit_table,
-            settings.results_table,
-        )
-        if storage_connection is not None:
-            if not container.exists():
-                container.create_container()
-            for name in table_names:
-                tables.create_table_if_not_exists(name)
-
-        def table(name: str) -> AzureEntityTable:
-            return AzureEntityTable(tables.get_table_client(name))
-
-        store = AzureBlobPayloadStore(
-            container, chunk_bytes=chunk_bytes, provisional_tag=settings.provisional_tag
-        )
-        registry = PayloadRegistry(table(settings.registry_table))
-        work_items = WorkItemStore(table(settings.work_items_table))
-        cleaner = Cleaner(store, registry, table(settings.audit_table), identity=identity)
-        ledger = IdempotencyLedger(
-            table(settings.idempotency_table),
-            lease=timedelta(seconds=settings.claim_lease_seconds),
-        )
+        status_tables = status_tables or tables
+        registry = PayloadRegistry(tables.registry)
+        work_items = WorkItemStore(tables.work_items)
+        cleaner = Cleaner(store, registry, tables.audit, identity=identity)
+        ledger = IdempotencyLedger(tables.idempotency, lease=timedelta(seconds=settings.claim_lease_seconds))
         return cls(
             producer=Producer(
                 settings=settings,
@@ -165,8 +98,8 @@ class ClaimCheck:
                 registry=registry,
                 work_items=work_items,
                 ledger=ledger,
-                deliveries=DeliveryCounter(table(settings.idempotency_table)),
-                results=table(settings.results_table),
+                deliveries=DeliveryCounter(tables.idempotency),
+                results=tables.results,
                 cleaner=cleaner,
                 bus=bus,
                 analyzer=analyzer or ContractObligationExtractor(),
@@ -184,30 +117,82 @@ class ClaimCheck:
                 purposes=purposes,
                 clock=clock,
                 dead_letters=dead_letters,
-                propagation=PropagationEntries(table(settings.work_items_table)),
+                propagation=PropagationEntries(tables.work_items),
             ),
             status=WorkItemStatus(
-                WorkItemStore(AzureEntityTable(status_tables.get_table_client(settings.work_items_table))),
-                PayloadRegistry(AzureEntityTable(status_tables.get_table_client(settings.registry_table))),
+                WorkItemStore(status_tables.work_items),
+                PayloadRegistry(status_tables.registry),
                 window=timedelta(seconds=settings.visibility_window_seconds),
                 clock=clock,
-                entries=PropagationEntries(
-                    AzureEntityTable(status_tables.get_table_client(settings.work_items_table))
-                ),
+                entries=PropagationEntries(status_tables.work_items),
             ),
             intake_keys=IntakeKeys(
-                table(settings.idempotency_table),
+                tables.idempotency,
                 window=timedelta(seconds=settings.idempotency_window_seconds),
                 lease=INTAKE_LEASE,
                 clock=clock,
             ),
-            uploads=DirectUploads(
-                AzureBlobStagingArea(blobs, container),
+            uploads=None
+            if staging is None
+            else DirectUploads(
+                staging,
                 purposes=purposes,
                 max_bytes=settings.max_payload_bytes,
                 orphan_grace=timedelta(seconds=settings.orphan_grace_seconds),
                 clock=clock,
             ),
+        )
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        *,
+        storage_connection: str | None = None,
+        blob_service_uri: str | None = None,
+        table_service_uri: str | None = None,
+        bus: Bus,
+        credential: object | None = None,
+        chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        request_hook: Callable[[str, Any], None] | None = None,
+        clock: Callable[[], datetime] = utc_now,
+        sleep: Callable[[float], None] = time.sleep,
+        analyzer: Analyzer | None = None,
+        purposes: Mapping[str, PurposePolicy] = DEFAULT_PURPOSES,
+        identity: str | None = None,
+        dead_letters: DeadLetterSource | None = None,
+    ) -> ClaimCheck:
+        """``build`` on Azure Blob and Table Storage (``claimcheck.adapters.azure.connect_storage``):
+        a connection string (Azurite) or service URIs with a token credential (Azure; an azure-core
+        ``TokenCredential``, typed ``object`` here so that the core names no SDK type).
+
+        The container and the tables must exist: ``infra/`` declares them on Azure, the local stack
+        and the test harnesses call ``claimcheck.adapters.azure.provision_storage``.
+        """
+        from claimcheck.adapters.azure import connect_storage
+
+        storage = connect_storage(
+            settings,
+            storage_connection=storage_connection,
+            blob_service_uri=blob_service_uri,
+            table_service_uri=table_service_uri,
+            credential=credential,
+            chunk_bytes=chunk_bytes,
+            request_hook=request_hook,
+        )
+        return cls.build(
+            settings,
+            store=storage.store,
+            tables=storage.tables,
+            status_tables=storage.status_tables,
+            staging=storage.staging,
+            bus=bus,
+            clock=clock,
+            sleep=sleep,
+            analyzer=analyzer,
+            purposes=purposes,
+            identity=identity,
+            dead_letters=dead_letters,
         )
 
 

@@ -59,6 +59,17 @@ class EntityTable(Protocol):
 
 
 @dataclass(frozen=True)
+class Tables:
+    """The tables one ``ClaimCheck`` works on, by role (their names are the settings' ``*_table``)."""
+
+    registry: EntityTable
+    idempotency: EntityTable
+    work_items: EntityTable
+    audit: EntityTable
+    results: EntityTable
+
+
+@dataclass(frozen=True)
 class UploadedObject:
     """What the upload pass learned: length and sha256 of exactly the bytes stored, and the ETag."""
 

@@ -18,6 +18,7 @@ import pytest
 from azure.data.tables import TableServiceClient
 from azure.storage.blob import BlobServiceClient, ContainerClient
 from claimcheck import ClaimCheck, InboundMessage, OutboundMessage, Settings
+from claimcheck.adapters.azure import provision_storage
 from claimcheck.analysis import AnalysisResult
 from claimcheck.testing import InMemoryBus
 
@@ -191,6 +192,7 @@ def make_harness(storage_connection_string: str) -> Callable[..., Harness]:
         )
         bus, analyzer, clock = InMemoryBus(), RecordingAnalyzer(), Clock()
         sleeps: list[float] = []  # the consumer's visibility polls record their delays instead of sleeping
+        provision_storage(settings, storage_connection_string)
         claimcheck = ClaimCheck.from_settings(
             settings,
             storage_connection=storage_connection_string,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 import pytest
 from claimcheck import ClaimCheck, Complete, InboundMessage, Settings
+from claimcheck.adapters.azure import provision_storage
 from claimcheck.intake_keys import INTAKE_LEASE
 from claimcheck.testing import InMemoryBus
 
@@ -63,6 +64,7 @@ def counted(storage_connection_string: str) -> Counted:
         inline_threshold_bytes=1024,
     )
     bus, requests = InMemoryBus(), StorageRequests()
+    provision_storage(settings, storage_connection_string)
     claimcheck = ClaimCheck.from_settings(
         settings,
         storage_connection=storage_connection_string,

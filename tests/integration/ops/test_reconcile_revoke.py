@@ -12,6 +12,7 @@ import pytest
 from azure.data.tables import TableServiceClient
 from azure.storage.blob import BlobServiceClient
 from claimcheck import ClaimCheck, DeadLetter, DeadLetterReason, InboundMessage, Settings
+from claimcheck.adapters.azure import provision_storage
 from claimcheck.settings import DOCUMENTS_QUEUE
 from claimcheck.testing import InMemoryBus
 
@@ -48,6 +49,7 @@ def world(storage_connection_string: str) -> tuple[ClaimCheck, InMemoryBus, dict
         results_table=f"results{suffix}",
     )
     bus = InMemoryBus()
+    provision_storage(settings, storage_connection_string)
     claimcheck = ClaimCheck.from_settings(settings, storage_connection=storage_connection_string, bus=bus)
     env = _settings_env(settings) | {"CLAIMCHECK_STORAGE_CONNECTION": storage_connection_string}
     return claimcheck, bus, env

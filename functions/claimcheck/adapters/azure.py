@@ -1,0 +1,140 @@
+"""Azure SDK construction: the Blob and Table clients behind the storage ports, and the storage a
+stack provisions.
+
+``connect_storage`` only builds clients (no request is sent): from a connection string (Azurite) or
+from service URIs with a token credential (Azure, ``DefaultAzureCredential`` unless one is given).
+``provision_storage`` creates the payload container and the tables; it belongs to the deploy side
+(the local stack and the test harnesses call it; on Azure ``infra/`` declares them), never to a
+request.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from azure.core.credentials import TokenCredential
+from azure.data.tables import TableServiceClient
+from azure.storage.blob import BlobServiceClient
+
+from claimcheck.adapters.blobs import AzureBlobPayloadStore
+from claimcheck.adapters.staging import AzureBlobStagingArea
+from claimcheck.adapters.tables import AzureEntityTable
+from claimcheck.integrity import DEFAULT_CHUNK_BYTES
+from claimcheck.settings import Settings, SettingsError
+from claimcheck.storage import Tables
+
+# The status API reads on its own short leash: when the authoritative table is unreachable an agent
+# gets a 503 with Retry-After in seconds (and asks again), never a stale answer and never a request
+# that hangs through the SDK's default retries for minutes.
+STATUS_READ_LIMITS: dict[str, Any] = {"retry_total": 1, "connection_timeout": 3, "read_timeout": 10}
+
+
+@dataclass(frozen=True)
+class AzureStorage:
+    """The ports on Azure Blob and Table Storage; ``status_tables`` use the status read's limits."""
+
+    store: AzureBlobPayloadStore
+    tables: Tables
+    status_tables: Tables
+    staging: AzureBlobStagingArea
+
+
+def connect_storage(
+    settings: Settings,
+    *,
+    storage_connection: str | None = None,
+    blob_service_uri: str | None = None,
+    table_service_uri: str | None = None,
+    credential: object | None = None,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    request_hook: Callable[[str, Any], None] | None = None,
+) -> AzureStorage:
+    """The ports over the settings' container and tables.
+
+    ``request_hook(service, request)``: called with ``"blob"`` or ``"table"`` and azure-core's
+    ``PipelineRequest`` for every storage request actually sent (once per attempt);
+    local/storage_requests.py counts the hot path's round trips with it.
+    """
+    # Bounded transfers: the SDK never buffers more than one chunk per request.
+    transfer: dict[str, Any] = {
+        "max_single_get_size": chunk_bytes,
+        "max_chunk_get_size": chunk_bytes,
+        "max_block_size": chunk_bytes,
+        "max_single_put_size": chunk_bytes,
+    }
+    table_options: dict[str, Any] = {}
+    if request_hook is not None:
+        transfer["raw_request_hook"] = functools.partial(request_hook, "blob")
+        table_options["raw_request_hook"] = functools.partial(request_hook, "table")
+    if storage_connection is not None:
+        blobs = BlobServiceClient.from_connection_string(storage_connection, **transfer)
+        tables = TableServiceClient.from_connection_string(storage_connection, **table_options)
+        status_tables = TableServiceClient.from_connection_string(storage_connection, **STATUS_READ_LIMITS)
+    else:
+        if blob_service_uri is None or table_service_uri is None:
+            raise SettingsError("give storage_connection, or both blob_service_uri and table_service_uri")
+        token = _token_credential(credential)
+        blobs = BlobServiceClient(blob_service_uri, credential=token, **transfer)
+        tables = TableServiceClient(table_service_uri, credential=token, **table_options)
+        status_tables = TableServiceClient(table_service_uri, credential=token, **STATUS_READ_LIMITS)
+    container = blobs.get_container_client(settings.payload_container)
+    store = AzureBlobPayloadStore(
+        container, chunk_bytes=chunk_bytes, provisional_tag=settings.provisional_tag
+    )
+    return AzureStorage(
+        store=store,
+        tables=_tables(tables, settings),
+        status_tables=_tables(status_tables, settings),
+        staging=AzureBlobStagingArea(blobs, container),
+    )
+
+
+def _token_credential(credential: object | None) -> TokenCredential:
+    """The given azure-core credential, or ``DefaultAzureCredential`` (managed identity on Azure)."""
+    if credential is None:
+        from azure.identity import DefaultAzureCredential
+
+        return DefaultAzureCredential()
+    if not isinstance(credential, TokenCredential):
+        raise SettingsError(
+            f"credential must be an azure-core TokenCredential, not {type(credential).__name__}"
+        )
+    return credential
+
+
+def provision_storage(settings: Settings, storage_connection: str) -> None:
+    """Create the settings' payload container and tables where missing (idempotent)."""
+    container = BlobServiceClient.from_connection_string(storage_connection).get_container_client(
+        settings.payload_container
+    )
+    if not container.exists():
+        container.create_container()
+    tables = TableServiceClient.from_connection_string(storage_connection)
+    for name in table_names(settings):
+        tables.create_table_if_not_exists(name)
+
+
+def table_names(settings: Settings) -> tuple[str, ...]:
+    return (
+        settings.registry_table,
+        settings.idempotency_table,
+        settings.work_items_table,
+        settings.audit_table,
+        settings.results_table,
+    )
+
+
+def _tables(service: TableServiceClient, settings: Settings) -> Tables:
+    def table(name: str) -> AzureEntityTable:
+        return AzureEntityTable(service.get_table_client(name))
+
+    return Tables(
+        registry=table(settings.registry_table),
+        idempotency=table(settings.idempotency_table),
+        work_items=table(settings.work_items_table),
+        audit=table(settings.audit_table),
+        results=table(settings.results_table),
+    )
