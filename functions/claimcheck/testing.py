@@ -34,7 +34,7 @@ from claimcheck.integrity import (
 from claimcheck.messages import OutboundMessage
 from claimcheck.policy import base_content_type
 from claimcheck.settings import ACTIVE_TAG_VALUE, ProvisionalTag
-from claimcheck.storage import Key, ObjectNotFound, ProvisionalObject, StoredEntity, UploadedObject
+from claimcheck.storage import Key, ObjectNotFound, ProvisionalObject, StoredEntity, Tables, UploadedObject
 
 
 class PublishFailed(ConnectionError):
@@ -134,6 +134,17 @@ class InMemoryTable:
                     self._rows.items(), key=lambda item: (item[0].partition, item[0].row)
                 )
             ]
+
+
+def in_memory_tables() -> Tables:
+    """One ``InMemoryTable`` per role, for ``ClaimCheck.build``."""
+    return Tables(
+        registry=InMemoryTable("registry"),
+        idempotency=InMemoryTable("idempotency"),
+        work_items=InMemoryTable("workitems"),
+        audit=InMemoryTable("audit"),
+        results=InMemoryTable("results"),
+    )
 
 
 @dataclass
