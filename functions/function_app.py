@@ -2,6 +2,7 @@
 
 - ``POST /api/documents``: intake (producer.submit) → 202 with the work item, status URL and receipt.
 - ``GET /api/work-items/{id}``: work-item status, optionally "at least version N".
+- ``GET /api/work-items/{id}/result``: one version's full analysis result.
 - ``GET /api/openapi.json``: the HTTP contract (openapi.json next to this file).
 - ``consume_document``: Service Bus trigger on the ``documents`` session queue with explicit settlement.
 - ``reconcile``: timer trigger running the reconciler.
@@ -337,6 +338,58 @@ def get_work_item(req: func.HttpRequest) -> func.HttpResponse:
     if none_match(req.headers.get("if-none-match"), headers["ETag"]):
         return func.HttpResponse(status_code=304, headers=headers)
     return func.HttpResponse(payload, status_code=200, mimetype="application/json", headers=headers)
+
+
+@app.route(route="work-items/{id}/result", methods=["GET"])
+def get_work_item_result(req: func.HttpRequest) -> func.HttpResponse:
+    """One version's full analysis (parties, dates, obligations with pages; never payload bytes).
+
+    ``version`` defaults to the latest visible one. Scoped like the status route: another tenant's
+    work item or result answers exactly like an unknown id. A version without a result yet: 404
+    ``no_result`` with its state (wait for it with the status route first).
+    """
+    from claimcheck.auth import AppRole
+
+    caller = _gate(req, AppRole.READ, AppRole.OPERATE)
+    if isinstance(caller, func.HttpResponse):
+        return caller
+    try:
+        work_item_id = check_work_item_id(req.route_params["id"])
+        version = parse_min_version(req.params.get("version"), "version")
+    except BadRequest as bad:
+        return _json(400, {"error": bad.code, "message": str(bad)})
+    access, selected = identity()[2], req.headers.get("x-tenant-id")
+
+    def visible(tenant_id: str) -> bool:
+        return access.may_see_tenant(caller, tenant_id) and selected in (None, tenant_id)
+
+    from claimcheck.resilience import is_outage
+
+    service = claimcheck()
+    try:
+        view = service.status.get(work_item_id, tenant_visible=visible)
+        wanted = 0 if view is None else view.version if version is None else version
+        results = service.results
+        stored = (
+            None
+            if results is None or wanted < 1
+            else results.get(work_item_id, wanted, tenant_visible=visible)
+        )
+    except Exception as error:
+        if not is_outage(error):
+            raise
+        logger.warning("result read of %s unavailable: %s", work_item_id, type(error).__name__)
+        unavailable = {
+            "error": "unavailable",
+            "message": "the result store cannot be read now; ask again later",
+        }
+        return _json(503, unavailable, {"Retry-After": str(STATUS_RETRY_AFTER)})
+    if view is None:
+        return _json(404, {"error": "not_found", "message": f"no work item {work_item_id}"})
+    if stored is None:
+        message = f"no result for version {wanted} of {work_item_id}; the work item is {view.state}"
+        return _json(404, {"error": "no_result", "message": message, "state": view.state})
+    return _json(200, stored.to_dict())
 
 
 @app.route(route="openapi.json", methods=["GET"])

@@ -196,6 +196,14 @@ class ClaimCheckClient:
         answer = self._call("GET", path, {}, None)
         return answer.status, answer.body
 
+    def result(self, work_item_id: str, version: int | None = None) -> tuple[int, dict[str, Any]]:
+        """One version's full analysis (``GET /work-items/{id}/result``; default the latest visible)."""
+        query = "" if version is None else f"?version={version}"
+        answer = self._call(
+            "GET", f"/work-items/{urllib.parse.quote(work_item_id, safe='')}/result{query}", {}, None
+        )
+        return answer.status, answer.body
+
     def wait(self, receipt: Receipt, deadline_seconds: float, *, max_attempts: int = 30) -> FinalState:
         """Poll until the API names a state that is not ``wait``, or the attempts or deadline run out."""
         give_up_at = self._clock() + deadline_seconds

@@ -78,12 +78,13 @@ def check_work_item_id(value: str) -> str:
     return value
 
 
-def parse_min_version(raw: str | None) -> int | None:
-    """``min_version`` as an int: ASCII digits only (``str.isdigit`` also accepts '²' and '٣')."""
+def parse_min_version(raw: str | None, name: str = "min_version") -> int | None:
+    """``min_version`` (or the query parameter ``name``) as an int: ASCII digits only (``str.isdigit``
+    also accepts '²' and '٣')."""
     if raw is None:
         return None
     if not MIN_VERSION.fullmatch(raw):
-        raise BadRequest("min_version must be a whole number of at most 18 digits")
+        raise BadRequest(f"{name} must be a whole number of at most 18 digits")
     return int(raw)
 
 

@@ -37,7 +37,7 @@ def result_summary(envelope: Envelope, analysis: AnalysisResult, *, completed_at
 
 def result_key(envelope: Envelope) -> Key:
     """One row per (work item, version)."""
-    return Key(envelope.work_item_id, f"v{envelope.payload_version:010d}")
+    return Key(envelope.work_item_id, result_row_key(envelope.payload_version))
 
 
 def result_row(
@@ -59,6 +59,11 @@ def result_row(
         "result_parts": len(parts),
         **{f"result_{index:02d}": part for index, part in enumerate(parts)},
     }
+
+
+def result_row_key(version: int) -> str:
+    """The row of one version in the work item's partition of the results table."""
+    return f"v{version:010d}"
 
 
 def read_result(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from claimcheck.producer import Producer
 from claimcheck.propagation import PropagationEntries
 from claimcheck.reconciler import Reconciler
 from claimcheck.registry import PayloadRegistry
+from claimcheck.result_reads import ResultReader
 from claimcheck.settings import DEFAULT_CONSUMER_IDENTITY, PURPOSE_CONSUMERS_SETTING, Settings, SettingsError
 from claimcheck.storage import PayloadStore, Tables
 from claimcheck.uploads import DirectUploads, StagingArea
@@ -48,6 +49,8 @@ class ClaimCheck:
     intake_keys: IntakeKeys
     # Large documents: write-only grant to a staging blob, then a verified commit (claimcheck.uploads).
     uploads: DirectUploads | None = None
+    # Full analysis results for GET /work-items/{id}/result (None where a test wires no results table).
+    results: ResultReader | None = None
 
     @classmethod
     def build(
@@ -141,6 +144,7 @@ class ClaimCheck:
                 orphan_grace=timedelta(seconds=settings.orphan_grace_seconds),
                 clock=clock,
             ),
+            results=ResultReader(status_tables.results),
         )
 
     @classmethod
