@@ -1,0 +1,296 @@
+"""claimcheck-mcp: the claim-check stack as Model Context Protocol tools, over stdio or streamable HTTP.
+
+An agent runtime launches ``claimcheck-mcp`` (stdio) or connects to ``claimcheck-mcp --transport http``
+on loopback. Every tool calls the stack's HTTP API with the server's own identity: a token from
+``DefaultAzureCredential`` for ``<audience>/.default`` on Azure, from the local issuer for a loopback API
+(scripts/ops_token.py, shared with claimcheck-ops). It holds no storage or Service Bus credential and
+adds no privilege: the API checks the token's roles and tenants on every call.
+
+Built on the official MCP Python SDK (``mcp``, its ``MCPServer``). What the tools do is in
+scripts/mcp_tools.py; this module gives them their schemas and descriptions, and maps refusals to MCP
+tool errors. Tokens and document bytes are never logged; the SDK logs a failed tool's message only,
+which names codes and ids.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from claimcheck.callers import AppRole
+from claimcheck.client import ClaimCheckClient
+from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
+
+from scripts.mcp_tools import DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS, AgentTools, ToolRefusal
+from scripts.ops_errors import OpsError
+from scripts.ops_token import TokenSource
+
+logger = logging.getLogger("claimcheck.mcp")
+
+DEFAULT_API = "http://127.0.0.1:7071/api"
+DEFAULT_HTTP_PORT = 8765
+# The local identity an agent uses when none is named (local/identity/identities.py).
+DEFAULT_LOCAL_CLIENT = "local-producer"
+# Fetch a new token this long before the current one expires.
+TOKEN_REFRESH_MARGIN_SECONDS = 300
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+INSTRUCTIONS = (
+    "Claim-check tools: submit a document once (submit_document), wait for a final state (wait_for), "
+    "then read the analysis (get_result). Act only on next_action: proceed → get_result; wait → call "
+    "wait_for again later; stop/reconcile/re_read are errors with a remedy. Never submit a document "
+    "again because a read did not show it yet: a retry with the same arguments returns the same receipt."
+)
+
+Purpose = Literal["contract-review", "evidence-archive", "bulk-ingest"]
+Classification = Literal["public", "internal", "confidential", "restricted"]
+WorkItemId = Annotated[
+    str,
+    Field(
+        description="The work item id from a receipt (1-64 letters, digits, '.', '_', ':', '-').",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$",
+    ),
+]
+
+
+class SubmitReceipt(BaseModel):
+    work_item_id: str
+    version: int = Field(description="The version this submission wrote (or had written, if replayed).")
+    replayed: bool = Field(description="True: an earlier identical call already wrote it; nothing new.")
+    idempotency_key: str
+    receipt: dict[str, Any] = Field(description="The write receipt: version, sha256, visibility deadline.")
+    next_step: str
+
+
+class WorkItemStatus(BaseModel):
+    work_item_id: str | None
+    state: str | None = Field(description="accepted, running, completed, failed, expired, or a visibility.")
+    version: int | None
+    visibility: str | None = Field(description="The read-after-write state (version_confirmed, ...).")
+    next_action: str = Field(description="proceed, wait, stop, reconcile or re_read: act only on this.")
+    retry_after: int | None = Field(description="With wait: seconds before reading again.")
+    payload_state: str | None
+    failure_reason: str | None
+    receipt_versions: list[int]
+    result_summary: dict[str, Any] | None = Field(description="Counts once processed; see get_result.")
+    next_step: str
+
+
+class WaitOutcome(WorkItemStatus):
+    exhausted: bool = Field(description="True: the timeout ran out while the API still said wait.")
+
+
+class Obligation(BaseModel):
+    party: str | None
+    text: str = Field(description="The obligation sentence (at most 300 characters).")
+    due_date: str | None = Field(description="An ISO date, or a relative deadline kept verbatim.")
+    page: int = Field(description="1-based page of the document where it appears.")
+
+
+class AnalysisResult(BaseModel):
+    work_item_id: str
+    version: int | None
+    completed_at: str | None
+    document_type: str | None
+    parties: list[str]
+    dates: list[str]
+    obligations: list[Obligation]
+    page_count: int | None
+    review_required: bool | None
+    priority: str | None
+    truncated: bool
+
+
+class CachedToken:
+    """The server's bearer token, fetched again shortly before it expires (never logged)."""
+
+    def __init__(self, fetch: Callable[[], str], clock: Callable[[], float] = time.time) -> None:
+        self._fetch = fetch
+        self._clock = clock
+        self._token = ""
+        self._expires = 0.0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> str:
+        with self._lock:
+            if self._clock() >= self._expires - TOKEN_REFRESH_MARGIN_SECONDS:
+                self._token = self._fetch()
+                self._expires = float(claims_of(self._token).get("exp", 0) or 0)
+            return self._token
+
+    def roles(self) -> frozenset[str]:
+        """The app roles the current token carries (to list only the tools this identity may use)."""
+        return frozenset(str(role) for role in claims_of(self()).get("roles", []) or [])
+
+
+def claims_of(token: str) -> dict[str, Any]:
+    """The token's claims, unverified: it is our own token, read only for its expiry and roles (the API
+    verifies it on every call). Anything unreadable reads as no claims."""
+    try:
+        payload = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except (IndexError, ValueError):
+        return {}
+    return claims if isinstance(claims, dict) else {}
+
+
+def build_server(tools: AgentTools, *, operator: bool = False) -> MCPServer:
+    """The MCP server with the agent tools (and, for an operator identity, the operator tools)."""
+    server = MCPServer("claimcheck", instructions=INSTRUCTIONS, log_level="INFO")
+
+    def refusing(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """The tool's answer, or its refusal as an MCP tool error. Logs codes and ids only."""
+        try:
+            answer = call()
+        except ToolRefusal as refusal:
+            logger.info("refused: %s (HTTP %s)", refusal.code, refusal.status)
+            raise ToolError(refusal.text()) from None
+        logger.info("answered: work item %s version %s", answer.get("work_item_id"), answer.get("version"))
+        return answer
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=True))
+    def submit_document(
+        tenant_id: Annotated[str, Field(description="The tenant that owns the document.")],
+        purpose: Annotated[Purpose, Field(description="What the document is for; each allows its types.")],
+        classification: Annotated[Classification, Field(description="How sensitive the document is.")],
+        content_type: Annotated[
+            str, Field(description="The document's type: text/plain, application/pdf, ...")
+        ],
+        path: Annotated[
+            str | None, Field(description="A file inside the server's allowed folders (or content_base64).")
+        ] = None,
+        content_base64: Annotated[
+            str | None, Field(description="The document itself, base64 (or path); at most 8 MiB.")
+        ] = None,
+        work_item_id: Annotated[
+            WorkItemId | None, Field(description="Only to add a new version to an existing work item.")
+        ] = None,
+        if_match_version: Annotated[
+            int | None,
+            Field(
+                ge=0, description="With work_item_id: the current version you read (get_status 'version')."
+            ),
+        ] = None,
+    ) -> SubmitReceipt:
+        """Submit a document once and get its write receipt. Calling again with the same arguments is safe:
+        it returns the same receipt and writes nothing new. Next: wait_for(work_item_id, min_version)."""
+        answer = refusing(
+            lambda: tools.submit_document(
+                tenant_id=tenant_id,
+                purpose=purpose,
+                classification=classification,
+                content_type=content_type,
+                path=path,
+                content_base64=content_base64,
+                work_item_id=work_item_id,
+                if_match_version=if_match_version,
+            )
+        )
+        return SubmitReceipt.model_validate(answer)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def get_status(
+        work_item_id: WorkItemId,
+        min_version: Annotated[
+            int | None, Field(ge=1, description="Read at least this version (your receipt's version).")
+        ] = None,
+    ) -> WorkItemStatus:
+        """Read a work item's state once: visibility, next_action and retry_after. Does not wait."""
+        answer = refusing(lambda: tools.get_status(work_item_id=work_item_id, min_version=min_version))
+        return WorkItemStatus.model_validate(answer)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def wait_for(
+        work_item_id: WorkItemId,
+        min_version: Annotated[int, Field(ge=1, description="The version from your receipt.")],
+        timeout_seconds: Annotated[
+            float,
+            Field(ge=1, le=MAX_WAIT_SECONDS, description="Longest time to wait, in seconds (bounded)."),
+        ] = DEFAULT_WAIT_SECONDS,
+    ) -> WaitOutcome:
+        """Wait (bounded) until the version is visible and processed. next_action proceed: call get_result.
+        exhausted: not done yet, call wait_for again later. stop/reconcile/re_read come back as errors."""
+        answer = refusing(
+            lambda: tools.wait_for(
+                work_item_id=work_item_id, min_version=min_version, timeout_seconds=timeout_seconds
+            )
+        )
+        return WaitOutcome.model_validate(answer)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def get_result(
+        work_item_id: WorkItemId,
+        version: Annotated[
+            int | None, Field(ge=1, description="Default: the latest visible version.")
+        ] = None,
+    ) -> AnalysisResult:
+        """The analysis of a processed version: parties, dates, and obligations with party, due date and
+        page. Never the document's bytes. Call it after wait_for answered proceed."""
+        answer = refusing(lambda: tools.get_result(work_item_id=work_item_id, version=version))
+        return AnalysisResult.model_validate(answer)
+
+    return server
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="claimcheck-mcp",
+        description="The claim-check stack as MCP tools (stdio for agent runtimes, or HTTP on loopback).",
+    )
+    parser.add_argument("--api", default=os.environ.get("CLAIMCHECK_API_URL", DEFAULT_API))
+    parser.add_argument("--audience", default=os.environ.get("CLAIMCHECK_API_AUDIENCE"))
+    parser.add_argument("--token-issuer", default=os.environ.get("CLAIMCHECK_TOKEN_ISSUER"))
+    parser.add_argument(
+        "--client-id",
+        default=os.environ.get("CLAIMCHECK_CLIENT_ID", DEFAULT_LOCAL_CLIENT),
+        help="local issuer only: which local identity (Azure: the signed-in DefaultAzureCredential)",
+    )
+    parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    parser.add_argument("--host", default="127.0.0.1", help="http only: a loopback address")
+    parser.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT, help="http only")
+    parser.add_argument(
+        "--root",
+        action="append",
+        type=Path,
+        help="a folder submit_document may read files from (repeatable; default: the current folder)",
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("azure").setLevel(logging.WARNING)  # credential chatter; never a token either way
+    if args.transport == "http" and args.host not in _LOOPBACK_HOSTS:
+        # Whoever reaches the port acts with this server's identity: loopback only.
+        print(f"error: --host {args.host} is not a loopback address", file=sys.stderr)
+        return 2
+    source = TokenSource(audience=args.audience, issuer=args.token_issuer, client_id=args.client_id)
+    token = CachedToken(lambda: source.token(args.api))
+    try:
+        roles = token.roles()
+        client = ClaimCheckClient(args.api, token)
+    except (OpsError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    tools = AgentTools(client, roots=args.root or [Path.cwd()])
+    operator = str(AppRole.OPERATE) in roles
+    server = build_server(tools, operator=operator)
+    logger.info("serving %s over %s (operator tools: %s)", args.api, args.transport, operator)
+    if args.transport == "stdio":
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host=args.host, port=args.port)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,281 @@
+"""claimcheck-mcp against the local stack, driven by the MCP SDK's own client: over stdio (the server as
+a subprocess, as an agent runtime launches it) and over streamable HTTP on loopback.
+
+The server gets its token from the stack's local issuer as ``local-tests`` (tenants ``t-*``), exactly as
+it would from Entra ID; a document of another tenant is written as ``local-producer``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import requests
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.types import CallToolResult
+
+from local.identity import identity_named
+from local.ports import free_port, wait_for_port
+from local.stack import LocalStack
+from scripts.mcp_server import build_server
+from scripts.mcp_tools import AgentTools
+
+from .journey import SAMPLES, TEST_IDENTITY
+from .log_scan import SESSION_NEEDLES, forms_of, leaks
+
+REPO = Path(__file__).resolve().parents[2]
+AGENT_TOOLS = {"submit_document", "get_status", "wait_for", "get_result"}
+PDF = SAMPLES / "supply-agreement.pdf"
+WAIT_SECONDS = 240
+
+
+def _server_args(stack: LocalStack, *extra: str) -> list[str]:
+    return [
+        "-m",
+        "scripts.mcp_server",
+        "--api",
+        stack.api_url,
+        "--token-issuer",
+        stack.minter.issuer,
+        "--client-id",
+        TEST_IDENTITY,
+        "--root",
+        str(SAMPLES),
+        *extra,
+    ]
+
+
+@asynccontextmanager
+async def _stdio_client(stack: LocalStack, log: Path) -> AsyncIterator[Client]:
+    with log.open("w", encoding="utf-8") as errlog:
+        parameters = StdioServerParameters(command=sys.executable, args=_server_args(stack), cwd=str(REPO))
+        async with Client(stdio_client(parameters, errlog=errlog)) as client:
+            yield client
+
+
+@pytest.fixture(scope="module")
+def http_server(stack: LocalStack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """``claimcheck-mcp --transport http`` on a free loopback port; its URL and its log file."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("mcp-http") / "mcp-http.log"
+    with log.open("w", encoding="utf-8") as output:
+        process = subprocess.Popen(
+            [sys.executable, *_server_args(stack, "--transport", "http", "--port", str(port))],
+            cwd=REPO,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for_port(port, timeout=60)
+        yield f"http://127.0.0.1:{port}/mcp", log
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _structured(result: CallToolResult) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    assert isinstance(result.structured_content, dict)
+    return result.structured_content
+
+
+def _error(result: CallToolResult) -> dict[str, Any]:
+    """The refusal a tool error carries: the API's code, its message and the remedy."""
+    assert result.is_error
+    text = result.content[0].text  # type: ignore[union-attr]
+    refusal: dict[str, Any] = json.loads(text[text.index("{") :])
+    return refusal
+
+
+async def _listed_tools(client: Client) -> dict[str, Any]:
+    tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    for tool in tools.values():
+        assert tool.description, tool.name
+        jsonschema.Draft202012Validator.check_schema(tool.input_schema)
+        assert tool.output_schema is not None
+        jsonschema.Draft202012Validator.check_schema(tool.output_schema)
+    return tools
+
+
+def _tenant() -> str:
+    return f"t-mcp-{uuid.uuid4().hex[:8]}"
+
+
+def test_stdio_submit_wait_result_retry_and_cross_tenant(stack: LocalStack, tmp_path: Path) -> None:
+    log = tmp_path / "mcp-stdio.log"
+    # Written as local-producer: the server's identity (local-tests) may not see tenant acme.
+    written = requests.post(
+        f"{stack.api_url}/documents",
+        data=b"The Supplier shall deliver the goods.",
+        headers={
+            **stack.auth_headers("local-producer"),
+            "X-Tenant-Id": "acme",
+            "X-Purpose": "contract-review",
+            "X-Classification": "internal",
+            "Content-Type": "text/plain",
+        },
+        timeout=60,
+    )
+    assert written.status_code == 202, written.text
+    foreign = written.json()["work_item_id"]
+
+    async def journey() -> None:
+        async with _stdio_client(stack, log) as client:
+            tools = await _listed_tools(client)
+            assert set(tools) == AGENT_TOOLS  # no operator tools for an identity without the role
+            submit_schema = tools["submit_document"].input_schema
+            assert set(submit_schema["required"]) == {
+                "tenant_id",
+                "purpose",
+                "classification",
+                "content_type",
+            }
+            assert submit_schema["properties"]["purpose"]["enum"] == [
+                "contract-review",
+                "evidence-archive",
+                "bulk-ingest",
+            ]
+            arguments = {
+                "tenant_id": _tenant(),
+                "purpose": "contract-review",
+                "classification": "confidential",
+                "content_type": "application/pdf",
+                "path": str(PDF),
+            }
+            first = _structured(await client.call_tool("submit_document", arguments))
+            # A model retrying the same call: the same receipt, nothing written again.
+            again = _structured(await client.call_tool("submit_document", arguments))
+            assert (again["work_item_id"], again["version"], again["replayed"]) == (
+                first["work_item_id"],
+                first["version"],
+                True,
+            )
+            assert again["receipt"] == first["receipt"]
+            assert not first["replayed"]
+            work_item = {"work_item_id": first["work_item_id"]}
+            waited = _structured(
+                await client.call_tool(
+                    "wait_for", work_item | {"min_version": first["version"], "timeout_seconds": WAIT_SECONDS}
+                )
+            )
+            assert (waited["visibility"], waited["next_action"], waited["exhausted"]) == (
+                "version_confirmed",
+                "proceed",
+                False,
+            )
+            result = _structured(await client.call_tool("get_result", work_item))
+            assert result["parties"] == ["Fabrikam Components GmbH", "Tailspin Toys Ltd."]
+            assert [obligation["page"] for obligation in result["obligations"]] == [1, 1, 1, 2, 2, 2, 3]
+            assert result["version"] == first["version"]
+            assert result["page_count"] == 3
+            status = _structured(await client.call_tool("get_status", work_item))
+            assert (status["state"], status["version"]) == ("completed", first["version"])
+
+            # Another tenant's work item is refused exactly like an id that does not exist.
+            unknown = f"wi-{uuid.uuid4().hex}"
+            refused_foreign = _error(await client.call_tool("get_status", {"work_item_id": foreign}))
+            refused_unknown = _error(await client.call_tool("get_status", {"work_item_id": unknown}))
+            assert refused_foreign["error"] == "not_found"
+            assert json.dumps(refused_foreign).replace(foreign, "ID") == json.dumps(refused_unknown).replace(
+                unknown, "ID"
+            )
+            refused_result = _error(await client.call_tool("get_result", {"work_item_id": foreign}))
+            assert refused_result["error"] == "not_found"
+            # A version never accepted: the API's code and a remedy, never an invitation to resend.
+            never = _error(await client.call_tool("wait_for", work_item | {"min_version": 9}))
+            assert never["error"] == "unknown_version"
+            assert "stop" in never["remedy"]
+
+    asyncio.run(journey())
+    text = log.read_text(encoding="utf-8")
+    assert "refused: not_found" in text  # the server does log its calls: the scan below reads them
+    assert leaks({log: text}, tmp_path, list(SESSION_NEEDLES)) == []
+
+
+def test_http_transport_submit_base64_wait_and_result(
+    stack: LocalStack, http_server: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, log = http_server
+    marker = f"MCP-MARKER-{uuid.uuid4().hex}"
+    SESSION_NEEDLES.append(marker)
+    document = (SAMPLES / "service-agreement.txt").read_bytes() + f"\n{marker}\n".encode()
+
+    async def journey() -> None:
+        async with Client(url) as client:
+            assert set(await _listed_tools(client)) == AGENT_TOOLS
+            arguments = {
+                "tenant_id": _tenant(),
+                "purpose": "contract-review",
+                "classification": "internal",
+                "content_type": "text/plain",
+                "content_base64": base64.b64encode(document).decode(),
+            }
+            receipt = _structured(await client.call_tool("submit_document", arguments))
+            assert _structured(await client.call_tool("submit_document", arguments))["replayed"] is True
+            waited = _structured(
+                await client.call_tool(
+                    "wait_for",
+                    {
+                        "work_item_id": receipt["work_item_id"],
+                        "min_version": receipt["version"],
+                        "timeout_seconds": WAIT_SECONDS,
+                    },
+                )
+            )
+            assert waited["next_action"] == "proceed"
+            result = _structured(
+                await client.call_tool("get_result", {"work_item_id": receipt["work_item_id"]})
+            )
+            assert result["parties"] == ["Northwind Analytics Ltd.", "Contoso Retail Inc."]
+            assert len(result["obligations"]) == 7
+            assert all(marker not in obligation["text"] for obligation in result["obligations"])
+            # Refusals carry the API's code and a remedy; a tenant not granted is named nowhere.
+            not_pdf = _error(
+                await client.call_tool("submit_document", arguments | {"content_type": "application/pdf"})
+            )
+            assert (not_pdf["error"], not_pdf["http_status"]) == ("forbidden_content_type", 415)
+            foreign = _error(await client.call_tool("submit_document", arguments | {"tenant_id": "acme"}))
+            assert (foreign["error"], foreign["http_status"]) == ("forbidden", 403)
+            assert "acme" not in json.dumps(foreign)
+            assert foreign["remedy"]
+
+    asyncio.run(journey())
+    text = log.read_text(encoding="utf-8")
+    assert "refused: forbidden_content_type" in text
+    assert leaks({log: text}, tmp_path, [*forms_of(marker), *SESSION_NEEDLES]) == []
+
+
+def test_expired_token_is_a_clear_tool_error(stack: LocalStack) -> None:
+    """The server's identity no longer holds a valid token: every tool says so, with a remedy."""
+
+    def expired() -> str:
+        return stack.minter.token(identity_named(TEST_IDENTITY), lifetime=-600)
+
+    from claimcheck.client import ClaimCheckClient
+
+    tools = AgentTools(ClaimCheckClient(stack.api_url, expired), roots=[SAMPLES])
+
+    async def call() -> dict[str, Any]:
+        async with Client(build_server(tools)) as client:
+            return _error(await client.call_tool("get_status", {"work_item_id": "wi-expired"}))
+
+    refusal = asyncio.run(call())
+    assert (refusal["error"], refusal["http_status"]) == ("unauthenticated", 401)
+    assert "sign-in" in refusal["remedy"]
+    # The same refusal straight from the API, for comparison: the tool adds only the remedy.
+    answer = requests.get(
+        f"{stack.api_url}/work-items/wi-expired", headers={"Authorization": f"Bearer {expired()}"}, timeout=30
+    )
+    assert answer.status_code == 401
+    assert answer.json()["error"] == refusal["error"]
