@@ -7,10 +7,14 @@ PY := $(VENV)/bin/python
 PY_STAMP := $(VENV)/.deps-installed
 NODE_STAMP := node_modules/.deps-installed
 
-.PHONY: demo chaos test check deps lint package bench bench-claimcheck bench-servicebus clean
+.PHONY: demo demo-agent chaos test check deps lint package bench bench-claimcheck bench-servicebus clean
 
 demo: deps
 	$(PY) -m scripts.demo
+
+# A scripted agent (no model) uses the stack through claimcheck-mcp over stdio, printing each step.
+demo-agent: deps
+	$(PY) -m scripts.demo_agent
 
 # Crashes the local stack's components on a seeded schedule while documents flow; exits 1 on any loss
 # or duplicate. Bounded in time; SEED=n, DOCUMENTS=n, FAULTS=n, DURATION=seconds override the defaults.

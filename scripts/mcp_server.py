@@ -257,6 +257,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=os.environ.get("CLAIMCHECK_CLIENT_ID", DEFAULT_LOCAL_CLIENT),
         help="local issuer only: which local identity (Azure: the signed-in DefaultAzureCredential)",
     )
+    parser.add_argument(
+        "--function-key",
+        default=os.environ.get("CLAIMCHECK_API_KEY"),
+        help="Azure: the Function App's function key (better: CLAIMCHECK_API_KEY, not on a command line)",
+    )
     parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     parser.add_argument("--host", default="127.0.0.1", help="http only: a loopback address")
     parser.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT, help="http only")
@@ -277,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     token = CachedToken(lambda: source.token(args.api))
     try:
         roles = token.roles()
-        client = ClaimCheckClient(args.api, token)
+        client = ClaimCheckClient(args.api, token, function_key=args.function_key)
     except (OpsError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -89,9 +89,11 @@ class ClaimCheckClient:
         backoff_base: timedelta = timedelta(milliseconds=500),
         backoff_cap: timedelta = timedelta(seconds=20),
         direct_upload_threshold: int = DIRECT_UPLOAD_THRESHOLD,
+        function_key: str | None = None,
     ) -> None:
         """``api_url`` ends in ``/api``; ``token()`` returns a current bearer token for the API.
-        Documents longer than ``direct_upload_threshold`` bytes go through ``POST /uploads``."""
+        Documents longer than ``direct_upload_threshold`` bytes go through ``POST /uploads``.
+        ``function_key``: on Azure the routes also need the app's function key (``x-functions-key``)."""
         if urllib.parse.urlsplit(api_url).scheme not in ("http", "https"):
             raise ValueError("api_url must be an http(s) URL")
         self._api = api_url.rstrip("/")
@@ -102,6 +104,7 @@ class ClaimCheckClient:
         self._base = backoff_base
         self._cap = backoff_cap
         self._direct_threshold = direct_upload_threshold
+        self._key_header = {} if function_key is None else {"x-functions-key": function_key}
 
     def submit(
         self,
@@ -238,7 +241,12 @@ class ClaimCheckClient:
             self._api + path,
             data=body,
             method=method,
-            headers={**headers, "Authorization": f"Bearer {self._token()}", "Accept": "application/json"},
+            headers={
+                **headers,
+                **self._key_header,
+                "Authorization": f"Bearer {self._token()}",
+                "Accept": "application/json",
+            },
         )
         try:
             with urllib.request.urlopen(request, timeout=self._timeout) as response:  # noqa: S310
