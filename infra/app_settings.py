@@ -112,6 +112,12 @@ def build_app_settings(
         # PYTHON_ENABLE_INIT_INDEXING is not needed: it only moves function indexing to worker start
         # for HTTP streaming (the FastAPI extension); SDK-type bindings are indexed either way.
         "PYTHON_ISOLATE_WORKER_DEPENDENCIES": "1",
+        # OpenTelemetry (host.json telemetryMode OpenTelemetry): the worker runs each invocation in the
+        # host's trace context, so the app's spans (claimcheck.telemetry) join the host's request or
+        # Service Bus trigger span, and it exports its own logs, spans and metrics through the Azure
+        # Monitor distro (claimcheck.telemetry_setup, Entra ID as APPLICATIONINSIGHTS_AUTHENTICATION_STRING
+        # says) instead of the host forwarding the worker's logs.
+        "PYTHON_ENABLE_OPENTELEMETRY": "true",
     }
 
 

@@ -46,6 +46,7 @@ from claimcheck.settings import (
     STORAGE_CONNECTION,
     Settings,
 )
+from claimcheck.telemetry_setup import TELEMETRY_DIR_SETTING
 
 from infra.emulator_config import write_emulator_config
 from infra.topology import Topology, load_topology
@@ -64,6 +65,7 @@ from local.servicebus import DEFAULT_KEY, connection_string
 from local.servicebus.server import default_management_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+TELEMETRY_DIR = "telemetry"  # under the stack's folder: spans.jsonl, metrics.jsonl
 FUNCTION_APP = REPO_ROOT / "functions" / "function_app.py"
 _STOP_GRACE_SECONDS = 15.0
 _READY_TIMEOUT_SECONDS = 60.0
@@ -410,11 +412,22 @@ def _write_local_settings(folder: Path, storage: str, servicebus: str, extra: Ma
         SERVICEBUS_CONNECTION: servicebus,
         STORAGE_CONNECTION: storage,
         "CLAIMCHECK_ENVIRONMENT": "local",
+        **telemetry_settings(folder),
         **extra,
     }
     path = folder / "local.settings.json"
     path.write_text(json.dumps({"IsEncrypted": False, "Values": values}, indent=2), encoding="utf-8")
     return path
+
+
+def telemetry_settings(folder: Path) -> dict[str, str]:
+    """Spans and metrics as OTLP JSON lines under ``<folder>/telemetry`` (claimcheck.telemetry_setup),
+    written within about a second of the work (spans) or every two seconds (metrics)."""
+    return {
+        TELEMETRY_DIR_SETTING: str(folder / TELEMETRY_DIR),
+        "OTEL_BSP_SCHEDULE_DELAY": "500",
+        "OTEL_METRIC_EXPORT_INTERVAL": "2000",
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -505,6 +518,7 @@ def _print_endpoints(stack: LocalStack) -> None:
     print(f"Token issuer       {stack.minter.issuer}  (audience {stack.minter.audience})")
     print(f"Storage conn.      PayloadStorage in {data / 'local.settings.json'}")
     print(f"Logs and data      {data}")
+    print(f"Traces, metrics    {data / TELEMETRY_DIR}  (claimcheck-ops trace <work item>)")
     print("Press Ctrl-C to stop.", flush=True)
 
 

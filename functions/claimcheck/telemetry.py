@@ -132,6 +132,12 @@ def _carrier(properties: Mapping[str, Any]) -> dict[str, str]:
     return carrier
 
 
+# Histogram buckets (advisory; a view may override): seconds from a millisecond to a minute, and payload
+# sizes from a kibibyte to the 2 GiB maximum.
+DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+SIZE_BUCKETS = tuple(float(2**power) for power in range(10, 32, 2))
+
+
 class Telemetry:
     """The tracer and instruments of the claim-check flow, from the given providers (the API's global
     ones by default; tests pass the SDK's with in-memory exporters)."""
@@ -154,15 +160,22 @@ class Telemetry:
             DEAD_LETTERED_METRIC, unit="{message}", description="Messages dead-lettered, by reason"
         )
         self.payload_size = meter.create_histogram(
-            PAYLOAD_SIZE_METRIC, unit="By", description="Payload bytes accepted at intake"
+            PAYLOAD_SIZE_METRIC,
+            unit="By",
+            description="Payload bytes accepted at intake",
+            explicit_bucket_boundaries_advisory=SIZE_BUCKETS,
         )
         self.stage_duration = meter.create_histogram(
-            STAGE_DURATION_METRIC, unit="s", description="Duration of each intake and consumer stage"
+            STAGE_DURATION_METRIC,
+            unit="s",
+            description="Duration of each intake and consumer stage",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
         )
         self.visibility_wait = meter.create_histogram(
             VISIBILITY_WAIT_METRIC,
             unit="s",
             description="Time a delivery waited in-process for its version to become visible",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
         )
         self.retries = meter.create_counter(
             RETRIES_METRIC, unit="{delivery}", description="Deliveries abandoned to be retried"

@@ -43,15 +43,38 @@ def _third_party_imports(files: list[Path]) -> set[str]:
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module]
+                # `from namespace import module`: the module may belong to one of several distributions
+                names = [f"{node.module}.{alias.name}" for alias in node.names]
             else:
                 continue
             for name in names:
                 top = name.split(".")[0]
                 if top in sys.stdlib_module_names or top in _REPO_PACKAGES:
                     continue
-                found.update(_normalise(dist) for dist in distributions[top])
+                found.update(_normalise(dist) for dist in _shipping(name, distributions[top]))
     return found
+
+
+def _shipping(name: str, candidates: list[str]) -> list[str]:
+    """The distributions that ship module `name` (or, for an imported attribute, its module): one, unless
+    the top-level package is a namespace several distributions share (opentelemetry)."""
+    if len(set(candidates)) == 1:
+        return candidates
+    parts = name.split(".")
+    while parts:
+        prefix = "/".join(parts)
+        shipping = [
+            dist
+            for dist in set(candidates)
+            if any(
+                str(file).startswith((f"{prefix}/", f"{prefix}.py"))
+                for file in importlib.metadata.files(dist) or ()
+            )
+        ]
+        if shipping:
+            return shipping
+        parts.pop()
+    return candidates
 
 
 def _requirements(path: Path) -> dict[str, str]:

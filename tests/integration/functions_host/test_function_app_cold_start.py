@@ -13,13 +13,17 @@ _LOADED_AFTER_IMPORT = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 import function_app
-heavy = ("azure.storage", "azure.data.tables", "azure.identity", "pypdf", "claimcheck.adapters")
+heavy = (
+    "azure.storage", "azure.data.tables", "azure.identity", "pypdf", "claimcheck.adapters",
+    "opentelemetry.sdk", "azure.monitor",
+)
 print(json.dumps(sorted(name for name in sys.modules if name.startswith(heavy))))
 """
 
 
 def test_importing_the_app_loads_no_storage_identity_or_pdf_sdk() -> None:
-    """Only azure.functions and the Service Bus binding extension load at import; the rest on first use."""
+    """Only azure.functions and the Service Bus binding extension load at import; the rest (the
+    OpenTelemetry SDK and the Azure Monitor distro too) on first use."""
     output = subprocess.run(
         [sys.executable, "-c", _LOADED_AFTER_IMPORT, str(DEFAULT_APP.parent)],
         check=True,

@@ -1,0 +1,138 @@
+"""Where the Function App's spans and metrics go: the OpenTelemetry SDK, configured once per worker
+process at the edge (function_app.py calls ``configure`` on the first invocation, never at import, so
+cold start does not pay for the SDK or the Azure Monitor distro).
+
+- ``CLAIMCHECK_TELEMETRY_DIR`` set (the local stack sets ``.local-stack/telemetry``): OTLP JSON lines,
+  ``spans.jsonl`` and ``metrics.jsonl`` (delta temporality: each line is one export interval; an
+  interval without measurements writes nothing). ``claimcheck-ops trace`` and ``make demo`` read them.
+  The SDK's own variables tune it (``OTEL_BSP_SCHEDULE_DELAY``, ``OTEL_METRIC_EXPORT_INTERVAL``).
+- else ``APPLICATIONINSIGHTS_CONNECTION_STRING`` set (Azure): the Azure Monitor OpenTelemetry distro,
+  authenticated with Entra ID as ``APPLICATIONINSIGHTS_AUTHENTICATION_STRING`` says
+  (``ClientId=<user-assigned identity>;Authorization=AAD``, the value the host itself uses: the
+  component has local auth disabled, so an instrumentation key alone is refused). Its automatic
+  instrumentations stay off: the host already reports requests and dependencies, and an HTTP span's
+  URL would name a stored object.
+- neither: nothing is configured and every telemetry call is a no-op.
+
+Only this module imports the SDK; ``claimcheck.telemetry`` records through the API.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from claimcheck.settings import SettingsError
+
+TELEMETRY_DIR_SETTING = "CLAIMCHECK_TELEMETRY_DIR"
+CONNECTION_STRING_SETTING = "APPLICATIONINSIGHTS_CONNECTION_STRING"
+AUTHENTICATION_STRING_SETTING = "APPLICATIONINSIGHTS_AUTHENTICATION_STRING"
+SPANS_FILE = "spans.jsonl"
+METRICS_FILE = "metrics.jsonl"
+SERVICE_NAME = "claimcheck-functions"
+
+# The distro's instrumentations (its "library names"), all turned off.
+DISTRO_INSTRUMENTATIONS = (
+    "azure_sdk",
+    "django",
+    "fastapi",
+    "flask",
+    "psycopg2",
+    "requests",
+    "urllib",
+    "urllib3",
+    "httpx",
+)
+
+_configured: str | None = None
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class AzureMonitorTarget:
+    connection_string: str
+    client_id: str | None  # the user-assigned identity; None = the system-assigned one
+
+
+def local_directory(env: Mapping[str, str]) -> Path | None:
+    value = env.get(TELEMETRY_DIR_SETTING)
+    return Path(value) if value else None
+
+
+def azure_monitor_target(env: Mapping[str, str]) -> AzureMonitorTarget | None:
+    """The Application Insights target and the identity that authenticates to it, or None.
+
+    Refuses (``SettingsError`` naming the setting) an authentication string that does not ask for
+    Entra ID: ingestion with the instrumentation key alone is refused by the component."""
+    connection_string = env.get(CONNECTION_STRING_SETTING)
+    if not connection_string:
+        return None
+    raw = env.get(AUTHENTICATION_STRING_SETTING, "")
+    pairs = dict(part.split("=", 1) for part in raw.split(";") if "=" in part)
+    fields = {key.strip().lower(): value.strip() for key, value in pairs.items()}
+    if fields.get("authorization") != "AAD":
+        raise SettingsError(
+            f"{AUTHENTICATION_STRING_SETTING} must be 'ClientId=<identity client id>;Authorization=AAD' "
+            "(the Application Insights component accepts Entra ID authentication only)"
+        )
+    return AzureMonitorTarget(connection_string, fields.get("clientid") or None)
+
+
+def configure(env: Mapping[str, str]) -> str:
+    """Configure the SDK once for this process; returns where telemetry goes ("files", "azure-monitor",
+    "none"). Later calls return the first answer."""
+    global _configured
+    with _lock:
+        if _configured is None:
+            directory = local_directory(env)
+            target = None if directory is not None else azure_monitor_target(env)
+            if directory is not None:
+                _configure_files(directory)
+                _configured = "files"
+            elif target is not None:
+                _configure_azure_monitor(target)
+                _configured = "azure-monitor"
+            else:
+                _configured = "none"
+        return _configured
+
+
+def _configure_files(directory: Path) -> None:
+    from opentelemetry import metrics, trace
+    from opentelemetry.exporter.otlp.json.file import FileMetricExporter, FileSpanExporter
+    from opentelemetry.sdk.metrics import Counter, Histogram, MeterProvider
+    from opentelemetry.sdk.metrics.export import AggregationTemporality, PeriodicExportingMetricReader
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    directory.mkdir(parents=True, exist_ok=True)
+    resource = Resource.create({"service.name": SERVICE_NAME})
+    tracer_provider = TracerProvider(resource=resource)
+    tracer_provider.add_span_processor(BatchSpanProcessor(FileSpanExporter(directory / SPANS_FILE)))
+    delta: dict[type, AggregationTemporality] = {
+        Counter: AggregationTemporality.DELTA,
+        Histogram: AggregationTemporality.DELTA,
+    }
+    exporter = FileMetricExporter(directory / METRICS_FILE, preferred_temporality=delta)
+    meter_provider = MeterProvider(
+        resource=resource, metric_readers=[PeriodicExportingMetricReader(exporter)]
+    )
+    trace.set_tracer_provider(tracer_provider)
+    metrics.set_meter_provider(meter_provider)
+
+
+def _configure_azure_monitor(target: AzureMonitorTarget) -> None:
+    from azure.identity import ManagedIdentityCredential
+    from azure.monitor.opentelemetry import configure_azure_monitor
+
+    # The distro's Functions resource detector names the cloud role after the app; logs of every logger
+    # go too (with PYTHON_ENABLE_OPENTELEMETRY the host leaves the worker's logs to the worker).
+    configure_azure_monitor(
+        connection_string=target.connection_string,
+        credential=ManagedIdentityCredential(client_id=target.client_id),
+        instrumentation_options={name: {"enabled": False} for name in DISTRO_INSTRUMENTATIONS},
+        enable_live_metrics=False,
+    )
