@@ -50,6 +50,7 @@ from scripts.ops_servicebus import (
 )
 from scripts.ops_stats import entity_counts
 from scripts.ops_token import LOCAL_CLIENT_ID, TokenSource
+from scripts.ops_trace import trace
 
 app = typer.Typer(
     help=__doc__,
@@ -317,6 +318,7 @@ app.command()(deploy)
 app.command()(smoke)
 app.command()(reconcile)
 app.command()(revoke)
+app.command()(trace)
 
 
 @app.callback()

@@ -3,6 +3,7 @@ environment variable and its help text have one spelling (ops.py, ops_release.py
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -71,4 +72,14 @@ TokenIssuerOption = Annotated[
 ClientIdOption = Annotated[
     str,
     typer.Option("--client-id", envvar="CLAIMCHECK_CLIENT_ID", help="Local identity to get a token for."),
+]
+TelemetryDirOption = Annotated[
+    Path,
+    typer.Option(
+        "--telemetry-dir",
+        envvar="CLAIMCHECK_TELEMETRY_DIR",
+        file_okay=False,
+        help="The local stack's telemetry folder (OTLP JSON lines spans.jsonl, metrics.jsonl): "
+        "<data folder>/telemetry of python -m local.stack.",
+    ),
 ]

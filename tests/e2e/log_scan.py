@@ -1,5 +1,5 @@
 """The log-hygiene scan of the local stack: no payload bytes, keys, SAS tokens, bearer tokens or
-signatures in any log file the stack writes.
+signatures in any log file the stack writes, nor in any span or metric it exports.
 
 Two callers: tests/e2e/test_logs.py scans right after making the stack log its own markers, and the
 session's ``stack`` fixture scans every log once more when the stack has stopped, so everything every
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from local.azurite import ACCOUNT_KEY
 from local.servicebus.server import DEFAULT_KEY, connection_string
-from local.stack import LocalStack
+from local.stack import TELEMETRY_DIR, LocalStack
 
 SECRET_SHAPES = ("AccountKey=", ACCOUNT_KEY, "SharedAccessKey=", DEFAULT_KEY.key, "sig=", "Bearer ey")
 # A JWT: base64url JSON header ('{"' encodes as eyJ), base64url JSON claims, signature.
@@ -59,14 +59,16 @@ def banners_of(stack: LocalStack) -> set[str]:
 
 def stack_logs(work_dir: Path, banners: set[str]) -> dict[Path, str]:
     """Every log file under the stack's folder: host, emulator, token issuer and Azurite (run with
-    --silent, so its log holds start-up lines, never requests; data files are not logs)."""
+    --silent, so its log holds start-up lines, never requests; data files are not logs), and every
+    exported span and metric (the host's OTLP JSON lines under telemetry/)."""
+    paths = [*work_dir.rglob("*.log"), *(work_dir / TELEMETRY_DIR).glob("*.jsonl")]
     return {
         path: "\n".join(
             line
             for line in path.read_text(encoding="utf-8", errors="replace").splitlines()
             if line not in banners
         )
-        for path in work_dir.rglob("*.log")
+        for path in paths
     }
 
 
