@@ -29,11 +29,12 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusRece
 from azure.storage.blob import BlobServiceClient
 from claimcheck.envelope import parse_envelope
 from claimcheck.settings import DOCUMENTS_QUEUE, PAYLOAD_CONTAINER, RESULTS_TOPIC
+from claimcheck.telemetry import CONSUME_SPAN, WORK_ITEM_ID
 from rich.console import Console
 from rich.live import Live
 
 from local.identity import SigningKey, TokenMinter, identity_named
-from local.stack import LocalStack, start_stack
+from local.stack import TELEMETRY_DIR, LocalStack, start_stack
 from scripts.demo_cases import COMPLETED, Case, demo_cases
 from scripts.demo_report import (
     HostLogEvent,
@@ -46,6 +47,7 @@ from scripts.demo_report import (
     progress_line,
     status_text,
 )
+from scripts.telemetry_files import StageTiming, read_spans, stage_timings
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples" / "contracts"
 SUBSCRIPTIONS = ("audit", "notifications", "review", "contracts")
@@ -297,6 +299,23 @@ class HostLogTail:
         return [event for event in parsed if event is not None]
 
 
+def stage_timings_of(stack: LocalStack, cases: list[Case]) -> list[StageTiming]:
+    """Per-stage timings of the demo's documents from the host's spans (exported within about a second
+    of each stage: wait up to a few seconds for the last documents' spans)."""
+    directory = stack.work_dir / TELEMETRY_DIR
+    ids = [case.work_item_id for case in cases]
+    deadline = time.monotonic() + 5
+    while True:
+        spans = read_spans(directory)
+        consumed = {span.attributes.get(WORK_ITEM_ID) for span in spans if span.name == CONSUME_SPAN}
+        if consumed >= {case.work_item_id for case in cases if case.outcome == COMPLETED}:
+            break
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.25)
+    return stage_timings(spans, ids)
+
+
 def main() -> int:
     console = make_console()
     console.print("Starting Azurite, the Service Bus emulator and the Functions host…")
@@ -306,7 +325,7 @@ def main() -> int:
     demo = Demo(stack, console)
     try:
         demo.run(cases)
-        print_tables(console, cases)
+        print_tables(console, cases, stage_timings_of(stack, cases))
     finally:
         demo.close()
         console.print("Stopping the local stack…")

@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from scripts.demo_cases import COMPLETED, Case
+from scripts.telemetry_files import StageTiming
 
 # Where the consumer stops for each dead-letter reason (claimcheck/consumer.py raises them there).
 STOP_STEPS: Mapping[DeadLetterReason, str] = {
@@ -181,17 +182,38 @@ def summary_table(cases: list[Case]) -> Table:
     return table
 
 
+def stage_timing_table(timings: list[StageTiming]) -> Table:
+    """Per stage of intake and consumption: spans, median, p95 and max duration (from the host's spans)."""
+    table = Table(title="Time per stage (ms)", caption="from the OpenTelemetry spans of these documents")
+    table.add_column("Stage")
+    for column in ("Spans", "Median", "p95", "Max"):
+        table.add_column(column, justify="right")
+    for timing in timings:
+        table.add_row(
+            timing.stage,
+            str(timing.count),
+            f"{timing.median_ms:.1f}",
+            f"{timing.p95_ms:.1f}",
+            f"{timing.max_ms:.1f}",
+        )
+    return table
+
+
 def make_console(file: IO[str] | None = None) -> Console:
     """A console for the demo: the terminal's width on a terminal, NON_TERMINAL_WIDTH otherwise."""
     console = Console(file=file)
     return console if console.is_terminal else Console(file=file, width=NON_TERMINAL_WIDTH)
 
 
-def print_tables(console: Console, cases: list[Case]) -> None:
-    """The final journey table (a terminal already shows the live one) and the summary, spaced apart."""
+def print_tables(console: Console, cases: list[Case], timings: list[StageTiming] | None = None) -> None:
+    """The final journey table (a terminal already shows the live one), the time per stage and the
+    summary, spaced apart."""
     if not console.is_terminal:
         console.print()
         console.print(journey_table(cases))
+    if timings:
+        console.print()
+        console.print(stage_timing_table(timings))
     console.print()
     console.print(summary_table(cases))
     console.print()
