@@ -76,7 +76,7 @@ def claimcheck() -> "ClaimCheck":
     global _claimcheck
     with _claimcheck_lock:
         if _claimcheck is None:
-            from claimcheck.telemetry_setup import configure as configure_telemetry
+            from claimcheck.adapters.telemetry_setup import configure as configure_telemetry
 
             configure_telemetry(os.environ)  # the OpenTelemetry SDK, on first use like the other SDKs
             _claimcheck = _build_claimcheck(os.environ)

@@ -115,8 +115,8 @@ def build_app_settings(
         # OpenTelemetry (host.json telemetryMode OpenTelemetry): the worker runs each invocation in the
         # host's trace context, so the app's spans (claimcheck.telemetry) join the host's request or
         # Service Bus trigger span, and it exports its own logs, spans and metrics through the Azure
-        # Monitor distro (claimcheck.telemetry_setup, Entra ID as APPLICATIONINSIGHTS_AUTHENTICATION_STRING
-        # says) instead of the host forwarding the worker's logs.
+        # Monitor distro (claimcheck.adapters.telemetry_setup, Entra ID as
+        # APPLICATIONINSIGHTS_AUTHENTICATION_STRING says) instead of the host forwarding the worker's logs.
         "PYTHON_ENABLE_OPENTELEMETRY": "true",
     }
 

@@ -38,6 +38,7 @@ from typing import Literal, get_args
 
 from claimcheck.access import ACCESS_TABLE_SETTING
 from claimcheck.adapters.azure import provision_storage
+from claimcheck.adapters.telemetry_setup import TELEMETRY_DIR_SETTING
 from claimcheck.settings import (
     AUDIENCE_SETTING,
     ISSUER_SETTING,
@@ -46,7 +47,6 @@ from claimcheck.settings import (
     STORAGE_CONNECTION,
     Settings,
 )
-from claimcheck.telemetry_setup import TELEMETRY_DIR_SETTING
 
 from infra.emulator_config import write_emulator_config
 from infra.topology import Topology, load_topology
@@ -421,8 +421,9 @@ def _write_local_settings(folder: Path, storage: str, servicebus: str, extra: Ma
 
 
 def telemetry_settings(folder: Path) -> dict[str, str]:
-    """Spans and metrics as OTLP JSON lines under ``<folder>/telemetry`` (claimcheck.telemetry_setup),
-    written within about a second of the work (spans) or every two seconds (metrics)."""
+    """Spans and metrics as OTLP JSON lines under ``<folder>/telemetry``
+    (claimcheck.adapters.telemetry_setup), written within about a second of the work (spans) or every
+    two seconds (metrics)."""
     return {
         TELEMETRY_DIR_SETTING: str(folder / TELEMETRY_DIR),
         "OTEL_BSP_SCHEDULE_DELAY": "500",

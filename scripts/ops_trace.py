@@ -1,8 +1,8 @@
 """`claimcheck-ops trace WORK_ITEM`: one document's journey from the local stack's spans.
 
 Reads the OTLP JSON lines the local Functions host writes (``.local-stack/telemetry/spans.jsonl``,
-claimcheck.telemetry_setup) and prints every intake and delivery of the work item, each with its stages
-under it, offsets from the first intake. On Azure the same spans are in Application Insights (the
+claimcheck.adapters.telemetry_setup) and prints every intake and delivery of the work item, each with
+its stages under it, offsets from the first intake. On Azure the same spans are in Application Insights (the
 transaction search of the work item's operation); this command reads only the local files.
 """
 

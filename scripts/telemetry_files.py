@@ -1,6 +1,6 @@
-"""The local stack's telemetry files (OTLP JSON lines, claimcheck.telemetry_setup) read back: spans as
-flat records, a work item's timeline, per-stage timings and metric data points. Standard library only;
-`claimcheck-ops trace`, the demo and the end-to-end tests share it."""
+"""The local stack's telemetry files (OTLP JSON lines, claimcheck.adapters.telemetry_setup) read back:
+spans as flat records, a work item's timeline, per-stage timings and metric data points. Standard
+library only; `claimcheck-ops trace`, the demo and the end-to-end tests share it."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from claimcheck.adapters.telemetry_setup import METRICS_FILE, SPANS_FILE
 from claimcheck.telemetry import CONSUME_SPAN, INTAKE_SPAN, STAGE, WORK_ITEM_ID, Stage
-from claimcheck.telemetry_setup import METRICS_FILE, SPANS_FILE
 
 _ROOTS = (INTAKE_SPAN, CONSUME_SPAN)
 

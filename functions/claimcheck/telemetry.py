@@ -2,7 +2,7 @@
 trace context that travels in each message.
 
 Only ``opentelemetry-api`` is imported here: the core records spans and measurements through the API's
-global providers, and whoever runs the core decides where they go (``claimcheck.telemetry_setup``:
+global providers, and whoever runs the core decides where they go (``claimcheck.adapters.telemetry_setup``:
 Azure Monitor on Azure, JSON-lines files under ``.local-stack/`` locally, nothing at all otherwise,
 when every call below is a no-op). Instruments are created once on the API's proxies, so the SDK may
 be configured after this module is imported.

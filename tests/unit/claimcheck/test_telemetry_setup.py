@@ -1,4 +1,4 @@
-"""claimcheck.telemetry_setup: which exporter the app settings choose, the Entra identity for Azure
+"""claimcheck.adapters.telemetry_setup: which exporter the app settings choose, the Entra identity for Azure
 Monitor, and the local JSON-lines files (in a child process: the SDK's global providers are set once)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from claimcheck import telemetry_setup
+from claimcheck.adapters import telemetry_setup
+from claimcheck.adapters.telemetry_setup import AzureMonitorTarget, azure_monitor_target
 from claimcheck.settings import SettingsError
-from claimcheck.telemetry_setup import AzureMonitorTarget, azure_monitor_target
 
 CONNECTION = "InstrumentationKey=00000000-0000-0000-0000-000000000000;IngestionEndpoint=https://x.invalid/"
 
@@ -57,7 +57,8 @@ def test_azure_monitor_gets_the_managed_identity_and_no_automatic_instrumentatio
 _PROBE = """
 import sys
 from pathlib import Path
-from claimcheck import telemetry, telemetry_setup
+from claimcheck import telemetry
+from claimcheck.adapters import telemetry_setup
 from claimcheck.outcome import DeadLetter, DeadLetterReason
 from opentelemetry import metrics, trace
 
@@ -97,7 +98,7 @@ def test_local_files_hold_the_spans_and_metrics(tmp_path: Path) -> None:
 
 
 def test_nothing_configured_without_a_target() -> None:
-    probe = "from claimcheck import telemetry_setup; print(telemetry_setup.configure({}))"
+    probe = "from claimcheck.adapters import telemetry_setup; print(telemetry_setup.configure({}))"
     result = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
