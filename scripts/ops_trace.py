@@ -9,20 +9,23 @@ transaction search of the work item's operation); this command reads only the lo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from claimcheck.telemetry import DEAD_LETTER_REASON, OUTCOME, PAYLOAD_VERSION, TRANSPORT
 
 from scripts.ops_errors import OpsError
 from scripts.ops_options import TelemetryDirOption
 from scripts.ops_output import print_json, print_table
-from scripts.telemetry_files import TimelineRow, read_spans, timeline
+
+if TYPE_CHECKING:
+    from scripts.telemetry_files import TimelineRow
 
 COLUMNS = ("offset_ms", "duration_ms", "span", "version", "outcome", "trace", "links_to")
 
 
 def _row(row: TimelineRow) -> dict[str, object]:
+    from claimcheck.telemetry import DEAD_LETTER_REASON, OUTCOME, PAYLOAD_VERSION, TRANSPORT
+
     span, attributes = row.span, row.span.attributes
     outcome = attributes.get(OUTCOME) or ("error" if span.status == "error" else "")
     if attributes.get(DEAD_LETTER_REASON):
@@ -48,6 +51,10 @@ def trace(
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
     """Print a document's timeline (intake, deliveries, their stages) from the local stack's spans."""
+    # The attribute names come from the claimcheck package, which CI's ops environment does not have:
+    # imported here, so the other commands load without it.
+    from scripts.telemetry_files import read_spans, timeline
+
     spans = read_spans(telemetry_dir)
     if not spans:
         raise OpsError(
