@@ -1,5 +1,8 @@
 """Attach: decide what a new link is (entity, $cbs, $management; sessions) and answer it.
 
+The link's class follows from its address and direction (``link_kind``); each is given what it
+needs (broker, management, the connection's authorization and reply links).
+
 A receiver asking for "next available session" may wait (bounded by the link's
 ``com.microsoft:timeout``) until a session has messages. A refused link is answered as Azure
 does (Azure/azure-sdk-for-js#27308 shows it for a next-available wait that found no session): an
@@ -10,68 +13,98 @@ exception.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from local.servicebus.amqp_types import Long, Symbol, UInt, ULong
+from local.servicebus.broker import Broker, canonical
+from local.servicebus.cbs import Authorization
 from local.servicebus.frames import composite, fields_of
-from local.servicebus.links import SESSION_FILTER, IncomingLink, Link, OutgoingLink
+from local.servicebus.links import (
+    CbsLink,
+    IncomingLink,
+    Link,
+    ManagementLink,
+    OutgoingLink,
+    Replies,
+    ReplyLink,
+    SenderLink,
+)
+from local.servicebus.management import Management
 from local.servicebus.model import BrokerError
+from local.servicebus.ports import LinkSession
 from local.servicebus.queue import MessageQueue
-from local.servicebus.session import Session
-
-if TYPE_CHECKING:
-    from local.servicebus.connection import AmqpConnection
+from local.servicebus.receiver import SESSION_FILTER, ReceiverLink
 
 DEFAULT_SESSION_WAIT_MS = 60_000
 _TICKS_AT_EPOCH = 621355968000000000  # .NET ticks (100 ns) at 1970-01-01, for locked-until-utc
 
 
 class Attacher:
-    """Decides what a new link is and answers its attach (sessions may wait for a free session)."""
+    """Makes the links of one connection and answers their attach (a session receiver may wait
+    for a free session)."""
 
-    def __init__(self, connection: AmqpConnection) -> None:
-        self.connection = connection
+    def __init__(
+        self, broker: Broker, management: Management, authorization: Authorization, replies: Replies
+    ) -> None:
+        self.broker = broker
+        self.management = management
+        self.authorization = authorization
+        self.replies = replies
 
-    def attach(self, session: Session, fields: dict[str, Any]) -> None:
+    def create(self, session: LinkSession, fields: dict[str, Any], handle: int) -> Link:
+        """The link an attach asks for: its class from the node and who sends."""
         client_receives = bool(fields.get("role"))
         terminus = fields_of(fields["source"] if client_receives else fields["target"])
         address = str(terminus.get("address") or "")
-        handle = session.new_handle()
-        link: Link = (OutgoingLink if client_receives else IncomingLink)(session, fields, handle, address)
-        session.by_remote_handle[link.remote_handle] = link
-        if isinstance(link, OutgoingLink):
-            session.outgoing_by_handle[handle] = link
+        node = canonical(address)
+        is_request_node = node == "$cbs" or node.endswith("/$management")
+        if client_receives:
+            if is_request_node:
+                return ReplyLink(session, fields, handle, address, replies=self.replies)
+            return ReceiverLink(session, fields, handle, address)
+        if not is_request_node:
+            return SenderLink(session, fields, handle, address, broker=self.broker)
+        size = self.broker.max_message_size
+        if node == "$cbs":
+            return CbsLink(
+                session,
+                fields,
+                handle,
+                address,
+                replies=self.replies,
+                max_message_size=size,
+                authorization=self.authorization,
+            )
+        return ManagementLink(
+            session,
+            fields,
+            handle,
+            address,
+            replies=self.replies,
+            max_message_size=size,
+            management=self.management,
+        )
+
+    def open(self, link: Link) -> None:
+        """Answer a new link's attach, or refuse it."""
         try:
-            self._check(link)
-            if (
-                isinstance(link, OutgoingLink)
-                and link.node != "$cbs"
-                and not link.node.endswith("/$management")
-            ):
+            if link.requires_token:
+                self.authorization.require()
+            link.check()
+            if isinstance(link, ReceiverLink):
                 self._attach_receiver(link)
                 return
         except BrokerError as exc:
             self.refuse(link, exc)
             return
-        if isinstance(link, OutgoingLink):
-            self.connection.reply_links[link.node] = link
+        if isinstance(link, ReplyLink):
+            self.replies.register(link)
         self.reply(link)
         if isinstance(link, IncomingLink):
             link.grant_credit()
 
-    def _check(self, link: Link) -> None:
-        connection = self.connection
-        if link.node == "$cbs" or link.node.endswith("/$management"):
-            return
-        if connection.key is not None and not connection.authorized:
-            raise BrokerError(
-                "amqp:unauthorized-access", "Unauthorized access: put a valid token on $cbs first."
-            )
-        if isinstance(link, IncomingLink):
-            connection.broker.check_send_target(link.address)
-
-    def _attach_receiver(self, link: OutgoingLink) -> None:
-        queue = self.connection.broker.queue_for(link.address)
+    def _attach_receiver(self, link: ReceiverLink) -> None:
+        queue = self.broker.queue_for(link.address)
         source = fields_of(link.attach_fields["source"])
         session_filter = {str(k): v for k, v in (source.get("filter") or {}).items()}
         wants_session = SESSION_FILTER in session_filter
@@ -127,7 +160,7 @@ class Attacher:
         timer = asyncio.get_running_loop().call_later(wait_ms / 1000, give_up)
         queue.session_waiters.append(try_accept)
 
-    def _start_receiving(self, link: OutgoingLink, queue: MessageQueue, session_id: str | None) -> None:
+    def _start_receiving(self, link: ReceiverLink, queue: MessageQueue, session_id: str | None) -> None:
         properties = None
         if session_id is not None:
             link.session_id = session_id
@@ -167,14 +200,10 @@ class Attacher:
                 source=source,
                 target=target,
                 initial_delivery_count=UInt(0) if client_receives else None,
-                max_message_size=ULong(self.connection.broker.max_message_size),
+                max_message_size=ULong(self.broker.max_message_size),
                 properties=properties
                 if client_receives
-                else {
-                    Symbol("com.microsoft:max-message-batch-size"): ULong(
-                        self.connection.broker.max_message_size
-                    )
-                },
+                else {Symbol("com.microsoft:max-message-batch-size"): ULong(self.broker.max_message_size)},
             )
         )
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qs, quote_plus
 
 from local.servicebus.message import AmqpMessage
+from local.servicebus.model import BrokerError
 
 
 @dataclass(frozen=True)
@@ -54,3 +55,23 @@ def check_token(token: object, key: SharedAccessKey | None) -> tuple[int, str]:
     if not hmac.compare_digest(expected, signature):
         return 401, "Unauthorized: the signature does not match the key."
     return 202, "Accepted"
+
+
+class Authorization:
+    """One connection's claims: it may use entities once a valid token was put on ``$cbs`` (or
+    when the emulator runs without a key)."""
+
+    def __init__(self, key: SharedAccessKey | None) -> None:
+        self.key = key
+        self.authorized = key is None
+
+    def put_token(self, request: AmqpMessage, token: object) -> tuple[int, str]:
+        status, description = check_put_token(request, token, self.key)
+        self.authorized = self.authorized or status < 300
+        return status, description
+
+    def require(self) -> None:
+        if not self.authorized:
+            raise BrokerError(
+                "amqp:unauthorized-access", "Unauthorized access: put a valid token on $cbs first."
+            )

@@ -15,7 +15,7 @@ from typing import Any
 from local.servicebus.amqp_types import Array, Symbol, UInt, UShort
 from local.servicebus.attach import Attacher
 from local.servicebus.broker import Broker
-from local.servicebus.cbs import SharedAccessKey
+from local.servicebus.cbs import Authorization, SharedAccessKey
 from local.servicebus.frames import (
     AMQP_HEADER,
     EMPTY_FRAME,
@@ -28,9 +28,8 @@ from local.servicebus.frames import (
     error,
     parse_frame_body,
 )
-from local.servicebus.links import Link, OutgoingLink
+from local.servicebus.links import Replies
 from local.servicebus.management import Management
-from local.servicebus.message import AmqpMessage
 from local.servicebus.session import SESSION_WINDOW, Session
 
 _LOG = logging.getLogger(__name__)
@@ -53,12 +52,8 @@ class AmqpConnection(asyncio.Protocol):
     ) -> None:
         self.broker = broker
         self._on_lost = on_lost
-        self.management = management
-        self.key = key
-        self.authorized = False
-        self.attacher = Attacher(self)
+        self.attacher = Attacher(broker, management, Authorization(key), Replies())
         self.sessions: dict[int, Session] = {}
-        self.reply_links: dict[str, OutgoingLink] = {}
         self.remote_max_frame_size = 512
         self._buffer = bytearray()
         self._expect_header = True
@@ -110,14 +105,8 @@ class AmqpConnection(asyncio.Protocol):
             self._wrote_since_idle_check = True
         self._out.clear()
 
-    def reply(self, node: str, response: AmqpMessage) -> None:
-        link = self.reply_links.get(node)
-        if link is not None:
-            link.send_reply(response)
-
-    def forget_reply_link(self, link: Link) -> None:
-        if self.reply_links.get(link.node) is link:
-            del self.reply_links[link.node]
+    def end_session(self, channel: int) -> None:
+        self.sessions.pop(channel, None)
 
     # --- input -----------------------------------------------------------------------------------
 
@@ -183,7 +172,7 @@ class AmqpConnection(asyncio.Protocol):
         if name == "open":
             self._on_open(fields)
         elif name == "begin":
-            session = Session(self, channel, fields)
+            session = Session(self, self.attacher, channel, fields)
             self.sessions[channel] = session
             self.send_frame(
                 channel,

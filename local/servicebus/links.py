@@ -1,45 +1,48 @@
-"""AMQP links: what a client sends to the broker (IncomingLink) and what it receives (OutgoingLink).
+"""AMQP links: what a client sends to the broker (``IncomingLink``) and what it receives
+(``OutgoingLink``), one subclass per kind of node: an entity (``SenderLink``, and
+``receiver.ReceiverLink``), ``$cbs`` (``CbsLink``) or ``<entity>/$management``
+(``ManagementLink``), their responses going out on a ``ReplyLink``.
 
-A link's address decides its kind: an entity, ``$cbs`` (put-token) or ``<entity>/$management``.
-Credit is re-issued as soon as half of it is used, settlement outcomes are echoed settled (the
-SDK waits for that echo), so no exchange ever waits on a timer.
+Each link is given what it needs (its session through ``ports.LinkSession``, the broker, the
+connection's authorization or reply links), never its connection. Credit is re-issued as soon as
+half of it is used, so no exchange ever waits on a timer.
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from local.servicebus.amqp_types import UInt
-from local.servicebus.broker import canonical, encode_delivery
-from local.servicebus.cbs import check_put_token
-from local.servicebus.frames import composite, composite_name, error, fields_of
-from local.servicebus.management import body_value, value_message
+from local.servicebus.broker import Broker, canonical
+from local.servicebus.cbs import Authorization
+from local.servicebus.frames import composite, error
+from local.servicebus.management import Management, body_value, value_message
 from local.servicebus.message import BATCH_MESSAGE_FORMAT, AmqpMessage, MessageFormatError, split_batch
-from local.servicebus.model import BrokerError, Entry
-from local.servicebus.queue import MessageQueue
+from local.servicebus.model import BrokerError
+from local.servicebus.ports import LinkSession
 
-if TYPE_CHECKING:
-    from local.servicebus.session import Session
-
-SESSION_FILTER = "com.microsoft:session-filter"
 CREDIT_WINDOW = 1000
-_ACCEPTED = composite("accepted")
-_TERMINAL_OUTCOMES = {"accepted", "released", "modified", "rejected"}
+ACCEPTED = composite("accepted")
 
 
 class Link:
     """What both directions share: identity, addresses, detaching."""
 
-    def __init__(self, session: Session, fields: dict[str, Any], handle: int, address: str) -> None:
+    requires_token = True  # entity links need a $cbs token first; $cbs and $management do not
+
+    def __init__(self, session: LinkSession, fields: dict[str, Any], handle: int, address: str) -> None:
         self.session = session
         self.name = fields["name"]
-        self.remote_handle = fields["handle"]
+        self.remote_handle: int = fields["handle"]
         self.handle = handle
         self.address = address
         self.node = canonical(address)
         self.attach_fields = fields
         self.closed = False
+
+    def check(self) -> None:
+        """Raise BrokerError when the link must be refused (beyond the $cbs token)."""
 
     def detach(self, condition: str | None = None, description: str | None = None) -> None:
         """Close the link from the broker's side (with an error when ``condition`` is given)."""
@@ -62,10 +65,19 @@ class Link:
 
 
 class IncomingLink(Link):
-    """The client sends: messages to an entity, put-token to $cbs, requests to $management."""
+    """The client sends: assembles (multi-frame) deliveries, keeps credit open, settles each."""
 
-    def __init__(self, session: Session, fields: dict[str, Any], handle: int, address: str) -> None:
+    def __init__(
+        self,
+        session: LinkSession,
+        fields: dict[str, Any],
+        handle: int,
+        address: str,
+        *,
+        max_message_size: int,
+    ) -> None:
         super().__init__(session, fields, handle, address)
+        self.max_message_size = max_message_size
         self.delivery_count = int(fields.get("initial_delivery_count") or 0)
         self.credit = 0
         self._partial = bytearray()
@@ -74,7 +86,7 @@ class IncomingLink(Link):
 
     def grant_credit(self) -> None:
         self.credit = CREDIT_WINDOW
-        self.session.send_flow(self, delivery_count=self.delivery_count, link_credit=self.credit)
+        self.session.send_flow(self.handle, delivery_count=self.delivery_count, link_credit=self.credit)
 
     def on_transfer(self, fields: dict[str, Any], payload: memoryview) -> None:
         if self._first is None:
@@ -85,9 +97,8 @@ class IncomingLink(Link):
             self._first = None
             return
         self._partial_size += len(payload)
-        limit = self.session.connection.broker.max_message_size
         if fields.get("more"):
-            if self._partial_size <= limit:  # past the limit, memory stays bounded
+            if self._partial_size <= self.max_message_size:  # past the limit, memory stays bounded
                 self._partial += payload
             return
         first, self._first = self._first, None
@@ -98,61 +109,52 @@ class IncomingLink(Link):
         self.credit -= 1
         if self.credit < CREDIT_WINDOW // 2:
             self.grant_credit()
-        outcome = self._receive(data, size, int(first.get("message_format") or 0))
+        try:
+            outcome = self.receive(data, size, int(first.get("message_format") or 0))
+        except MessageFormatError as exc:
+            outcome = composite("rejected", error=error("amqp:decode-error", str(exc)))
+        except BrokerError as exc:
+            outcome = composite("rejected", error=error(exc.condition, exc.description))
         if not first.get("settled"):
             self.session.settle_incoming(int(first["delivery_id"]), outcome)
 
-    def _receive(self, data: bytes, size: int, message_format: int) -> Any:
-        """Handle one complete delivery; return the outcome to report."""
-        connection = self.session.connection
-        try:
-            if self.node == "$cbs":
-                request = AmqpMessage.parse(data)
-                status, description = check_put_token(request, body_value(request), connection.key)
-                connection.authorized = connection.authorized or status < 300
-                self._reply("$cbs", request, {"status-code": status, "status-description": description})
-                return _ACCEPTED
-            if self.node.endswith("/$management"):
-                request = AmqpMessage.parse(data)
-                response = connection.management.handle(self.node, request)
-                connection.reply(self.node, response)
-                return _ACCEPTED
-            broker = connection.broker
-            if size > broker.max_message_size:
-                raise BrokerError(
-                    "amqp:link:message-size-exceeded",
-                    f"The received message (size {size} bytes) exceeds the limit "
-                    f"({broker.max_message_size} bytes) currently allowed on the link.",
-                )
-            message = AmqpMessage.parse(data)
-            messages = split_batch(message) if message_format == BATCH_MESSAGE_FORMAT else [message]
-            broker.send(self.address, messages)
-            return _ACCEPTED
-        except MessageFormatError as exc:
-            return composite("rejected", error=error("amqp:decode-error", str(exc)))
-        except BrokerError as exc:
-            return composite("rejected", error=error(exc.condition, exc.description))
+    def receive(self, data: bytes, size: int, message_format: int) -> Any:
+        """Handle one complete delivery; return the outcome to report (or raise BrokerError)."""
+        raise NotImplementedError
 
-    def _reply(self, node: str, request: AmqpMessage, properties: dict[str, Any]) -> None:
-        properties = {
-            key: (UInt(value) if isinstance(value, int) else value) for key, value in properties.items()
-        }
-        response = value_message(None, properties, request.properties.get("message_id"))
-        self.session.connection.reply(node, response)
+
+class SenderLink(IncomingLink):
+    """The client sends messages to a queue or topic."""
+
+    def __init__(
+        self, session: LinkSession, fields: dict[str, Any], handle: int, address: str, *, broker: Broker
+    ) -> None:
+        super().__init__(session, fields, handle, address, max_message_size=broker.max_message_size)
+        self.broker = broker
+
+    def check(self) -> None:
+        self.broker.check_send_target(self.address)
+
+    def receive(self, data: bytes, size: int, message_format: int) -> Any:
+        if size > self.max_message_size:
+            raise BrokerError(
+                "amqp:link:message-size-exceeded",
+                f"The received message (size {size} bytes) exceeds the limit "
+                f"({self.max_message_size} bytes) currently allowed on the link.",
+            )
+        message = AmqpMessage.parse(data)
+        messages = split_batch(message) if message_format == BATCH_MESSAGE_FORMAT else [message]
+        self.broker.send(self.address, messages)
+        return ACCEPTED
 
 
 class OutgoingLink(Link):
-    """The client receives: messages from an entity (a Consumer), or $cbs/$management responses."""
+    """The client receives: link credit (bounded by the session's window), transfers."""
 
-    def __init__(self, session: Session, fields: dict[str, Any], handle: int, address: str) -> None:
+    def __init__(self, session: LinkSession, fields: dict[str, Any], handle: int, address: str) -> None:
         super().__init__(session, fields, handle, address)
         self.delivery_count = 0
         self.link_credit = 0
-        self.session_id: str | None = None
-        self.receive_and_delete = fields.get("snd_settle_mode") == 1
-        self.queue: MessageQueue | None = None
-        self.unsettled: dict[int, uuid.UUID] = {}
-        self._replies: list[AmqpMessage] = []
 
     def on_flow(self, fields: dict[str, Any]) -> None:
         remote_count = fields.get("delivery_count")
@@ -162,9 +164,11 @@ class OutgoingLink(Link):
         if fields.get("drain") and self.link_credit > 0:
             self.delivery_count += self.link_credit
             self.link_credit = 0
-            self.session.send_flow(self, delivery_count=self.delivery_count, link_credit=0, drain=True)
+            self.session.send_flow(self.handle, delivery_count=self.delivery_count, link_credit=0, drain=True)
         elif fields.get("echo"):
-            self.session.send_flow(self, delivery_count=self.delivery_count, link_credit=self.link_credit)
+            self.session.send_flow(
+                self.handle, delivery_count=self.delivery_count, link_credit=self.link_credit
+            )
 
     @property
     def credit(self) -> int:
@@ -173,90 +177,104 @@ class OutgoingLink(Link):
 
     def resume(self) -> None:
         """Credit or session window opened: send what waits."""
-        while self._replies and self.credit > 0:
-            self._transfer(self._replies.pop(0).encode(), uuid.uuid4().bytes, settled=True)
-        if self.queue is not None:
-            self.queue.pump()
 
-    def _transfer(self, payload: bytes, tag: bytes, *, settled: bool) -> int:
+    def transfer(self, payload: bytes, tag: bytes, *, settled: bool) -> int:
         self.link_credit -= 1
         self.delivery_count += 1
-        return self.session.transfer(self, tag, payload, settled=settled)
+        return self.session.transfer(self.handle, tag, payload, settled=settled)
+
+
+class ReplyLink(OutgoingLink):
+    """Carries the responses of ``$cbs`` or ``<entity>/$management`` to the client."""
+
+    requires_token = False
+
+    def __init__(
+        self, session: LinkSession, fields: dict[str, Any], handle: int, address: str, *, replies: Replies
+    ) -> None:
+        super().__init__(session, fields, handle, address)
+        self.replies = replies
+        self._waiting: list[AmqpMessage] = []
+
+    def resume(self) -> None:
+        while self._waiting and self.credit > 0:
+            self.transfer(self._waiting.pop(0).encode(), uuid.uuid4().bytes, settled=True)
 
     def send_reply(self, message: AmqpMessage) -> None:
         if self.credit > 0:
-            self._transfer(message.encode(), uuid.uuid4().bytes, settled=True)
+            self.transfer(message.encode(), uuid.uuid4().bytes, settled=True)
         else:
-            self._replies.append(message)
-
-    # --- Consumer (see queue.Consumer) -------------------------------------------------------------
-
-    def deliver(self, entry: Entry, lock_token: uuid.UUID | None) -> None:
-        assert self.queue is not None  # only a receiving link is a consumer
-        payload = encode_delivery(entry, self.queue)
-        if lock_token is None:
-            self._transfer(payload, uuid.uuid4().bytes_le, settled=True)
-        else:
-            delivery_id = self._transfer(payload, lock_token.bytes_le, settled=False)
-            self.unsettled[delivery_id] = lock_token
-
-    def session_lost(self) -> None:
-        self.detach(
-            "com.microsoft:session-lock-lost",
-            f"The session lock has expired on the MessageSession '{self.session_id}'.",
-        )
-
-    def _unsettled_in(self, first: int, last: int) -> list[int]:
-        """Unsettled delivery ids in first..last, in order. The SDK settles one delivery at a time,
-        so a short range is looked up; a long one (peer-controlled, up to 2**32 ids) walks what is
-        unsettled instead."""
-        if last - first < len(self.unsettled):
-            return [d for d in range(first, last + 1) if d in self.unsettled]
-        return sorted(d for d in self.unsettled if first <= d <= last)
-
-    def settles_any(self, first: int, last: int) -> bool:
-        if first == last:
-            return first in self.unsettled
-        return bool(self._unsettled_in(first, last))
-
-    def on_disposition(self, first: int, last: int, settled: bool, state: Any) -> None:
-        """The client settled deliveries: apply the outcome, echo it (or the failure) settled."""
-        outcome = composite_name(state)
-        if outcome not in _TERMINAL_OUTCOMES or self.queue is None:
-            return  # e.g. "received": progress only, the delivery stays unsettled
-        for delivery_id in self._unsettled_in(first, last):
-            token = self.unsettled.pop(delivery_id)
-            echo = state
-            try:
-                self._settle(self.queue, token, outcome, fields_of(state))
-                if outcome == "rejected":
-                    echo = composite("rejected")
-            except BrokerError as exc:
-                echo = composite("rejected", error=error(exc.condition, exc.description))
-            if not settled:
-                self.session.send(
-                    composite("disposition", role=False, first=UInt(delivery_id), settled=True, state=echo)
-                )
-
-    @staticmethod
-    def _settle(queue: MessageQueue, token: uuid.UUID, outcome: str | None, fields: dict[str, Any]) -> None:
-        if outcome == "accepted":
-            queue.complete(token)
-        elif outcome == "released":
-            queue.release(token)
-        elif outcome == "modified":
-            if fields.get("undeliverable_here"):
-                queue.defer(token)
-            else:
-                queue.abandon(token)
-        elif outcome == "rejected":
-            failure = fields_of(fields["error"]) if fields.get("error") is not None else {}
-            info = failure.get("info") or {}
-            reason = info.get("DeadLetterReason")  # a Symbol key equals the str key
-            description = info.get("DeadLetterErrorDescription") or failure.get("description")
-            queue.dead_letter(token, str(reason or ""), str(description or ""))
+            self._waiting.append(message)
 
     def on_closed(self) -> None:
-        if self.queue is not None:
-            self.queue.detach(self)
-            self.queue = None
+        self.replies.forget(self)
+
+
+class Replies:
+    """One connection's reply links by node: where $cbs and $management responses go."""
+
+    def __init__(self) -> None:
+        self._links: dict[str, ReplyLink] = {}
+
+    def register(self, link: ReplyLink) -> None:
+        self._links[link.node] = link
+
+    def forget(self, link: ReplyLink) -> None:
+        if self._links.get(link.node) is link:
+            del self._links[link.node]
+
+    def reply(self, node: str, response: AmqpMessage) -> None:
+        link = self._links.get(node)
+        if link is not None:
+            link.send_reply(response)
+
+
+class RequestLink(IncomingLink):
+    """The client sends requests to a node that answers on the connection's reply link for it."""
+
+    requires_token = False
+
+    def __init__(
+        self,
+        session: LinkSession,
+        fields: dict[str, Any],
+        handle: int,
+        address: str,
+        *,
+        replies: Replies,
+        max_message_size: int,
+    ) -> None:
+        super().__init__(session, fields, handle, address, max_message_size=max_message_size)
+        self.replies = replies
+
+    def receive(self, data: bytes, size: int, message_format: int) -> Any:
+        request = AmqpMessage.parse(data)
+        self.replies.reply(self.node, self.answer(request))
+        return ACCEPTED
+
+    def answer(self, request: AmqpMessage) -> AmqpMessage:
+        raise NotImplementedError
+
+
+class CbsLink(RequestLink):
+    """``$cbs``: put-token requests, which authorize the connection."""
+
+    def __init__(self, *args: Any, authorization: Authorization, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.authorization = authorization
+
+    def answer(self, request: AmqpMessage) -> AmqpMessage:
+        status, description = self.authorization.put_token(request, body_value(request))
+        properties = {"status-code": UInt(status), "status-description": description}
+        return value_message(None, properties, request.properties.get("message_id"))
+
+
+class ManagementLink(RequestLink):
+    """``<entity>/$management``: lock renewal, peek, scheduling, session state and the rest."""
+
+    def __init__(self, *args: Any, management: Management, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.management = management
+
+    def answer(self, request: AmqpMessage) -> AmqpMessage:
+        return self.management.handle(self.node, request)

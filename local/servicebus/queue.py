@@ -10,6 +10,8 @@ from __future__ import annotations
 import heapq
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Protocol
 
 from local.servicebus.config import QueueSettings
 from local.servicebus.message import AmqpMessage
@@ -18,12 +20,43 @@ from local.servicebus.model import (
     DEFERRED,
     SCHEDULED,
     BrokerError,
-    Consumer,
     Entry,
-    Router,
-    SessionLock,
     now_ms,
 )
+
+
+class Consumer(Protocol):
+    """A receiver link as the queue sees it."""
+
+    session_id: str | None
+    receive_and_delete: bool
+
+    @property
+    def credit(self) -> int: ...
+
+    def deliver(self, entry: Entry, lock_token: uuid.UUID | None) -> None: ...
+
+    def session_lost(self) -> None: ...
+
+
+class Router(Protocol):
+    """What the queue asks of the namespace: storing, dead-lettering (to another entity)."""
+
+    def dead_letter(self, queue: MessageQueue, entry: Entry, reason: str, description: str) -> None: ...
+
+    def persist(self, queue: MessageQueue, entry: Entry) -> None: ...
+
+    def update(self, queue: MessageQueue, entry: Entry) -> None: ...
+
+    def forget(self, queue: MessageQueue, seq: int) -> None: ...
+
+    def save_session_state(self, queue: MessageQueue, session_id: str, state: bytes | None) -> None: ...
+
+
+@dataclass
+class SessionLock:
+    owner: Consumer
+    until_ms: int
 
 
 def lock_lost() -> BrokerError:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from local.servicebus.amqp_types import UInt
+from local.servicebus.attach import Attacher
 from local.servicebus.frames import composite, composite_name
 from local.servicebus.links import IncomingLink, Link, OutgoingLink
-
-if TYPE_CHECKING:
-    from local.servicebus.connection import AmqpConnection
+from local.servicebus.ports import LinkIdentity, SessionHost
+from local.servicebus.receiver import ReceiverLink
 
 SESSION_WINDOW = 1 << 20
 
@@ -18,8 +18,9 @@ SESSION_WINDOW = 1 << 20
 class Session:
     """One AMQP session (channel): links by handle, delivery ids, dispositions to coalesce."""
 
-    def __init__(self, connection: AmqpConnection, channel: int, begin: dict[str, Any]) -> None:
-        self.connection = connection
+    def __init__(self, host: SessionHost, attacher: Attacher, channel: int, begin: dict[str, Any]) -> None:
+        self.host = host
+        self.attacher = attacher
         self.channel = channel
         self.remote_channel = channel
         self.next_incoming_id = int(begin.get("next_outgoing_id") or 0)
@@ -29,14 +30,10 @@ class Session:
         self.by_remote_handle: dict[int, Link] = {}
         self.outgoing_by_handle: dict[int, OutgoingLink] = {}
         self._accepted: list[int] = []
-        self._handles = itertools.count()
-
-    def new_handle(self) -> int:
-        """The broker's handle for a new link (never reused within the session)."""
-        return next(self._handles)
+        self._handles = itertools.count()  # the broker's link handles, never reused in a session
 
     def send(self, body: Any, payload: bytes = b"") -> None:
-        self.connection.send_frame(self.channel, body, payload)
+        self.host.send_frame(self.channel, body, payload)
 
     def _session_flow_fields(self) -> dict[str, Any]:
         return {
@@ -46,24 +43,24 @@ class Session:
             "outgoing_window": UInt(SESSION_WINDOW),
         }
 
-    def send_flow(self, link: Link, *, delivery_count: int, link_credit: int, drain: bool = False) -> None:
+    def send_flow(self, handle: int, *, delivery_count: int, link_credit: int, drain: bool = False) -> None:
         self.send(
             composite(
                 "flow",
                 **self._session_flow_fields(),
-                handle=UInt(link.handle),
+                handle=UInt(handle),
                 delivery_count=UInt(delivery_count & 0xFFFFFFFF),
                 link_credit=UInt(link_credit),
                 drain=drain or None,
             )
         )
 
-    def transfer(self, link: Link, tag: bytes, payload: bytes, *, settled: bool) -> int:
+    def transfer(self, handle: int, tag: bytes, payload: bytes, *, settled: bool) -> int:
         """Send one delivery, split into frames that fit the client's max frame size."""
         delivery_id = self.next_outgoing_id
         self.next_outgoing_id += 1
         self.remote_incoming_window -= 1
-        room = self.connection.remote_max_frame_size - 128 - len(tag)
+        room = self.host.remote_max_frame_size - 128 - len(tag)
         offset = 0
         while True:
             chunk = payload[offset : offset + room]
@@ -72,7 +69,7 @@ class Session:
             self.send(
                 composite(
                     "transfer",
-                    handle=UInt(link.handle),
+                    handle=UInt(handle),
                     delivery_id=UInt(delivery_id),
                     delivery_tag=tag,
                     message_format=UInt(0),
@@ -87,7 +84,7 @@ class Session:
     def settle_incoming(self, delivery_id: int, outcome: Any) -> None:
         if composite_name(outcome) == "accepted":
             self._accepted.append(delivery_id)
-            self.connection.schedule_flush()
+            self.host.schedule_flush()
         else:
             self.send(
                 composite("disposition", role=True, first=UInt(delivery_id), settled=True, state=outcome)
@@ -111,16 +108,14 @@ class Session:
                 )
                 start = i
 
-    def forget(self, link: Link) -> None:
+    def forget(self, link: LinkIdentity) -> None:
         self.by_remote_handle.pop(link.remote_handle, None)
         self.outgoing_by_handle.pop(link.handle, None)
-        self.connection.forget_reply_link(link)
 
     def close_links(self) -> None:
         for link in list(self.by_remote_handle.values()):
             link.closed = True
             link.on_closed()
-            self.connection.forget_reply_link(link)
         self.by_remote_handle.clear()
         self.outgoing_by_handle.clear()
 
@@ -143,7 +138,11 @@ class Session:
         elif name == "disposition":
             self._on_disposition(fields)
         elif name == "attach":
-            self.connection.attacher.attach(self, fields)
+            link = self.attacher.create(self, fields, next(self._handles))
+            self.by_remote_handle[link.remote_handle] = link
+            if isinstance(link, OutgoingLink):
+                self.outgoing_by_handle[link.handle] = link
+            self.attacher.open(link)
         elif name == "detach":
             link = self.by_remote_handle.get(fields["handle"])
             if link is not None and not link.closed:
@@ -151,7 +150,7 @@ class Session:
         elif name == "end":
             self.close_links()
             self.send(composite("end"))
-            self.connection.sessions.pop(self.remote_channel, None)
+            self.host.end_session(self.remote_channel)
 
     def _on_session_flow(self, fields: dict[str, Any]) -> None:
         was_closed = self.remote_incoming_window <= 0
@@ -169,5 +168,5 @@ class Session:
         first = int(fields["first"])
         last = int(fields["last"]) if fields.get("last") is not None else first
         for link in list(self.outgoing_by_handle.values()):
-            if link.unsettled and link.settles_any(first, last):
+            if isinstance(link, ReceiverLink) and link.unsettled and link.settles_any(first, last):
                 link.on_disposition(first, last, bool(fields.get("settled")), fields.get("state"))

@@ -1,0 +1,110 @@
+"""The link a client receives an entity's messages on: a queue's ``Consumer``.
+
+Settlement outcomes are echoed settled (the SDK waits for that echo). The lock token is the
+delivery tag.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from local.servicebus.amqp_types import UInt
+from local.servicebus.broker import encode_delivery
+from local.servicebus.frames import composite, composite_name, error, fields_of
+from local.servicebus.links import OutgoingLink
+from local.servicebus.model import BrokerError, Entry
+from local.servicebus.ports import LinkSession
+from local.servicebus.queue import MessageQueue
+
+SESSION_FILTER = "com.microsoft:session-filter"
+_TERMINAL_OUTCOMES = {"accepted", "released", "modified", "rejected"}
+
+
+class ReceiverLink(OutgoingLink):
+    """Delivers messages of one queue, subscription or dead-letter queue (see queue.Consumer)."""
+
+    def __init__(self, session: LinkSession, fields: dict[str, Any], handle: int, address: str) -> None:
+        super().__init__(session, fields, handle, address)
+        self.session_id: str | None = None
+        self.receive_and_delete = fields.get("snd_settle_mode") == 1
+        self.queue: MessageQueue | None = None
+        self.unsettled: dict[int, uuid.UUID] = {}
+
+    def resume(self) -> None:
+        if self.queue is not None:
+            self.queue.pump()
+
+    # --- Consumer --------------------------------------------------------------------------------
+
+    def deliver(self, entry: Entry, lock_token: uuid.UUID | None) -> None:
+        assert self.queue is not None  # only an attached receiver is a consumer
+        payload = encode_delivery(entry, self.queue)
+        if lock_token is None:
+            self.transfer(payload, uuid.uuid4().bytes_le, settled=True)
+        else:
+            delivery_id = self.transfer(payload, lock_token.bytes_le, settled=False)
+            self.unsettled[delivery_id] = lock_token
+
+    def session_lost(self) -> None:
+        self.detach(
+            "com.microsoft:session-lock-lost",
+            f"The session lock has expired on the MessageSession '{self.session_id}'.",
+        )
+
+    # --- settlement ------------------------------------------------------------------------------
+
+    def _unsettled_in(self, first: int, last: int) -> list[int]:
+        """Unsettled delivery ids in first..last, in order. The SDK settles one delivery at a time,
+        so a short range is looked up; a long one (peer-controlled, up to 2**32 ids) walks what is
+        unsettled instead."""
+        if last - first < len(self.unsettled):
+            return [d for d in range(first, last + 1) if d in self.unsettled]
+        return sorted(d for d in self.unsettled if first <= d <= last)
+
+    def settles_any(self, first: int, last: int) -> bool:
+        if first == last:
+            return first in self.unsettled
+        return bool(self._unsettled_in(first, last))
+
+    def on_disposition(self, first: int, last: int, settled: bool, state: Any) -> None:
+        """The client settled deliveries: apply the outcome, echo it (or the failure) settled."""
+        outcome = composite_name(state)
+        if outcome not in _TERMINAL_OUTCOMES or self.queue is None:
+            return  # e.g. "received": progress only, the delivery stays unsettled
+        for delivery_id in self._unsettled_in(first, last):
+            token = self.unsettled.pop(delivery_id)
+            echo: Any = state
+            try:
+                self._settle(self.queue, token, outcome, fields_of(state))
+                if outcome == "rejected":
+                    echo = composite("rejected")
+            except BrokerError as exc:
+                echo = composite("rejected", error=error(exc.condition, exc.description))
+            if not settled:
+                self.session.send(
+                    composite("disposition", role=False, first=UInt(delivery_id), settled=True, state=echo)
+                )
+
+    @staticmethod
+    def _settle(queue: MessageQueue, token: uuid.UUID, outcome: str | None, fields: dict[str, Any]) -> None:
+        if outcome == "accepted":
+            queue.complete(token)
+        elif outcome == "released":
+            queue.release(token)
+        elif outcome == "modified":
+            if fields.get("undeliverable_here"):
+                queue.defer(token)
+            else:
+                queue.abandon(token)
+        elif outcome == "rejected":
+            failure = fields_of(fields["error"]) if fields.get("error") is not None else {}
+            info = failure.get("info") or {}
+            reason = info.get("DeadLetterReason")  # a Symbol key equals the str key
+            description = info.get("DeadLetterErrorDescription") or failure.get("description")
+            queue.dead_letter(token, str(reason or ""), str(description or ""))
+
+    def on_closed(self) -> None:
+        if self.queue is not None:
+            self.queue.detach(self)
+            self.queue = None
