@@ -456,6 +456,30 @@ def encode_value(value: Any, out: bytearray) -> None:
         raise TypeError(f"no AMQP encoding for {type(value).__name__}")
 
 
+_SMALL_UINTS = [b"\x43"] + [bytes((0x52, value)) for value in range(1, 256)]
+_TIMESTAMP = struct.Struct(">Bq")
+_LONG = struct.Struct(">Bq")
+
+
+def uint(value: int) -> bytes:
+    """The encoding of ``UInt(value)`` (fast paths build frames from these)."""
+    if 0 <= value < 256:
+        return _SMALL_UINTS[value]
+    return b"\x70" + _U32.pack(value)
+
+
+def long(value: int) -> bytes:
+    """The encoding of ``Long(value)`` (or a plain int)."""
+    if -128 <= value < 128:
+        return bytes((0x55, value & 0xFF))
+    return _LONG.pack(0x81, value)
+
+
+def timestamp(milliseconds: int) -> bytes:
+    """The encoding of ``Timestamp(milliseconds)``."""
+    return _TIMESTAMP.pack(0x83, milliseconds)
+
+
 def encode(value: Any) -> bytes:
     """Return the AMQP encoding of ``value``."""
     out = bytearray()

@@ -40,6 +40,29 @@ _PERFORMATIVES = frozenset(
 _SASL_FRAMES = frozenset({"sasl_init"})  # what a client may send (no SASL challenges here)
 
 
+class OutputGroup:
+    """Group commit across connections: every connection with output in this loop iteration is
+    flushed by one callback, which commits the broker's writes once and then writes each
+    connection's frames (never an acknowledgement before the commit that makes it true)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._waiting: dict[AmqpConnection, None] = {}  # insertion-ordered set
+
+    def schedule(self, connection: AmqpConnection) -> None:
+        if not self._waiting:
+            asyncio.get_running_loop().call_soon(self.flush)
+        self._waiting[connection] = None
+
+    def flush(self) -> None:
+        waiting, self._waiting = self._waiting, {}
+        for connection in waiting:
+            connection.prepare_output()
+        self.broker.commit()
+        for connection in waiting:
+            connection.write_output()
+
+
 class AmqpConnection(asyncio.Protocol):
     """Server side of one TCP connection."""
 
@@ -49,8 +72,10 @@ class AmqpConnection(asyncio.Protocol):
         management: Management,
         key: SharedAccessKey | None,
         on_lost: Callable[[AmqpConnection], None],
+        output: OutputGroup | None = None,
     ) -> None:
         self.broker = broker
+        self._output = output or OutputGroup(broker)
         self._on_lost = on_lost
         self.attacher = Attacher(broker, management, Authorization(key), Replies())
         self.sessions: dict[int, Session] = {}
@@ -89,17 +114,28 @@ class AmqpConnection(asyncio.Protocol):
         self._out.append(encode_frame(channel, body, payload, frame_type))
         self.schedule_flush()
 
+    def send_encoded(self, frame: bytes) -> None:
+        self._out.append(frame)
+        self.schedule_flush()
+
     def schedule_flush(self) -> None:
-        """Write everything queued once this loop iteration's work is done."""
+        """Write everything queued once this loop iteration's work is done (see OutputGroup)."""
         if not self._flush_pending:
             self._flush_pending = True
-            asyncio.get_running_loop().call_soon(self.flush)
+            self._output.schedule(self)
 
     def flush(self) -> None:
-        self._flush_pending = False
-        for session in self.sessions.values():
-            session.flush_dispositions()
+        """Commit and write now (protocol headers, closing)."""
+        self.prepare_output()
         self.broker.commit()
+        self.write_output()
+
+    def prepare_output(self) -> None:
+        for session in self.sessions.values():
+            session.flush_dispositions()  # frames queued while a flush is pending schedule nothing
+        self._flush_pending = False
+
+    def write_output(self) -> None:
         if self._out and self._transport is not None:
             self._transport.write(b"".join(self._out))
             self._wrote_since_idle_check = True

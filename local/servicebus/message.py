@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from local.servicebus.amqp_types import Described, Symbol, UInt, ULong
-from local.servicebus.codec import decode_value, encode_value
+from local.servicebus.codec import decode_value, encode_value, uint
 from local.servicebus.frames import FrameError
 
 BATCH_MESSAGE_FORMAT = 0x80013700
@@ -44,6 +44,7 @@ PROPERTY_FIELDS = (
 
 
 _ANNOTATIONS_DESCRIPTOR = b"\x00\x53\x72"  # described, smallulong 0x72 (message-annotations)
+_HEADER_DESCRIPTOR = b"\x00\x53\x70"
 
 
 class MessageFormatError(FrameError):
@@ -53,6 +54,24 @@ class MessageFormatError(FrameError):
 def _fields(names: tuple[str, ...], value: Any) -> dict[str, Any]:
     items = value if isinstance(value, list) else []
     return {name: items[i] for i, name in enumerate(names) if i < len(items) and items[i] is not None}
+
+
+_HEADER_ITEMS: dict[tuple[Any, ...], bytes] = {}  # most messages share one of a few headers
+
+
+def _header_items(header: dict[str, Any]) -> bytes:
+    """The header's fields but delivery-count, encoded as list items (cached by value and type)."""
+    values = tuple(header.get(name) for name in HEADER_FIELDS[:-1])
+    key = values + tuple(type(value) for value in values)
+    cached = _HEADER_ITEMS.get(key)
+    if cached is None:
+        items = bytearray()
+        for value in values:
+            encode_value(value, items)
+        cached = bytes(items)
+        if len(_HEADER_ITEMS) < 256:  # bounded: TTLs vary per client
+            _HEADER_ITEMS[key] = cached
+    return cached
 
 
 def _as_list(names: tuple[str, ...], values: dict[str, Any]) -> list[Any]:
@@ -76,6 +95,8 @@ class AmqpMessage:
     _raw: bytes | None = field(default=None, repr=False, compare=False)
     # The message's own annotations, encoded as map items, and their count (see ``encode``).
     _annotation_items: tuple[bytes, int] | None = field(default=None, repr=False, compare=False)
+    # The header's first four fields encoded as list items (delivery-count, the last, varies).
+    _header_items: bytes | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def parse(cls, raw: bytes | memoryview) -> AmqpMessage:
@@ -120,6 +141,7 @@ class AmqpMessage:
         self._tail = None
         self._raw = None
         self._annotation_items = None
+        self._header_items = None
 
     def tail(self) -> bytes:
         """Properties, application properties and body, encoded (cached: they rarely change)."""
@@ -158,6 +180,13 @@ class AmqpMessage:
         """The message annotations section of the message's own plus ``extra`` (disjoint keys),
         byte for byte what ``encode_value`` writes for the merged map, with the message's own
         items encoded once per message instead of once per delivery."""
+        body = bytearray()
+        for key, value in extra.items():
+            encode_value(key, body)
+            encode_value(value, body)
+        self._annotations_section(bytes(body), 2 * len(extra), out)
+
+    def _annotations_section(self, extra: bytes, extra_count: int, out: bytearray) -> None:
         if self._annotation_items is None:
             items = bytearray()
             for key, value in self.annotations.items():
@@ -165,11 +194,8 @@ class AmqpMessage:
                 encode_value(value, items)
             self._annotation_items = (bytes(items), 2 * len(self.annotations))
         own, count = self._annotation_items
-        body = bytearray(own)
-        for key, value in extra.items():
-            encode_value(key, body)
-            encode_value(value, body)
-        count += 2 * len(extra)
+        body = own + extra
+        count += extra_count
         out += _ANNOTATIONS_DESCRIPTOR
         if len(body) < 255 and count < 256:
             out += bytes((0xC1, len(body) + 1, count))
@@ -177,6 +203,20 @@ class AmqpMessage:
             out.append(0xD1)
             out += struct.pack(">II", len(body) + 4, count)
         out += body
+
+    def encode_delivery(self, delivery_count: int, extra: bytes, extra_count: int) -> bytes:
+        """What ``encode(delivery_count=..., annotations=...)`` writes, the broker's annotations
+        given already encoded (``extra``: ``extra_count`` map items whose keys the message's own
+        annotations must not have): the delivery fast path, a handful of concatenations."""
+        if self._header_items is None:
+            self._header_items = _header_items(self.header)
+        header = self._header_items + uint(delivery_count)  # at most 14 bytes: a short list
+        out = bytearray(_HEADER_DESCRIPTOR)
+        out += bytes((0xC0, len(header) + 1, len(HEADER_FIELDS)))
+        out += header
+        self._annotations_section(extra, extra_count, out)
+        out += self.tail()
+        return bytes(out)
 
     def copy(self) -> AmqpMessage:
         """An independent copy (each subscription or DLQ gets its own)."""
@@ -189,6 +229,7 @@ class AmqpMessage:
             self._tail,
             self._raw,
             self._annotation_items,
+            self._header_items,
         )
 
     def body_sections(self) -> Iterator[Described]:

@@ -82,6 +82,8 @@ class MessageQueue:
         self.schedule: list[tuple[int, int]] = []
         self.locks: dict[uuid.UUID, Entry] = {}
         self.session_locks: dict[str, SessionLock] = {}
+        # No lock ends before this (renewals only extend): the timer skips the scan of locks until then.
+        self.locks_checked_until_ms = 0
         self.session_states: dict[str, bytes] = {}
         self.session_state_updated_ms: dict[str, int] = {}  # since this broker started
         self.consumers: list[Consumer] = []
@@ -194,6 +196,7 @@ class MessageQueue:
                     token = uuid.uuid4()
                     entry.lock_token, entry.owner = token, consumer
                     entry.locked_until_ms = now_ms() + self.lock_ms
+                    self.locks_checked_until_ms = min(self.locks_checked_until_ms, entry.locked_until_ms)
                     self.locks[token] = entry
                     self.router.update(self, entry)
                     consumer.deliver(entry, token)
@@ -294,8 +297,14 @@ class MessageQueue:
 
     def tick(self, now: int) -> None:
         """Expire locks, session locks and TTLs; activate scheduled messages."""
-        for expired in [e for e in self.locks.values() if self.lock_deadline(e) <= now]:
-            self._unlock(expired, counted=True)
+        if now >= self.locks_checked_until_ms:
+            deadlines = [(self.lock_deadline(entry), entry) for entry in self.locks.values()]
+            for deadline, expired in deadlines:
+                if deadline <= now:
+                    self._unlock(expired, counted=True)
+            later = [deadline for deadline, _ in deadlines if deadline > now]
+            later += [lock.until_ms for lock in self.session_locks.values()]
+            self.locks_checked_until_ms = min(later, default=1 << 62)
         for session_id, lock in list(self.session_locks.items()):
             if lock.until_ms <= now:
                 del self.session_locks[session_id]
@@ -335,6 +344,9 @@ class MessageQueue:
                 "another receiver.",
             )
         self.session_locks[session_id] = SessionLock(owner, now_ms() + self.lock_ms)
+        self.locks_checked_until_ms = min(
+            self.locks_checked_until_ms, self.session_locks[session_id].until_ms
+        )
         return session_id
 
     def session_lock_of(self, session_id: str) -> SessionLock:
@@ -398,6 +410,7 @@ class MessageQueue:
             entry.delivery_count += 1
             entry.lock_token, entry.owner = uuid.uuid4(), owner
             entry.locked_until_ms = now_ms() + self.lock_ms
+            self.locks_checked_until_ms = min(self.locks_checked_until_ms, entry.locked_until_ms)
             self.locks[entry.lock_token] = entry
         return found
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from local.servicebus.amqp_types import UInt
 from local.servicebus.broker import encode_delivery
+from local.servicebus.codec import encode
+from local.servicebus.fastframes import ACCEPTED_STATE
 from local.servicebus.frames import composite, composite_name, error, fields_of
 from local.servicebus.links import OutgoingLink
 from local.servicebus.model import BrokerError, Entry
@@ -82,8 +83,8 @@ class ReceiverLink(OutgoingLink):
             except BrokerError as exc:
                 echo = composite("rejected", error=error(exc.condition, exc.description))
             if not settled:
-                self.session.send(
-                    composite("disposition", role=False, first=UInt(delivery_id), settled=True, state=echo)
+                self.session.send_disposition(
+                    delivery_id, ACCEPTED_STATE if echo is state and outcome == "accepted" else encode(echo)
                 )
 
     @staticmethod

@@ -23,7 +23,7 @@ from local.ports import free_port, wait_for_port
 from local.servicebus.broker import Broker
 from local.servicebus.cbs import SharedAccessKey
 from local.servicebus.config import NamespaceConfig, parse_config
-from local.servicebus.connection import AmqpConnection
+from local.servicebus.connection import AmqpConnection, OutputGroup
 from local.servicebus.management import Management
 from local.servicebus.management_http import ManagementPlane, serve_management
 from local.servicebus.store import Store
@@ -65,9 +65,10 @@ async def serve(
     management = Management(broker)
     loop = asyncio.get_running_loop()
     connections: set[AmqpConnection] = set()
+    output = OutputGroup(broker)  # one commit per loop iteration for all connections
 
     def accept() -> AmqpConnection:
-        connection = AmqpConnection(broker, management, key, on_lost=connections.discard)
+        connection = AmqpConnection(broker, management, key, on_lost=connections.discard, output=output)
         connections.add(connection)
         return connection
 

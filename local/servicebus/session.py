@@ -7,6 +7,7 @@ from typing import Any
 
 from local.servicebus.amqp_types import UInt
 from local.servicebus.attach import Attacher
+from local.servicebus.fastframes import ACCEPTED_STATE, disposition_frame, flow_frame, transfer_frame
 from local.servicebus.frames import composite, composite_name
 from local.servicebus.links import IncomingLink, Link, OutgoingLink
 from local.servicebus.ports import LinkIdentity, SessionHost
@@ -44,14 +45,24 @@ class Session:
         }
 
     def send_flow(self, handle: int, *, delivery_count: int, link_credit: int, drain: bool = False) -> None:
-        self.send(
-            composite(
-                "flow",
-                **self._session_flow_fields(),
-                handle=UInt(handle),
-                delivery_count=UInt(delivery_count & 0xFFFFFFFF),
-                link_credit=UInt(link_credit),
-                drain=drain or None,
+        self.host.send_encoded(
+            flow_frame(
+                self.channel,
+                next_incoming_id=self.next_incoming_id,
+                window=SESSION_WINDOW,
+                next_outgoing_id=self.next_outgoing_id,
+                handle=handle,
+                delivery_count=delivery_count & 0xFFFFFFFF,
+                link_credit=link_credit,
+                drain=drain,
+            )
+        )
+
+    def send_disposition(self, delivery_id: int, state: bytes) -> None:
+        """Settle a delivery the broker sent (``state`` encoded, see ``fastframes``)."""
+        self.host.send_encoded(
+            disposition_frame(
+                self.channel, role=False, first=delivery_id, last=None, settled=True, state=state
             )
         )
 
@@ -66,17 +77,10 @@ class Session:
             chunk = payload[offset : offset + room]
             offset += len(chunk)
             more = offset < len(payload)
-            self.send(
-                composite(
-                    "transfer",
-                    handle=UInt(handle),
-                    delivery_id=UInt(delivery_id),
-                    delivery_tag=tag,
-                    message_format=UInt(0),
-                    settled=settled,
-                    more=more or None,
-                ),
-                chunk,
+            self.host.send_encoded(
+                transfer_frame(
+                    self.channel, handle, delivery_id, tag, settled=settled, more=more, payload=chunk
+                )
             )
             if not more:
                 return delivery_id
@@ -96,14 +100,14 @@ class Session:
         start = 0
         for i in range(1, len(ids) + 1):
             if i == len(ids) or ids[i] != ids[i - 1] + 1:
-                self.send(
-                    composite(
-                        "disposition",
+                self.host.send_encoded(
+                    disposition_frame(
+                        self.channel,
                         role=True,
-                        first=UInt(ids[start]),
-                        last=UInt(ids[i - 1]) if i - 1 > start else None,
+                        first=ids[start],
+                        last=ids[i - 1] if i - 1 > start else None,
                         settled=True,
-                        state=composite("accepted"),
+                        state=ACCEPTED_STATE,
                     )
                 )
                 start = i

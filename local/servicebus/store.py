@@ -17,26 +17,47 @@ from pathlib import Path
 from local.servicebus.message import AmqpMessage
 from local.servicebus.model import Entry
 
+# An entry's changing fields and its message bytes live in two tables: a lock or an abandon
+# rewrites a small row, not the message (which, past ~1 KB, also spans an overflow page).
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS messages (
+CREATE TABLE IF NOT EXISTS entries (
     queue TEXT NOT NULL, seq INTEGER NOT NULL, state INTEGER NOT NULL, delivery_count INTEGER NOT NULL,
     enqueued_ms INTEGER NOT NULL, expires_ms INTEGER, scheduled_ms INTEGER, session_id TEXT,
-    dead_letter_source TEXT, raw BLOB NOT NULL, PRIMARY KEY (queue, seq)) WITHOUT ROWID;
+    dead_letter_source TEXT, PRIMARY KEY (queue, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS bodies (
+    queue TEXT NOT NULL, seq INTEGER NOT NULL, raw BLOB NOT NULL, PRIMARY KEY (queue, seq)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS session_states (
     queue TEXT NOT NULL, session_id TEXT NOT NULL, state BLOB NOT NULL, PRIMARY KEY (queue, session_id));
 CREATE TABLE IF NOT EXISTS duplicates (
     entity TEXT NOT NULL, message_id TEXT NOT NULL, expires_ms INTEGER NOT NULL,
     PRIMARY KEY (entity, message_id));
 CREATE TABLE IF NOT EXISTS sequences (queue TEXT PRIMARY KEY, next_seq INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS removed (queue TEXT NOT NULL, seq INTEGER NOT NULL);
 """
 
 
-_PUT = (
-    "INSERT INTO messages VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT (queue, seq) DO UPDATE SET "
+# Before the split, one table held both (data directories of earlier versions are moved over).
+_MIGRATE = (
+    "INSERT OR IGNORE INTO entries SELECT queue, seq, state, delivery_count, enqueued_ms, expires_ms, "
+    "scheduled_ms, session_id, dead_letter_source FROM messages",
+    "INSERT OR IGNORE INTO bodies SELECT queue, seq, raw FROM messages",
+    "DROP TABLE messages",
+)
+_PUT_ENTRY = (
+    "INSERT INTO entries VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (queue, seq) DO UPDATE SET "
     "state=excluded.state, delivery_count=excluded.delivery_count, scheduled_ms=excluded.scheduled_ms"
 )
-_UPDATE = "UPDATE messages SET state=?, delivery_count=?, scheduled_ms=? WHERE queue=? AND seq=?"
-_REMOVE = "DELETE FROM messages WHERE queue=? AND seq=?"
+_PUT_BODY = "INSERT OR REPLACE INTO bodies VALUES (?,?,?)"
+_UPDATE = "UPDATE entries SET state=?, delivery_count=?, scheduled_ms=? WHERE queue=? AND seq=?"
+# A settled message is not deleted at once: a row appended to ``removed`` (one page written per
+# commit, ~4x cheaper than a delete, which also frees the message's overflow page) says it is
+# gone, and ``purge_removed`` deletes the rows it names in bulk, off the acknowledgement path.
+_REMOVE = "INSERT INTO removed VALUES (?,?)"
+_PURGE = (
+    "DELETE FROM entries WHERE (queue, seq) IN (SELECT queue, seq FROM removed)",
+    "DELETE FROM bodies WHERE (queue, seq) IN (SELECT queue, seq FROM removed)",
+    "DELETE FROM removed",
+)
 _SAVE_SEQ = "INSERT OR REPLACE INTO sequences VALUES (?,?)"
 _DROP_STATE = "DELETE FROM session_states WHERE queue=? AND session_id=?"
 _SAVE_STATE = "INSERT OR REPLACE INTO session_states VALUES (?,?,?)"
@@ -57,8 +78,16 @@ class Store:
         if data_dir is not None:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
+            # Only this process opens the file: no file locks taken per transaction (~40 % of a commit).
+            self._db.execute("PRAGMA locking_mode=EXCLUSIVE")
         self._db.executescript(_SCHEMA)
         self._pending: list[tuple[str, list[tuple[object, ...]]]] = []
+        # A new entry's message bytes, written with the entries of the same commit (see commit).
+        self._bodies: list[tuple[object, ...]] = []
+        if self._db.execute("SELECT 1 FROM sqlite_master WHERE name='messages'").fetchone():
+            self._transaction(_MIGRATE)
+        self.removed_backlog = 1  # unknown after a restart: purge before reading anything
+        self.purge_removed()
 
     def _write(self, sql: str, params: tuple[object, ...]) -> None:
         if self._pending and self._pending[-1][0] is sql:  # the statements are module constants
@@ -71,12 +100,16 @@ class Store:
         if not self._pending:
             return
         pending, self._pending = self._pending, []
-        if len(pending) == 1 and len(pending[0][1]) == 1:
+        bodies, self._bodies = self._bodies, []
+        if len(pending) == 1 and len(pending[0][1]) == 1 and not bodies:
             sql, (params,) = pending[0]
             self._db.execute(sql, params)  # autocommit: one statement is its own transaction
             return
         self._db.execute("BEGIN")
         try:
+            # Bodies first: only a body nothing refers to yet can exist without its entry.
+            if bodies:
+                self._db.executemany(_PUT_BODY, bodies)
             for sql, rows in pending:
                 self._db.executemany(sql, rows)
         except BaseException:
@@ -84,15 +117,35 @@ class Store:
             raise
         self._db.execute("COMMIT")
 
+    def _transaction(self, statements: tuple[str, ...]) -> None:
+        self._db.execute("BEGIN")
+        try:
+            for sql in statements:
+                self._db.execute(sql)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def purge_removed(self) -> None:
+        """Delete the messages recorded as removed (one transaction; called by the broker's timer)."""
+        if not self.removed_backlog:
+            return
+        self.commit()
+        self._transaction(_PURGE)
+        self.removed_backlog = 0
+
     def close(self) -> None:
         self.commit()
+        self.purge_removed()
         self._db.close()
 
     # --- messages --------------------------------------------------------------------------------
 
     def put(self, queue: str, entry: Entry) -> None:
+        self._bodies.append((queue, entry.seq, entry.message.encode()))
         self._write(
-            _PUT,
+            _PUT_ENTRY,
             (
                 queue,
                 entry.seq,
@@ -103,7 +156,6 @@ class Store:
                 entry.scheduled_ms,
                 entry.session_id,
                 entry.dead_letter_source,
-                entry.message.encode(),
             ),
         )
 
@@ -113,11 +165,12 @@ class Store:
 
     def remove(self, queue: str, seq: int) -> None:
         self._write(_REMOVE, (queue, seq))
+        self.removed_backlog += 1
 
     def entries(self, queue: str) -> Iterator[Entry]:
         rows = self._db.execute(
             "SELECT seq, state, delivery_count, enqueued_ms, expires_ms, scheduled_ms, session_id, "
-            "dead_letter_source, raw FROM messages WHERE queue=? ORDER BY seq",
+            "dead_letter_source, raw FROM entries JOIN bodies USING (queue, seq) WHERE queue=? ORDER BY seq",
             (queue,),
         )
         for seq, state, count, enqueued, expires, scheduled, session_id, source, raw in rows:

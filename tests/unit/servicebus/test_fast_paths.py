@@ -1,0 +1,252 @@
+"""The broker's fast paths write and read exactly what the general codec does: frames (transfer,
+disposition, flow), deliveries, and the decoding of the steady state's performatives."""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from local.servicebus.amqp_types import Described, Symbol, Timestamp, UByte, UInt
+from local.servicebus.broker import delivery_annotations, encode_delivery
+from local.servicebus.codec import decode_value, encode, long, timestamp
+from local.servicebus.config import QueueSettings
+from local.servicebus.fastframes import ACCEPTED_STATE, disposition_frame, flow_frame, transfer_frame
+from local.servicebus.frames import (
+    composite,
+    composite_name,
+    encode_frame,
+    error,
+    fields_of,
+    parse_frame_body,
+)
+from local.servicebus.message import AmqpMessage
+from local.servicebus.model import DEFERRED, Entry
+from local.servicebus.queue import MessageQueue
+from local.servicebus.store import Store
+
+uints = st.integers(min_value=0, max_value=2**32 - 1)
+channels = st.integers(min_value=0, max_value=0xFFFF)
+
+
+@given(channels, uints, uints, st.binary(max_size=32), st.booleans(), st.booleans(), st.binary(max_size=64))
+def test_transfer_frame_is_the_generic_encoding(
+    channel: int, handle: int, delivery_id: int, tag: bytes, settled: bool, more: bool, payload: bytes
+) -> None:
+    generic = composite(
+        "transfer",
+        handle=UInt(handle),
+        delivery_id=UInt(delivery_id),
+        delivery_tag=tag,
+        message_format=UInt(0),
+        settled=settled,
+        more=more or None,
+    )
+    fast = transfer_frame(channel, handle, delivery_id, tag, settled=settled, more=more, payload=payload)
+    assert fast == encode_frame(channel, generic, payload)
+
+
+@given(channels, st.booleans(), uints, st.one_of(st.none(), uints), st.booleans())
+def test_disposition_frame_is_the_generic_encoding(
+    channel: int, role: bool, first: int, last: int | None, settled: bool
+) -> None:
+    for state in (composite("accepted"), composite("rejected", error=error("amqp:not-found", "gone"))):
+        generic = composite(
+            "disposition",
+            role=role,
+            first=UInt(first),
+            last=None if last is None else UInt(last),
+            settled=settled,
+            state=state,
+        )
+        fast = disposition_frame(
+            channel, role=role, first=first, last=last, settled=settled, state=encode(state)
+        )
+        assert fast == encode_frame(channel, generic)
+    assert encode(composite("accepted")) == ACCEPTED_STATE
+
+
+@given(channels, uints, uints, uints, uints, uints, uints, st.booleans())
+def test_flow_frame_is_the_generic_encoding(
+    channel: int,
+    incoming: int,
+    window: int,
+    outgoing: int,
+    handle: int,
+    count: int,
+    credit: int,
+    drain: bool,
+) -> None:
+    generic = composite(
+        "flow",
+        next_incoming_id=UInt(incoming),
+        incoming_window=UInt(window),
+        next_outgoing_id=UInt(outgoing),
+        outgoing_window=UInt(window),
+        handle=UInt(handle),
+        delivery_count=UInt(count),
+        link_credit=UInt(credit),
+        drain=drain or None,
+    )
+    fast = flow_frame(
+        channel,
+        next_incoming_id=incoming,
+        window=window,
+        next_outgoing_id=outgoing,
+        handle=handle,
+        delivery_count=count,
+        link_credit=credit,
+        drain=drain,
+    )
+    assert fast == encode_frame(channel, generic)
+
+
+def test_a_negative_credit_is_refused_not_wrapped() -> None:
+    with pytest.raises(Exception, match=r"argument out of range|format requires"):
+        flow_frame(
+            0,
+            next_incoming_id=0,
+            window=1,
+            next_outgoing_id=0,
+            handle=0,
+            delivery_count=0,
+            link_credit=-1,
+            drain=False,
+        )
+
+
+@given(st.integers(min_value=-(2**63), max_value=2**63 - 1))
+def test_long_and_timestamp_are_the_generic_encodings(value: int) -> None:
+    assert long(value) == encode(value)
+    assert timestamp(value) == encode(Timestamp(value))
+
+
+HOT_PERFORMATIVES = [
+    composite(
+        "transfer", handle=UInt(0), delivery_id=UInt(7), delivery_tag=b"t" * 16, message_format=UInt(0)
+    ),
+    composite(
+        "transfer",
+        handle=UInt(300),
+        delivery_id=UInt(2**31),
+        delivery_tag=b"",
+        message_format=UInt(0x80013700),
+        settled=True,
+        more=True,
+    ),
+    composite("disposition", role=True, first=UInt(5), settled=True, state=composite("accepted")),
+    composite(
+        "disposition",
+        role=True,
+        first=UInt(5),
+        last=UInt(400),
+        settled=False,
+        state=composite("rejected", error=error("com.microsoft:x", "why", {Symbol("k"): "v"})),
+    ),
+    composite(
+        "flow",
+        next_incoming_id=UInt(1),
+        incoming_window=UInt(5000),
+        next_outgoing_id=UInt(0),
+        outgoing_window=UInt(2**20),
+        handle=UInt(2),
+        delivery_count=UInt(0),
+        link_credit=UInt(300),
+        drain=True,
+        properties={Symbol("p"): 1},
+    ),
+    composite("flow", next_incoming_id=UInt(1), incoming_window=UInt(5000)),
+]
+
+
+@pytest.mark.parametrize("performative", HOT_PERFORMATIVES, ids=lambda p: str(composite_name(p)))
+def test_hot_performatives_decode_as_the_generic_path(performative: Described) -> None:
+    body = memoryview(encode_frame(0, performative, b"payload")[8:])
+    generic, end = decode_value(body, 0)
+    name, fields, payload = parse_frame_body(body)
+    assert name == composite_name(generic)
+    assert fields == fields_of(generic)
+    assert [type(value) for value in fields.values()] == [
+        type(value) for value in fields_of(generic).values()
+    ]
+    assert bytes(payload) == bytes(body[end:]) == b"payload"
+    for cut in range(1, len(body) - len(b"payload")):
+        with pytest.raises(ValueError, match=r"truncated|malformed|past the end"):  # Frame/DecodeError
+            parse_frame_body(body[:cut])
+
+
+def _entry(message: AmqpMessage, **fields: Any) -> Entry:
+    return Entry(seq=fields.pop("seq", 42), message=message, enqueued_ms=1_700_000_000_000, **fields)
+
+
+@pytest.mark.parametrize(
+    ("header", "annotations"),
+    [
+        ({}, {}),
+        ({"durable": True, "priority": UByte(4), "ttl": UInt(60_000)}, {Symbol("x-opt-partition-key"): "p"}),
+        ({}, {Symbol("x-opt-sequence-number"): 7}),  # a key the broker sets: the general path
+    ],
+)
+@pytest.mark.parametrize("seq", [1, 127, 128, 10**12])
+@pytest.mark.parametrize("locked", [False, True])
+def test_a_delivery_is_the_generic_encoding(
+    header: dict[str, Any], annotations: dict[Any, Any], seq: int, locked: bool
+) -> None:
+    queue = MessageQueue("q", "q", QueueSettings(), router=None)  # type: ignore[arg-type]
+    message = AmqpMessage(
+        header=dict(header),
+        annotations=dict(annotations),
+        properties={"message_id": "m"},
+        body=b"\x00\x53\x75\xa0\x01x",
+    )
+    entry = _entry(message, seq=seq, delivery_count=3, lock_token=uuid.uuid4() if locked else None)
+    entry.locked_until_ms = 1_700_000_060_000
+    expected = message.encode(delivery_count=2, annotations=delivery_annotations(entry, queue))
+    assert encode_delivery(entry, queue) == expected
+    deferred = _entry(message.copy(), seq=seq, state=DEFERRED, dead_letter_source="q")
+    assert encode_delivery(deferred, queue) == message.encode(
+        delivery_count=0, annotations=delivery_annotations(deferred, queue)
+    )
+
+
+def test_removed_messages_stay_gone_across_a_restart_before_and_after_the_purge(tmp_path: Path) -> None:
+    message = AmqpMessage(properties={"message_id": "m"}, body=b"\x00\x53\x75\xa0\x01x")
+    store = Store(tmp_path)
+    for seq in (1, 2, 3):
+        store.put("q", _entry(message, seq=seq))
+    store.commit()
+    store.remove("q", 2)
+    store.commit()
+    assert store.removed_backlog == 1
+    store._db.close()  # as in a crash: the removal is recorded, not yet purged
+    reopened = Store(tmp_path)
+    assert [entry.seq for entry in reopened.entries("q")] == [1, 3]
+    reopened.remove("q", 1)
+    reopened.purge_removed()
+    assert reopened.removed_backlog == 0
+    assert [entry.seq for entry in reopened.entries("q")] == [3]
+    reopened.close()
+
+
+def test_a_data_directory_of_the_one_table_layout_is_moved_over(tmp_path: Path) -> None:
+    raw = AmqpMessage(properties={"message_id": "old"}, body=b"\x00\x53\x75\xa0\x01x").encode()
+    tmp_path.mkdir(exist_ok=True)
+    db = sqlite3.connect(tmp_path / "servicebus.sqlite")
+    db.execute(
+        "CREATE TABLE messages (queue TEXT NOT NULL, seq INTEGER NOT NULL, state INTEGER NOT NULL, "
+        "delivery_count INTEGER NOT NULL, enqueued_ms INTEGER NOT NULL, expires_ms INTEGER, "
+        "scheduled_ms INTEGER, session_id TEXT, dead_letter_source TEXT, raw BLOB NOT NULL, "
+        "PRIMARY KEY (queue, seq)) WITHOUT ROWID"
+    )
+    db.execute("INSERT INTO messages VALUES ('q', 9, 0, 2, 1, NULL, NULL, 's', NULL, ?)", (raw,))
+    db.commit()
+    db.close()
+    store = Store(tmp_path)
+    (entry,) = store.entries("q")
+    assert (entry.seq, entry.delivery_count, entry.session_id, entry.message.message_id) == (9, 2, "s", "old")
+    store.close()
