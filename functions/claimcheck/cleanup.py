@@ -11,11 +11,11 @@ import logging
 import uuid
 from datetime import datetime
 
-from claimcheck.envelope import format_timestamp
 from claimcheck.policy import CleanupPolicy
 from claimcheck.registry import PayloadRecord, PayloadRegistry
 from claimcheck.states import PayloadState
 from claimcheck.storage import EntityTable, Key, PayloadStore
+from claimcheck.timestamps import format_timestamp
 
 log = logging.getLogger(__name__)
 

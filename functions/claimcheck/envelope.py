@@ -14,13 +14,14 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TypeVar
 
 from claimcheck.errors import InvalidEnvelope, UnsupportedSchemaVersion
 from claimcheck.messages import ApplicationValue, OutboundMessage
 from claimcheck.policy import Classification
 from claimcheck.refs import is_well_formed_ref
+from claimcheck.timestamps import format_timestamp
 
 SCHEMA_NAME = "claimcheck.envelope"
 SCHEMA_MAJOR = 1
@@ -155,10 +156,6 @@ def message_id_for(work_item_id: str, version: int, purpose: str) -> str:
     """Deterministic per (work item, version, purpose): the broker's duplicate detection key."""
     digest = hashlib.sha256(f"{work_item_id}\x1f{version}\x1f{purpose}".encode()).hexdigest()
     return f"env-{digest[:40]}"
-
-
-def format_timestamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def parse_envelope(body: bytes) -> Envelope:

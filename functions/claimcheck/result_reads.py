@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from claimcheck.envelope import format_timestamp
 from claimcheck.results import read_result, result_row_key
 from claimcheck.storage import EntityTable, Key
+from claimcheck.timestamps import format_timestamp
 
 
 @dataclass(frozen=True)

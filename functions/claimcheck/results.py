@@ -12,9 +12,10 @@ from datetime import datetime
 from typing import Any
 
 from claimcheck.analysis import AnalysisResult
-from claimcheck.envelope import Envelope, format_timestamp
+from claimcheck.envelope import Envelope
 from claimcheck.messages import ApplicationValue, OutboundMessage
 from claimcheck.storage import Key
+from claimcheck.timestamps import format_timestamp
 
 RESULT_SCHEMA = "claimcheck.result/1"
 _PART_CHARS = 30_000  # under the 32 K-character limit of one table string property

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from claimcheck.envelope import format_timestamp
 from claimcheck.errors import (
     ConcurrencyConflict,
     ConflictDetected,
@@ -37,6 +36,7 @@ from claimcheck.propagation import PropagationEntries
 from claimcheck.registry import PayloadRegistry
 from claimcheck.states import WorkItemState, check_work_item_move
 from claimcheck.storage import EntityTable, Key, StoredEntity
+from claimcheck.timestamps import format_timestamp
 
 _ROW = "workitem"
 _KEPT_RECEIPTS = 20
