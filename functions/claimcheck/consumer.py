@@ -19,7 +19,15 @@ from typing import Any, BinaryIO
 from claimcheck import telemetry
 from claimcheck.analysis import AnalysisError, AnalysisResult, Analyzer
 from claimcheck.cleanup import Cleaner
-from claimcheck.deliveries import DeliveryCounter, delivery_number
+from claimcheck.consumer_outcomes import (
+    DENIALS,
+    dead_letter_for,
+    is_integrity_failure,
+    mark_failed,
+    rejection_for,
+    retry_or_give_up,
+)
+from claimcheck.deliveries import DeliveryCounter
 from claimcheck.envelope import Envelope, parse_envelope
 from claimcheck.errors import (
     AccessDenied,
@@ -29,7 +37,9 @@ from claimcheck.errors import (
     IntegrityFailed,
     MessageRejected,
     NotYetVisible,
+    ObjectNotFound,
     PayloadMissing,
+    PayloadStoreError,
     ProcessingFailed,
     RecordExists,
     RetryableError,
@@ -44,7 +54,7 @@ from claimcheck.idempotency import (
 )
 from claimcheck.integrity import spool_verified
 from claimcheck.messages import Bus, InboundMessage
-from claimcheck.outcome import Complete, DeadLetter, DeadLetterReason, Outcome, Retry, compute_backoff
+from claimcheck.outcome import Complete, DeadLetter, DeadLetterReason, Outcome, compute_backoff
 from claimcheck.policy import (
     PurposePolicy,
     ReadRequest,
@@ -57,7 +67,7 @@ from claimcheck.resilience import FailureStreak, claim_wait_delay, is_outage
 from claimcheck.results import result_event, result_key, result_row, result_summary
 from claimcheck.settings import Settings
 from claimcheck.states import PayloadState, WorkItemState
-from claimcheck.storage import EntityTable, ObjectNotFound, PayloadStore
+from claimcheck.storage import EntityTable, PayloadStore
 from claimcheck.telemetry import Stage, consumption_span, stage
 from claimcheck.workitems import WorkItemStore
 
@@ -69,15 +79,13 @@ _POLL_MAX = timedelta(seconds=1)
 _OUTAGE_BASE = timedelta(milliseconds=500)
 _OUTAGE_MAX = timedelta(seconds=5)
 
-# Every verdict but ALLOW; NOT_YET_VISIBLE lands here only once the visibility grace has passed.
-_DENIALS: Mapping[Verdict, type[MessageRejected]] = {
-    Verdict.UNRESOLVABLE: AccessDenied,
-    Verdict.BLOCKED: AccessDenied,
-    Verdict.EXPIRED: EnvelopeExpired,
-    Verdict.NOT_YET_VISIBLE: PayloadMissing,
-    Verdict.GONE: PayloadMissing,
-    Verdict.CONTENT_TYPE_MISMATCH: ContentTypeMismatch,
-}
+
+@dataclass(frozen=True)
+class Duplicate:
+    """This delivery repeats an effect that already exists: complete it and do nothing else."""
+
+
+DUPLICATE = Duplicate()
 
 
 @dataclass(frozen=True)
@@ -155,8 +163,8 @@ class Consumer:
                 outcome = self._process(envelope, message)
                 self._dependencies.succeeded()
                 return outcome
-            except MessageRejected as rejected:
-                outcome = DeadLetter(rejected.reason, str(rejected))
+            except (MessageRejected, PayloadStoreError) as rejected:
+                outcome = dead_letter_for(rejected)
             except RetryableError as waiting:
                 outcome = self._retry_or_give_up(message, str(waiting), waiting.gives_up_as)
             except Exception as unexpected:  # storage or bus unavailable, a bug: retry, bounded
@@ -207,8 +215,8 @@ class Consumer:
             envelope.work_item_id, envelope.payload_version, envelope.purpose, RESULT_EFFECT
         )
         admitted = self._poll_until_visible(lambda: self._admit(envelope, policy, key))
-        if admitted is None:
-            return Complete()  # a duplicate of an effect that already exists
+        if isinstance(admitted, Duplicate):
+            return Complete()
         record = admitted.record
         traceparent = message.application_properties.get("traceparent")
         work = _Work(envelope, record, policy, key, traceparent if isinstance(traceparent, str) else None)
@@ -257,7 +265,7 @@ class Consumer:
         except Exception as exc:  # storage down: the lease ends by itself within one lease time
             log.warning("could not release claim %s (%s); its lease ends", claim.key[:12], type(exc).__name__)
 
-    def _poll_until_visible(self, admit: Callable[[], _Admitted | None]) -> _Admitted | None:
+    def _poll_until_visible(self, admit: Callable[[], _Admitted | Duplicate]) -> _Admitted | Duplicate:
         """Bounded polling (DESIGN §5): a message may arrive milliseconds before the producer confirms
         its version; wait with backoff a few times in-process before answering Retry."""
         attempt, waited = 1, 0.0
@@ -276,22 +284,21 @@ class Consumer:
             if waited:
                 telemetry.waited_for_visibility(waited)
 
-    def _admit(self, envelope: Envelope, policy: PurposePolicy, key: str) -> _Admitted | None:
-        """Resolve and authorize; None when this delivery duplicates an existing effect."""
+    def _admit(self, envelope: Envelope, policy: PurposePolicy, key: str) -> _Admitted | Duplicate:
+        """Resolve and authorize, or learn that this delivery duplicates an existing effect."""
         now = self._clock()
-        record = None
+        record: PayloadRecord | None = None
         if envelope.payload_ref is not None:
-            record = self._resolve(envelope, policy, key, now)
-            if record is None:
-                return None
+            resolved = self._resolve(envelope, policy, key, now)
+            if isinstance(resolved, Duplicate):
+                return resolved
+            record = resolved
         self._check_inline_policy(envelope, policy)
-        if self._is_duplicate_of_superseded(envelope, key, now):
-            return None
-        return _Admitted(record)
+        return self._check_confirmed_version(envelope, key, now) or _Admitted(record)
 
     def _resolve(
         self, envelope: Envelope, policy: PurposePolicy, key: str, now: datetime
-    ) -> PayloadRecord | None:
+    ) -> PayloadRecord | Duplicate:
         assert envelope.payload_ref is not None
         with stage(Stage.RESOLVE):
             record = self._registry.get(envelope.payload_ref)
@@ -317,11 +324,11 @@ class Consumer:
         if verdict is not Verdict.UNRESOLVABLE and self._ledger.lookup(key) is not None:
             if record is not None and record.state is PayloadState.PROCESSED:
                 self._finish_interrupted_cleanup(record, now)
-            return None  # a duplicate of a completed effect: the object may be processed or gone
+            return DUPLICATE  # of a completed effect: the object may be processed or gone
         if verdict is Verdict.NOT_YET_VISIBLE:
             assert record is not None
             self._retry_within_grace(record.created_at, now, "the producer has not confirmed this version")
-        raise _DENIALS[verdict](reason)
+        raise DENIALS[verdict](reason)
 
     def _finish_interrupted_cleanup(self, record: PayloadRecord, now: datetime) -> None:
         """A redelivery of a completed effect whose object is still ``processed``: the attempt that
@@ -343,9 +350,9 @@ class Consumer:
         if base_content_type(envelope.content_type) not in policy.content_types:
             raise ContentTypeMismatch("the declared content type is not allowed for this purpose")
 
-    def _is_duplicate_of_superseded(self, envelope: Envelope, key: str, now: datetime) -> bool:
-        """Process only the version the producer confirmed. An older version has been superseded
-        (dead-letter), unless its effect already exists: then this delivery is a duplicate (True)."""
+    def _check_confirmed_version(self, envelope: Envelope, key: str, now: datetime) -> Duplicate | None:
+        """Process only the version the producer confirmed (None: go on). An older version has been
+        superseded (dead-letter), unless its effect already exists: then this delivery is a duplicate."""
         work_item = self._work_items.get(envelope.work_item_id)
         if work_item is not None and work_item.tenant_id != envelope.tenant_id:
             raise AccessDenied("reference does not resolve for this tenant, purpose and environment")
@@ -355,9 +362,9 @@ class Consumer:
             raise PayloadMissing("the producer never confirmed this version (publish not completed)")
         if confirmed > envelope.payload_version:
             if self._ledger.lookup(key) is not None:
-                return True
+                return DUPLICATE
             raise VersionMismatch(f"version {envelope.payload_version} was superseded by version {confirmed}")
-        return False
+        return None
 
     def _retry_within_grace(self, since: datetime, now: datetime, why: str) -> None:
         """Inside the grace window, not yet visible means retry (raise); after it, the caller classifies."""
@@ -395,16 +402,17 @@ class Consumer:
         return summary
 
     def _open(self, work: _Work) -> BinaryIO:
+        """The verified bytes; what the store or the check found is raised as its dead-letter leaf."""
         envelope, record = work.envelope, work.record
-        if record is None:
-            assert envelope.payload_inline is not None
-            return spool_verified(
-                [envelope.payload_inline],
-                expected_length=envelope.content_length,
-                expected_sha256=envelope.checksum.value,
-                content_type=envelope.content_type,
-            )
         try:
+            if record is None:
+                assert envelope.payload_inline is not None
+                return spool_verified(
+                    [envelope.payload_inline],
+                    expected_length=envelope.content_length,
+                    expected_sha256=envelope.checksum.value,
+                    content_type=envelope.content_type,
+                )
             return self._store.open_verified(
                 record.ref,
                 etag=record.object_etag,
@@ -412,13 +420,13 @@ class Consumer:
                 sha256=record.sha256,
                 content_type=record.content_type,
             )
-        except ObjectNotFound as exc:
-            self._registry.move(record, PayloadState.MISSING, now=self._clock())
-            raise PayloadMissing("the registered object is gone (removed early or never completed)") from exc
-        except (IntegrityFailed, ContentTypeMismatch):
-            # Keep the metadata and the object for investigation; never "make do" with other bytes.
-            self._registry.move(record, PayloadState.INTEGRITY_FAILED, now=self._clock())
-            raise
+        except PayloadStoreError as exc:
+            if record is not None and isinstance(exc, ObjectNotFound):
+                self._registry.move(record, PayloadState.MISSING, now=self._clock())
+            elif record is not None and is_integrity_failure(exc):
+                # Keep the metadata and the object for investigation; never "make do" with other bytes.
+                self._registry.move(record, PayloadState.INTEGRITY_FAILED, now=self._clock())
+            raise rejection_for(exc) from exc
 
     def _write_result(self, envelope: Envelope, analysis: AnalysisResult, summary: Mapping[str, Any]) -> None:
         # Taken means an attempt that crashed before completing the ledger wrote it: same key, same effect.
@@ -443,43 +451,17 @@ class Consumer:
                 self._cleaner.after_effect(record, work.policy.cleanup, now=now)
 
     def _mark_failed(self, envelope: Envelope, reason: DeadLetterReason) -> None:
-        target = WorkItemState.EXPIRED if reason is DeadLetterReason.EXPIRED else WorkItemState.FAILED
-        work_item = self._work_items.get(envelope.work_item_id)
-        receipt = work_item.receipts[-1] if work_item is not None and work_item.receipts else None
-        # Only the delivery the producer actually sent may mark the work item: a forged or stale
-        # envelope (unknown ref, other tenant, old version) must not poison a legitimate one.
-        if (
-            work_item is None
-            or work_item.tenant_id != envelope.tenant_id
-            or receipt is None
-            or (receipt.get("version"), receipt.get("payload_ref"), receipt.get("sha256"))
-            != (envelope.payload_version, envelope.payload_ref, envelope.checksum.value)
-        ):
-            return
         try:
-            self._work_items.set_state(
-                envelope.work_item_id,
-                envelope.payload_version,
-                target,
-                now=self._clock(),
-                failure_reason=reason.value,
-            )
+            mark_failed(self._work_items, envelope, reason, now=self._clock())
         except Exception as exc:  # the dead-letter itself must still happen
             log.warning("could not record failure of %s: %s", envelope.work_item_id, type(exc).__name__)
 
     def _retry_or_give_up(self, message: InboundMessage, reason: str, last: DeadLetterReason) -> Outcome:
-        try:
-            deliveries = delivery_number(message.delivery_count, lambda: self._count_delivery(message))
-        except Exception as exc:  # the count's store is down: retry; the broker's own bound still holds
-            log.warning(
-                "could not count deliveries of message %s (%s)", message.message_id, type(exc).__name__
+        def count() -> int:
+            return self._deliveries.count(
+                message.message_id, message.sequence_number, message.lock_token, now=self._clock()
             )
-            return Retry(reason, compute_backoff(1))
-        if deliveries >= self._settings.max_delivery_count:
-            return DeadLetter(last, f"gave up after {deliveries} deliveries: {reason}")
-        return Retry(reason, compute_backoff(deliveries))
 
-    def _count_delivery(self, message: InboundMessage) -> int:
-        return self._deliveries.count(
-            message.message_id, message.sequence_number, message.lock_token, now=self._clock()
+        return retry_or_give_up(
+            message, reason, last, max_deliveries=self._settings.max_delivery_count, count=count
         )

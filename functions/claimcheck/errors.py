@@ -6,6 +6,12 @@ Three branches, each leaf with one meaning:
 - ``RetryableError`` leaves: the delivery may succeed later; the consumer answers ``Retry``.
 ``StoreError`` leaves report a refused state move or a lost optimistic-concurrency race: they always
 raise, so an illegal move or a lost race never passes silently.
+``PayloadStoreError`` leaves are what the payload store (and the integrity checks it runs) says about an
+object, in storage terms (not found, exists, changed, mismatch of one field, too large, empty). They mean
+nothing to a caller by themselves: the producer answers them through one table (``producer.py``,
+an ``IntakeRejected`` leaf, i.e. an HTTP status) and the consumer through another
+(``consumer_outcomes.py``, a ``MessageRejected`` leaf, i.e. a dead-letter reason). Adapters raise them
+``from`` the SDK's exception.
 
 Messages name fields and reasons, never payload bytes, URLs or credentials.
 """
@@ -220,3 +226,43 @@ class RecordExists(StoreError):
 
 class RecordNotFound(StoreError):
     """A point read or conditional update found no record under the key."""
+
+
+# --- payload store ------------------------------------------------------------------------------------
+
+
+class PayloadStoreError(ClaimCheckError):
+    """The payload store refused an operation on one object; ``str()`` says why, never its bytes."""
+
+
+class ObjectNotFound(PayloadStoreError):
+    """No object under that reference (classified by the caller)."""
+
+
+class ObjectExists(PayloadStoreError):
+    """Write-once: an object already exists under that reference and is never overwritten."""
+
+
+class ObjectChanged(PayloadStoreError):
+    """The object is not the one recorded: its ETag differs, or it changed while it was being read."""
+
+
+class ObjectMismatch(PayloadStoreError):
+    """The bytes disagree with what was declared or recorded; ``field`` is ``length``, ``sha256`` or
+    ``content_type``."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(problem)
+        self.field = field
+
+
+class ObjectTooLarge(PayloadStoreError):
+    """More bytes than ``limit`` came through (the transfer stopped there)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the payload exceeds the limit of {limit} bytes")
+        self.limit = limit
+
+
+class ObjectEmpty(PayloadStoreError):
+    """An upload without a single byte."""

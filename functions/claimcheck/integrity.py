@@ -7,7 +7,7 @@ import tempfile
 from collections.abc import Iterable
 from typing import BinaryIO, Protocol
 
-from claimcheck.errors import ContentTypeMismatch, IntegrityFailed, PayloadTooLarge
+from claimcheck.errors import ObjectMismatch, ObjectTooLarge
 from claimcheck.policy import base_content_type
 
 DEFAULT_CHUNK_BYTES = 4 * 1024 * 1024
@@ -48,7 +48,7 @@ class HashingReader:
         if chunk:
             self.length += len(chunk)
             if self.length > self._max_bytes:
-                raise PayloadTooLarge(f"the payload exceeds the limit of {self._max_bytes} bytes")
+                raise ObjectTooLarge(self._max_bytes)
             if len(self.head) < _SNIFF_BYTES:
                 self.head += chunk[: _SNIFF_BYTES - len(self.head)]
             self._digest.update(chunk)
@@ -66,9 +66,11 @@ def check_declared_type(content_type: str, head: bytes) -> None:
     """Cheap magic-number check that the first bytes can be of the declared type."""
     kind = base_content_type(content_type)
     if kind == "application/pdf" and not head.startswith(b"%PDF-"):
-        raise ContentTypeMismatch("declared application/pdf, but the bytes do not start with a PDF header")
+        raise ObjectMismatch(
+            "content_type", "declared application/pdf, but the bytes do not start with a PDF header"
+        )
     if kind.startswith("text/") and b"\x00" in head:
-        raise ContentTypeMismatch(f"declared {kind}, but the bytes contain NUL characters")
+        raise ObjectMismatch("content_type", f"declared {kind}, but the bytes contain NUL characters")
 
 
 def spool_verified(
@@ -82,7 +84,7 @@ def spool_verified(
     """Copy ``chunks`` into a bounded spool while checking length, sha256 and declared type.
 
     Returns the spool rewound to 0; only fully verified bytes are handed out. Raises
-    ``IntegrityFailed`` / ``ContentTypeMismatch`` (and closes the spool) otherwise.
+    ``ObjectMismatch`` naming the field (and closes the spool) otherwise.
     """
     spool = tempfile.SpooledTemporaryFile(max_size=memory_bytes)  # noqa: SIM115 - returned to the caller
     try:
@@ -92,15 +94,21 @@ def spool_verified(
         for chunk in chunks:
             length += len(chunk)
             if length > expected_length:
-                raise IntegrityFailed(f"the stored object is longer than the recorded {expected_length} B")
+                raise ObjectMismatch(
+                    "length", f"the stored object is longer than the recorded {expected_length} B"
+                )
             if len(head) < _SNIFF_BYTES:
                 head += chunk[: _SNIFF_BYTES - len(head)]
             digest.update(chunk)
             spool.write(chunk)
         if length != expected_length:
-            raise IntegrityFailed(f"the stored object has {length} bytes, the record says {expected_length}")
+            raise ObjectMismatch(
+                "length", f"the stored object has {length} bytes, the record says {expected_length}"
+            )
         if digest.hexdigest() != expected_sha256:
-            raise IntegrityFailed("the sha256 of the stored object differs from the recorded checksum")
+            raise ObjectMismatch(
+                "sha256", "the sha256 of the stored object differs from the recorded checksum"
+            )
         check_declared_type(content_type, head)
     except BaseException:
         spool.close()

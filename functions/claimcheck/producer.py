@@ -19,7 +19,17 @@ from datetime import datetime, timedelta
 
 from claimcheck import telemetry
 from claimcheck.envelope import IDENTIFIER, IDENTIFIER_RULE, Checksum, Envelope
-from claimcheck.errors import ContentTypeMismatch, ForbiddenContentType, IntakeRejected, PublishNotConfirmed
+from claimcheck.errors import (
+    EmptyPayload,
+    ForbiddenContentType,
+    IntakeRejected,
+    ObjectEmpty,
+    ObjectMismatch,
+    ObjectTooLarge,
+    PayloadStoreError,
+    PayloadTooLarge,
+    PublishNotConfirmed,
+)
 from claimcheck.integrity import Readable, check_declared_type, read_up_to
 from claimcheck.messages import Bus
 from claimcheck.policy import (
@@ -196,8 +206,8 @@ class Producer:
                     content_type=submission.content_type,
                     max_bytes=self._settings.max_payload_bytes,
                 )
-        except ContentTypeMismatch as exc:
-            raise ForbiddenContentType(str(exc)) from exc
+        except PayloadStoreError as exc:
+            raise intake_answer(exc) from exc
         with stage(Stage.REGISTRY):
             record = self._registry.create(
                 PayloadRecord(
@@ -345,9 +355,24 @@ def _check_tracestate(tracestate: str) -> None:
         raise IntakeRejected(str(exc)) from None
 
 
+# The payload store's refusals at intake, as the caller's answer (the leaf carries code and HTTP status).
+# Bytes that cannot be of the declared type are refused like a forbidden type.
+INTAKE_ANSWERS: Mapping[type[PayloadStoreError], type[IntakeRejected]] = {
+    ObjectTooLarge: PayloadTooLarge,
+    ObjectEmpty: EmptyPayload,
+    ObjectMismatch: ForbiddenContentType,  # only the content type is checked while writing
+}
+
+
+def intake_answer(error: PayloadStoreError) -> Exception:
+    """The ``IntakeRejected`` leaf for a store refusal; any other store error is not the caller's
+    doing and stays what it is (a write-once collision of a fresh random reference, say)."""
+    answer = INTAKE_ANSWERS.get(type(error))
+    return error if answer is None else answer(str(error))
+
+
 def _check_type(content_type: str, head: bytes) -> None:
-    """Bytes that cannot be of the declared type are refused at intake like a forbidden type."""
     try:
         check_declared_type(content_type, head)
-    except ContentTypeMismatch as exc:
-        raise ForbiddenContentType(str(exc)) from exc
+    except PayloadStoreError as exc:
+        raise intake_answer(exc) from exc

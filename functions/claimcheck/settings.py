@@ -12,13 +12,15 @@ import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from claimcheck.errors import ClaimCheckError
+
 # Connection *names* (the `connection=` of a binding). On Azure each one is expanded by the host into
 # identity-based settings (`<NAME>__fullyQualifiedNamespace`, `<NAME>__blobServiceUri`, ...); locally
 # the bare name holds an emulator connection string.
 SERVICEBUS_CONNECTION = "ServiceBusConnection"
 STORAGE_CONNECTION = "PayloadStorage"
 
-# Default entity names; the topology spec (infra/topology.py) is their source of truth.
+# Default entity names; the topology spec (infra/topology/spec.py) is their source of truth.
 DOCUMENTS_QUEUE = "documents"
 RESULTS_TOPIC = "results"
 PAYLOAD_CONTAINER = "payloads"
@@ -55,7 +57,7 @@ JWKS_URI_SETTING = "CLAIMCHECK_AUTH_JWKS_URI"
 LEEWAY_SETTING = "CLAIMCHECK_AUTH_LEEWAY_SECONDS"
 
 
-class SettingsError(ValueError):
+class SettingsError(ClaimCheckError, ValueError):
     """A required setting is missing or malformed; the message names the setting."""
 
 
@@ -231,7 +233,7 @@ def _positive_int(values: Mapping[str, str], name: str, default: int) -> int:
     try:
         number = int(raw)
     except ValueError:
-        raise SettingsError(f"{name} must be a whole number of bytes, got {raw!r}") from None
+        raise SettingsError(f"{name} must be a whole number, got {raw!r}") from None
     if number <= 0:
         raise SettingsError(f"{name} must be positive, got {number}")
     return number

@@ -92,17 +92,24 @@ class PayloadStore(Protocol):
     def upload_provisional(
         self, ref: str, source: Readable, *, content_type: str, max_bytes: int
     ) -> UploadedObject:
-        """Write once (never overwrite), hashing while uploading; tag the object provisional."""
+        """Write once (never overwrite), hashing while uploading; tag the object provisional.
+
+        Raise ``ObjectExists`` if the reference is taken, ``ObjectTooLarge`` past ``max_bytes``,
+        ``ObjectEmpty`` for no bytes, ``ObjectMismatch("content_type")`` if the first bytes cannot be of
+        ``content_type``.
+        """
         ...
 
     def activate(self, ref: str) -> None:
-        """Mark the object active (drops the provisional tag the lifecycle backstop looks for)."""
+        """Mark the object active (drops the provisional tag the lifecycle backstop looks for); raise
+        ``ObjectNotFound`` if it is gone."""
         ...
 
     def open_verified(self, ref: str, *, etag: str, length: int, sha256: str, content_type: str) -> BinaryIO:
         """Stream exactly the recorded object (ETag-conditioned) into a verified, rewound spool.
 
-        Raise ``ObjectNotFound`` if absent, ``IntegrityFailed`` / ``ContentTypeMismatch`` if it differs.
+        Raise ``ObjectNotFound`` if absent, ``ObjectChanged`` if its ETag differs or it changes while
+        read, ``ObjectMismatch(field)`` if its length, sha256 or content type differs from the record.
         """
         ...
 
@@ -113,7 +120,3 @@ class PayloadStore(Protocol):
         ...
 
     def provisional_objects(self) -> Iterator[ProvisionalObject]: ...
-
-
-class ObjectNotFound(Exception):
-    """The blob store has no object under that reference (classified by the caller)."""

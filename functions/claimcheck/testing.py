@@ -16,10 +16,13 @@ from datetime import UTC, datetime
 from typing import Any, BinaryIO
 
 from claimcheck.errors import (
+    ClaimCheckError,
     ConcurrencyConflict,
-    ContentTypeMismatch,
-    EmptyPayload,
-    IntegrityFailed,
+    ObjectChanged,
+    ObjectEmpty,
+    ObjectExists,
+    ObjectMismatch,
+    ObjectNotFound,
     RecordExists,
     RecordNotFound,
 )
@@ -34,10 +37,10 @@ from claimcheck.integrity import (
 from claimcheck.messages import OutboundMessage
 from claimcheck.policy import base_content_type
 from claimcheck.settings import ACTIVE_TAG_VALUE, ProvisionalTag
-from claimcheck.storage import Key, ObjectNotFound, ProvisionalObject, StoredEntity, Tables, UploadedObject
+from claimcheck.storage import Key, ProvisionalObject, StoredEntity, Tables, UploadedObject
 
 
-class PublishFailed(ConnectionError):
+class PublishFailed(ClaimCheckError, ConnectionError):
     """Raised by ``InMemoryBus`` when told to fail: the broker did not confirm."""
 
 
@@ -187,10 +190,10 @@ class InMemoryPayloadStore:
                 check_declared_type(content_type, reader.head)
             chunks.append(chunk)
         if not chunks:
-            raise EmptyPayload("the payload is empty")
+            raise ObjectEmpty("the payload is empty")
         with self._lock:
             if ref in self._objects:
-                raise ConcurrencyConflict("an object already exists under this reference")
+                raise ObjectExists("an object already exists under this reference")
             stored = _Object(b"".join(chunks), content_type, _next_etag(), self._tag.value, self._clock())
             self._objects[ref] = stored
         return UploadedObject(length=reader.length, sha256=reader.sha256, etag=stored.etag)
@@ -208,9 +211,11 @@ class InMemoryPayloadStore:
         if found is None:
             raise ObjectNotFound(ref)
         if found.etag != etag:
-            raise IntegrityFailed("the stored object changed after it was registered (ETag differs)")
+            raise ObjectChanged("the stored object changed after it was registered (ETag differs)")
         if base_content_type(found.content_type) != base_content_type(content_type):
-            raise ContentTypeMismatch("the stored object's content type differs from the registered one")
+            raise ObjectMismatch(
+                "content_type", "the stored object's content type differs from the registered one"
+            )
         data = found.data
         chunks = (data[start : start + self._chunk_bytes] for start in range(0, len(data), self._chunk_bytes))
         return spool_verified(

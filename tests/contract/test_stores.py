@@ -17,15 +17,17 @@ from datetime import UTC, datetime
 import pytest
 from claimcheck.errors import (
     ConcurrencyConflict,
-    ContentTypeMismatch,
-    EmptyPayload,
-    IntegrityFailed,
-    PayloadTooLarge,
+    ObjectChanged,
+    ObjectEmpty,
+    ObjectExists,
+    ObjectMismatch,
+    ObjectNotFound,
+    ObjectTooLarge,
     RecordExists,
     RecordNotFound,
 )
 from claimcheck.settings import ProvisionalTag
-from claimcheck.storage import EntityTable, Key, ObjectNotFound, PayloadStore, UploadedObject
+from claimcheck.storage import EntityTable, Key, PayloadStore, UploadedObject
 from claimcheck.testing import InMemoryPayloadStore, InMemoryTable
 
 BACKENDS = [
@@ -156,7 +158,7 @@ def test_upload_hashes_in_the_same_pass_and_reads_back_verified(objects: Objects
 
 def test_objects_are_write_once(objects: Objects) -> None:
     uploaded = _upload(objects)
-    with pytest.raises(ConcurrencyConflict):
+    with pytest.raises(ObjectExists):
         _upload(objects, b"other bytes")
     spool = objects.store.open_verified(
         REF, etag=uploaded.etag, length=uploaded.length, sha256=uploaded.sha256, content_type=TEXT
@@ -165,12 +167,14 @@ def test_objects_are_write_once(objects: Objects) -> None:
 
 
 def test_upload_refuses_empty_oversized_and_mislabelled_bytes(objects: Objects) -> None:
-    with pytest.raises(EmptyPayload):
+    with pytest.raises(ObjectEmpty):
         _upload(objects, b"")
-    with pytest.raises(PayloadTooLarge):
+    with pytest.raises(ObjectTooLarge) as too_large:
         objects.store.upload_provisional(REF, io.BytesIO(BODY), content_type=TEXT, max_bytes=len(BODY) - 1)
-    with pytest.raises(ContentTypeMismatch):
+    assert too_large.value.limit == len(BODY) - 1
+    with pytest.raises(ObjectMismatch) as mislabelled:
         _upload(objects, b"not a pdf", content_type="application/pdf")
+    assert mislabelled.value.field == "content_type"
     assert not objects.store.exists(REF)
 
 
@@ -179,6 +183,8 @@ def test_provisional_until_activated(objects: Objects) -> None:
     assert [found.ref for found in objects.store.provisional_objects()] == [REF]
     objects.store.activate(REF)
     assert list(objects.store.provisional_objects()) == []
+    with pytest.raises(ObjectNotFound):
+        objects.store.activate("ref_" + "d" * 27)
 
 
 def test_reads_refuse_anything_but_the_recorded_object(objects: Objects) -> None:
@@ -191,18 +197,21 @@ def test_reads_refuse_anything_but_the_recorded_object(objects: Objects) -> None
 
     with pytest.raises(ObjectNotFound):
         recorded("ref_" + "d" * 27)
-    with pytest.raises(ContentTypeMismatch):
+    with pytest.raises(ObjectMismatch) as wrong_type:
         recorded(content_type="application/pdf")
-    with pytest.raises(IntegrityFailed):
+    assert wrong_type.value.field == "content_type"
+    with pytest.raises(ObjectMismatch) as wrong_hash:
         objects.store.open_verified(
             REF, etag=uploaded.etag, length=uploaded.length, sha256="0" * 64, content_type=TEXT
         )
-    with pytest.raises(IntegrityFailed):
+    assert wrong_hash.value.field == "sha256"
+    with pytest.raises(ObjectMismatch) as wrong_length:
         objects.store.open_verified(
             REF, etag=uploaded.etag, length=uploaded.length - 1, sha256=uploaded.sha256, content_type=TEXT
         )
+    assert wrong_length.value.field == "length"
     objects.tamper(REF, BODY.replace(b"Supplier", b"Supp1ier"))
-    with pytest.raises(IntegrityFailed):
+    with pytest.raises(ObjectChanged):
         recorded()
 
 

@@ -17,7 +17,7 @@ from azure.core import MatchConditions
 from azure.core.exceptions import ResourceExistsError, ResourceModifiedError, ResourceNotFoundError
 from azure.storage.blob import BlobBlock, ContentSettings
 
-from claimcheck.errors import ConcurrencyConflict, ContentTypeMismatch, EmptyPayload, IntegrityFailed
+from claimcheck.errors import ObjectChanged, ObjectEmpty, ObjectExists, ObjectMismatch, ObjectNotFound
 from claimcheck.integrity import (
     DEFAULT_CHUNK_BYTES,
     HashingReader,
@@ -28,7 +28,7 @@ from claimcheck.integrity import (
 )
 from claimcheck.policy import base_content_type
 from claimcheck.settings import ACTIVE_TAG_VALUE, ProvisionalTag
-from claimcheck.storage import ObjectNotFound, ProvisionalObject, UploadedObject
+from claimcheck.storage import ProvisionalObject, UploadedObject
 
 if TYPE_CHECKING:
     from azure.storage.blob import ContainerClient
@@ -65,7 +65,7 @@ class AzureBlobPayloadStore:
             blob.stage_block(block_id, chunk, length=len(chunk))
             block_ids.append(block_id)
         if not block_ids:
-            raise EmptyPayload("the payload is empty")
+            raise ObjectEmpty("the payload is empty")
         try:
             committed = blob.commit_block_list(
                 [BlobBlock(block_id=block_id) for block_id in block_ids],
@@ -75,11 +75,14 @@ class AzureBlobPayloadStore:
             )
         except ResourceExistsError as exc:
             # Write-once: an existing object is never overwritten, whatever the caller intended.
-            raise ConcurrencyConflict("an object already exists under this reference") from exc
+            raise ObjectExists("an object already exists under this reference") from exc
         return UploadedObject(length=reader.length, sha256=reader.sha256, etag=str(committed["etag"]))
 
     def activate(self, ref: str) -> None:
-        self._container.get_blob_client(ref).set_blob_tags({self._tag.name: ACTIVE_TAG_VALUE})
+        try:
+            self._container.get_blob_client(ref).set_blob_tags({self._tag.name: ACTIVE_TAG_VALUE})
+        except ResourceNotFoundError as exc:
+            raise ObjectNotFound(ref) from exc
 
     def open_verified(self, ref: str, *, etag: str, length: int, sha256: str, content_type: str) -> BinaryIO:
         blob = self._container.get_blob_client(ref)
@@ -91,16 +94,18 @@ class AzureBlobPayloadStore:
             # A conditional read of an absent blob may also answer 412 (Azurite does): tell them apart.
             if not blob.exists():
                 raise ObjectNotFound(ref) from exc
-            raise IntegrityFailed("the stored object changed after it was registered (ETag differs)") from exc
+            raise ObjectChanged("the stored object changed after it was registered (ETag differs)") from exc
         stored_type = downloader.properties.content_settings.content_type or ""
         if base_content_type(stored_type) != base_content_type(content_type):
-            raise ContentTypeMismatch("the stored object's content type differs from the registered one")
+            raise ObjectMismatch(
+                "content_type", "the stored object's content type differs from the registered one"
+            )
         try:
             return spool_verified(
                 downloader.chunks(), expected_length=length, expected_sha256=sha256, content_type=content_type
             )
         except ResourceModifiedError as exc:  # changed between two range reads
-            raise IntegrityFailed("the stored object changed while it was being read") from exc
+            raise ObjectChanged("the stored object changed while it was being read") from exc
 
     def exists(self, ref: str) -> bool:
         return bool(self._container.get_blob_client(ref).exists())

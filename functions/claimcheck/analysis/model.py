@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol
 
+from claimcheck.errors import ClaimCheckError
+
 OBLIGATION_TEXT_LIMIT = 300
 
 
-class AnalysisError(Exception):
+class AnalysisError(ClaimCheckError):
     """The document cannot be analyzed (unreadable PDF, text that is not UTF-8, unsupported type...).
 
     The message names the problem and never quotes document content, because it travels into

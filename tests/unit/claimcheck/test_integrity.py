@@ -6,7 +6,7 @@ import hashlib
 import io
 
 import pytest
-from claimcheck.errors import ContentTypeMismatch, IntegrityFailed, PayloadTooLarge
+from claimcheck.errors import ObjectMismatch, ObjectTooLarge
 from claimcheck.integrity import HashingReader, spool_verified
 
 
@@ -20,11 +20,11 @@ def test_hashing_reader_hashes_what_passes_through() -> None:
 
 
 def test_hashing_reader_stops_at_the_limit() -> None:
-    """A source longer than the limit raises PayloadTooLarge during the read."""
+    """A source longer than the limit raises ObjectTooLarge during the read."""
     reader = HashingReader(io.BytesIO(b"x" * 101), max_bytes=100)
     reader.read(50)
     reader.read(50)
-    with pytest.raises(PayloadTooLarge):
+    with pytest.raises(ObjectTooLarge):
         reader.read(50)
 
 
@@ -41,28 +41,29 @@ def test_spool_returns_verified_bytes_rewound() -> None:
 
 
 @pytest.mark.parametrize(
-    ("chunks", "error"),
+    ("chunks", "field"),
     [
-        ([b"hello worlD"], IntegrityFailed),
-        ([b"hello"], IntegrityFailed),
-        ([b"hello world", b"!"], IntegrityFailed),
+        ([b"hello worlD"], "sha256"),
+        ([b"hello"], "length"),
+        ([b"hello world", b"!"], "length"),
     ],
 )
-def test_spool_refuses_tampered_bytes(chunks: list[bytes], error: type[Exception]) -> None:
-    """Different bytes, fewer bytes or more bytes than recorded raise IntegrityFailed."""
-    with pytest.raises(error):
+def test_spool_refuses_tampered_bytes(chunks: list[bytes], field: str) -> None:
+    """Different bytes, fewer bytes or more bytes than recorded raise ObjectMismatch naming the field."""
+    with pytest.raises(ObjectMismatch) as caught:
         spool_verified(
             chunks,
             expected_length=11,
             expected_sha256=hashlib.sha256(b"hello world").hexdigest(),
             content_type="text/plain",
         )
+    assert caught.value.field == field
 
 
 def test_spool_checks_declared_type() -> None:
     """Bytes that cannot be a PDF are refused when the declared type is application/pdf."""
     data = b"not a pdf"
-    with pytest.raises(ContentTypeMismatch):
+    with pytest.raises(ObjectMismatch, match="PDF header"):
         spool_verified(
             [data],
             expected_length=len(data),

@@ -176,6 +176,6 @@ def test_backoff_rejects_attempt_zero() -> None:
 
 def test_every_denial_verdict_maps_to_a_dead_letter_error() -> None:
     """The consumer has a dead-letter error for every verdict but ALLOW, so no denial can raise KeyError."""
-    from claimcheck.consumer import _DENIALS
+    from claimcheck.consumer_outcomes import DENIALS
 
-    assert set(_DENIALS) == set(Verdict) - {Verdict.ALLOW}
+    assert set(DENIALS) == set(Verdict) - {Verdict.ALLOW}

@@ -1,0 +1,87 @@
+"""The payload store speaks storage; the producer and the consumer each translate it in one table."""
+
+from __future__ import annotations
+
+import pytest
+from claimcheck.consumer_outcomes import STORE_REJECTIONS, dead_letter_for, rejection_for
+from claimcheck.errors import (
+    ClaimCheckError,
+    ContentTypeMismatch,
+    EmptyPayload,
+    ForbiddenContentType,
+    IntegrityFailed,
+    ObjectChanged,
+    ObjectEmpty,
+    ObjectExists,
+    ObjectMismatch,
+    ObjectNotFound,
+    ObjectTooLarge,
+    PayloadMissing,
+    PayloadStoreError,
+    PayloadTooLarge,
+)
+from claimcheck.outcome import DeadLetterReason
+from claimcheck.producer import intake_answer
+
+LEAVES = (ObjectNotFound, ObjectExists, ObjectChanged, ObjectMismatch, ObjectTooLarge, ObjectEmpty)
+
+
+def test_every_payload_store_error_is_a_claimcheck_error_with_a_consumer_answer() -> None:
+    assert set(PayloadStoreError.__subclasses__()) == set(LEAVES)
+    assert set(STORE_REJECTIONS) == set(LEAVES)
+    assert all(issubclass(leaf, ClaimCheckError) for leaf in LEAVES)
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (ObjectNotFound("ref_x"), DeadLetterReason.PAYLOAD_MISSING),
+        (
+            ObjectChanged("the stored object changed while it was being read"),
+            DeadLetterReason.INTEGRITY_FAILED,
+        ),
+        (ObjectMismatch("sha256", "the sha256 differs"), DeadLetterReason.INTEGRITY_FAILED),
+        (ObjectMismatch("length", "11 bytes, the record says 12"), DeadLetterReason.INTEGRITY_FAILED),
+        (ObjectMismatch("content_type", "declared text/plain"), DeadLetterReason.CONTENT_TYPE_MISMATCH),
+    ],
+)
+def test_the_consumer_dead_letters_store_errors_with_their_reason(
+    error: PayloadStoreError, reason: DeadLetterReason
+) -> None:
+    outcome = dead_letter_for(error)
+    assert outcome.reason is reason
+    if not isinstance(error, ObjectNotFound):
+        assert outcome.description == str(error)  # the store's own words: fields, never bytes
+
+
+def test_a_missing_object_is_described_without_its_reference() -> None:
+    rejected = rejection_for(ObjectNotFound("ref_secretish"))
+    assert isinstance(rejected, PayloadMissing)
+    assert "ref_secretish" not in str(rejected)
+
+
+def test_integrity_leaves_keep_their_dead_letter_classes() -> None:
+    assert isinstance(rejection_for(ObjectChanged("x")), IntegrityFailed)
+    assert isinstance(rejection_for(ObjectMismatch("content_type", "x")), ContentTypeMismatch)
+
+
+@pytest.mark.parametrize(
+    ("error", "answer", "status"),
+    [
+        (ObjectTooLarge(100), PayloadTooLarge, 413),
+        (ObjectEmpty("the payload is empty"), EmptyPayload, 400),
+        (ObjectMismatch("content_type", "declared application/pdf"), ForbiddenContentType, 415),
+    ],
+)
+def test_the_producer_answers_store_refusals_with_http_leaves(
+    error: PayloadStoreError, answer: type[Exception], status: int
+) -> None:
+    translated = intake_answer(error)
+    assert isinstance(translated, answer)
+    assert getattr(translated, "http_status", None) == status
+    assert str(translated) == str(error)
+
+
+def test_a_store_error_that_is_not_the_callers_doing_stays_itself() -> None:
+    collision = ObjectExists("an object already exists under this reference")
+    assert intake_answer(collision) is collision
