@@ -3,6 +3,7 @@
 - ``POST /api/documents``: intake (producer.submit) → 202 with the work item, status URL and receipt.
 - ``GET /api/work-items/{id}``: work-item status, optionally "at least version N".
 - ``GET /api/work-items/{id}/result``: one version's full analysis result.
+- ``GET /api/dead-letters``, ``POST /api/dead-letters/{n}/replay``: operators (Operations.Manage).
 - ``GET /api/openapi.json``: the HTTP contract (openapi.json next to this file).
 - ``consume_document``: Service Bus trigger on the ``documents`` session queue with explicit settlement.
 - ``reconcile``: timer trigger running the reconciler.
@@ -47,6 +48,7 @@ from upload_routes import upload_routes
 if TYPE_CHECKING:
     from claimcheck import ClaimCheck
     from claimcheck.access import AccessTable
+    from claimcheck.adapters.dead_letter_queue import QueueDeadLetters
     from claimcheck.auth import AppRole, Caller, SigningKeys, TokenRules
     from claimcheck.workitems import IntakeReceipt
 
@@ -69,6 +71,11 @@ RETRY_PAUSE_CAP = timedelta(seconds=30)
 _claimcheck: "ClaimCheck | None" = None
 _claimcheck_lock = threading.Lock()
 _identity: "tuple[TokenRules, SigningKeys, AccessTable] | None" = None
+_dead_letters: "QueueDeadLetters | None" = None
+
+# Operator routes: at most this many dead-lettered messages per answer, browsed from this many.
+DEAD_LETTER_PAGE = 100
+DEAD_LETTER_BROWSE = 1000
 
 
 def claimcheck() -> "ClaimCheck":
@@ -393,6 +400,95 @@ def get_work_item_result(req: func.HttpRequest) -> func.HttpResponse:
         message = f"no result for version {wanted} of {work_item_id}; the work item is {view.state}"
         return _json(404, {"error": "no_result", "message": message, "state": view.state})
     return _json(200, stored.to_dict())
+
+
+def dead_letters() -> "QueueDeadLetters":
+    """The worker's view of the documents queue's dead-letter subqueue, built on first use. Locally the
+    emulator's connection string; on Azure the namespace with the app's identity (Data Owner on it)."""
+    global _dead_letters
+    with _claimcheck_lock:
+        if _dead_letters is None:
+            from azure.servicebus import ServiceBusClient
+            from claimcheck.adapters.dead_letter_queue import QueueDeadLetters
+            from claimcheck.settings import Settings
+
+            env = os.environ
+            retry: dict[str, Any] = {"retry_total": 1, "retry_backoff_max": 2}
+            connection = env.get(SERVICEBUS_CONNECTION)
+            if connection:
+                client = ServiceBusClient.from_connection_string(connection, **retry)
+            else:
+                from azure.identity import DefaultAzureCredential
+
+                namespace = _required(env, f"{SERVICEBUS_CONNECTION}__fullyQualifiedNamespace")
+                client = ServiceBusClient(namespace, DefaultAzureCredential(), **retry)
+            _dead_letters = QueueDeadLetters(client, Settings.from_env(env).documents_queue)
+        return _dead_letters
+
+
+@app.route(route="dead-letters", methods=["GET"])
+def list_dead_letters(req: func.HttpRequest) -> func.HttpResponse:
+    """Operators: the documents queue's dead-lettered messages, metadata only (reason, description,
+    work item, tenant, purpose, delivery count), those of the caller's tenants (or with no tenant)."""
+    from azure.servicebus.exceptions import ServiceBusError
+    from claimcheck.auth import AppRole
+
+    caller = _gate(req, AppRole.OPERATE)
+    if isinstance(caller, func.HttpResponse):
+        return caller
+    try:
+        limit = min(parse_min_version(req.params.get("limit"), "limit") or DEAD_LETTER_PAGE, DEAD_LETTER_PAGE)
+    except BadRequest as bad:
+        return _json(400, {"error": bad.code, "message": str(bad)})
+    access = identity()[2]
+    try:
+        desk = dead_letters()
+        found = desk.list(DEAD_LETTER_BROWSE)
+    except ServiceBusError as error:
+        return _bus_unavailable("dead-letter list", error)
+    shown = [m for m in found if m.tenant is None or access.may_see_tenant(caller, m.tenant)][:limit]
+    return _json(200, {"queue": desk.queue, "messages": [message.to_dict() for message in shown]})
+
+
+@app.route(route="dead-letters/{sequence_number}/replay", methods=["POST"])
+def replay_dead_letter(req: func.HttpRequest) -> func.HttpResponse:
+    """Operators: send a dead-lettered message back to the documents queue once (copy id
+    ``<message id>.replay.<sequence number>``, as ``claimcheck-ops dlq replay``), then complete it.
+    A message of a tenant the caller is not granted answers like one that is not there."""
+    from azure.servicebus.exceptions import ServiceBusError
+    from claimcheck.adapters.dead_letter_queue import ReplayStatus
+    from claimcheck.auth import AppRole
+
+    caller = _gate(req, AppRole.OPERATE)
+    if isinstance(caller, func.HttpResponse):
+        return caller
+    try:
+        sequence_number = parse_min_version(req.route_params["sequence_number"], "sequence_number") or 0
+    except BadRequest as bad:
+        return _json(400, {"error": bad.code, "message": str(bad)})
+    access = identity()[2]
+    missing = {"error": "not_found", "message": f"no dead-lettered message {sequence_number}"}
+    try:
+        desk = dead_letters()
+        found = desk.find(sequence_number)
+        if found is None or (found.tenant is not None and not access.may_see_tenant(caller, found.tenant)):
+            return _json(404, missing)
+        result = desk.replay(sequence_number)
+    except ServiceBusError as error:
+        return _bus_unavailable("replay", error)
+    if result.status is ReplayStatus.NOT_FOUND:
+        return _json(404, missing)
+    if result.status is ReplayStatus.SEND_FAILED:
+        failed = {"error": "replay_failed", "message": result.detail}
+        return _json(503, failed, {"Retry-After": str(STATUS_RETRY_AFTER)})
+    logger.info("replayed dead-lettered message %d as %s", sequence_number, result.replay_message_id)
+    return _json(200, result.to_dict())
+
+
+def _bus_unavailable(what: str, error: Exception) -> func.HttpResponse:
+    logger.warning("%s unavailable: %s", what, type(error).__name__)
+    unavailable = {"error": "unavailable", "message": "Service Bus cannot be reached now; ask again later"}
+    return _json(503, unavailable, {"Retry-After": str(STATUS_RETRY_AFTER)})
 
 
 @app.route(route="openapi.json", methods=["GET"])

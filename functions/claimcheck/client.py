@@ -207,6 +207,16 @@ class ClaimCheckClient:
         )
         return answer.status, answer.body
 
+    def dead_letters(self, limit: int | None = None) -> tuple[int, dict[str, Any]]:
+        """Operators: the documents queue's dead-lettered messages (``GET /dead-letters``), metadata only."""
+        answer = self._call("GET", "/dead-letters" + ("" if limit is None else f"?limit={limit}"), {}, None)
+        return answer.status, answer.body
+
+    def replay_dead_letter(self, sequence_number: int) -> tuple[int, dict[str, Any]]:
+        """Operators: replay one dead-lettered message once (resending is safe: the copy's id is fixed)."""
+        answer = self._call("POST", f"/dead-letters/{int(sequence_number)}/replay", {}, b"")
+        return answer.status, answer.body
+
     def wait(self, receipt: Receipt, deadline_seconds: float, *, max_attempts: int = 30) -> FinalState:
         """Poll until the API names a state that is not ``wait``, or the attempts or deadline run out."""
         give_up_at = self._clock() + deadline_seconds
