@@ -241,7 +241,58 @@ def build_server(tools: AgentTools, *, operator: bool = False) -> MCPServer:
         answer = refusing(lambda: tools.get_result(work_item_id=work_item_id, version=version))
         return AnalysisResult.model_validate(answer)
 
+    if operator:
+        _add_operator_tools(server, tools, refusing)
     return server
+
+
+class DeadLetter(BaseModel):
+    sequence_number: int
+    message_id: str | None
+    work_item_id: str | None
+    tenant: str | None
+    purpose: str | None
+    enqueued_at: str | None
+    delivery_count: int | None
+    reason: str | None = Field(description="Why it was dead-lettered (the documented set).")
+    description: str | None
+
+
+class DeadLetters(BaseModel):
+    queue: str | None
+    messages: list[DeadLetter]
+
+
+class Replayed(BaseModel):
+    sequence_number: int
+    status: str = Field(description="replayed, or sent_not_completed (replay again: de-duplicated).")
+    detail: str
+    original_message_id: str | None
+    replay_message_id: str | None
+
+
+def _add_operator_tools(
+    server: MCPServer, tools: AgentTools, refusing: Callable[[Callable[[], dict[str, Any]]], dict[str, Any]]
+) -> None:
+    """Listed only for an identity whose token holds Operations.Manage (the API checks it again)."""
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def list_dead_letters(
+        limit: Annotated[int, Field(ge=1, le=100, description="At most this many messages.")] = 50,
+    ) -> DeadLetters:
+        """Operators: the documents queue's dead-lettered messages with reason and description (metadata
+        only, never a body), for the tenants this identity is granted."""
+        return DeadLetters.model_validate(refusing(lambda: tools.list_dead_letters(limit=limit)))
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=True))
+    def replay_dead_letter(
+        sequence_number: Annotated[int, Field(ge=1, description="From list_dead_letters.")],
+    ) -> Replayed:
+        """Operators: after the cause is fixed, send one dead-lettered message back to the documents queue,
+        exactly once (a repeated replay is de-duplicated)."""
+        return Replayed.model_validate(
+            refusing(lambda: tools.replay_dead_letter(sequence_number=sequence_number))
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -72,6 +72,10 @@ REMEDIES: Mapping[str, str] = {
     "invalid_request": "An argument is malformed (the message names it): fix that argument.",
     "bad_request": "An argument is malformed (the message names it): fix that argument.",
     "invalid_arguments": "Fix the arguments as the message says.",
+    "dead_letter_not_found": "No dead-lettered message with that sequence number is visible now (already "
+    "replayed or removed): call list_dead_letters again.",
+    "replay_failed": "The copy could not be sent; the message stays dead-lettered: report it, or try "
+    "replay_dead_letter again later (a repeated replay is de-duplicated).",
     "unavailable": "The stack did not answer after the retries this tool already made (with the same "
     "idempotency key): stop and report that the claim-check stack is unavailable.",
 }
@@ -105,7 +109,13 @@ class ToolRefusal(Exception):
     @classmethod
     def from_answer(cls, status: int, body: Mapping[str, Any]) -> ToolRefusal:
         code = str(body.get("error") or ("unavailable" if status >= 500 else "error"))
-        if code in ("no_answer", "not_json", "service_busy", "publish_not_confirmed", "request_in_progress"):
+        if code in (
+            "no_answer",
+            "not_json",
+            "service_busy",
+            "publish_not_confirmed",
+            "request_in_progress",
+        ) or (code == "upload_failed"):
             code = "unavailable"  # the client already retried these with the same key
         return cls(
             code,
@@ -235,6 +245,21 @@ class AgentTools:
             "priority": result.get("priority"),
             "truncated": result.get("truncated", False),
         }
+
+    def list_dead_letters(self, *, limit: int = 50) -> dict[str, Any]:
+        status, body = self._read(lambda: self._client.dead_letters(limit))
+        if status != 200:
+            raise ToolRefusal.from_answer(status, body)
+        return {"queue": body.get("queue"), "messages": list(body.get("messages", []))}
+
+    def replay_dead_letter(self, *, sequence_number: int) -> dict[str, Any]:
+        # Resending is safe: the copy's message id is fixed per dead-lettered message (de-duplicated).
+        status, body = self._read(lambda: self._client.replay_dead_letter(sequence_number))
+        if status == 404:
+            raise ToolRefusal("dead_letter_not_found", str(body.get("message", ""))[:300], status=404)
+        if status != 200:
+            raise ToolRefusal.from_answer(status, body)
+        return body
 
     def _read(self, call: Callable[[], tuple[int, dict[str, Any]]]) -> tuple[int, dict[str, Any]]:
         """A GET, retried on no answer / 503 (safe: it changes nothing), bounded in attempts and time."""

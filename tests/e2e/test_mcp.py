@@ -36,11 +36,14 @@ from .log_scan import SESSION_NEEDLES, forms_of, leaks
 
 REPO = Path(__file__).resolve().parents[2]
 AGENT_TOOLS = {"submit_document", "get_status", "wait_for", "get_result"}
+OPERATOR_TOOLS = {"list_dead_letters", "replay_dead_letter"}
+DAMAGED = SAMPLES.parent / "dead-letter" / "damaged-contract.pdf"
+OPERATOR = "local-operator"
 PDF = SAMPLES / "supply-agreement.pdf"
 WAIT_SECONDS = 240
 
 
-def _server_args(stack: LocalStack, *extra: str) -> list[str]:
+def _server_args(stack: LocalStack, *extra: str, identity: str = TEST_IDENTITY) -> list[str]:
     return [
         "-m",
         "scripts.mcp_server",
@@ -49,17 +52,18 @@ def _server_args(stack: LocalStack, *extra: str) -> list[str]:
         "--token-issuer",
         stack.minter.issuer,
         "--client-id",
-        TEST_IDENTITY,
+        identity,
         "--root",
-        str(SAMPLES),
+        str(SAMPLES.parent),
         *extra,
     ]
 
 
 @asynccontextmanager
-async def _stdio_client(stack: LocalStack, log: Path) -> AsyncIterator[Client]:
+async def _stdio_client(stack: LocalStack, log: Path, identity: str = TEST_IDENTITY) -> AsyncIterator[Client]:
     with log.open("w", encoding="utf-8") as errlog:
-        parameters = StdioServerParameters(command=sys.executable, args=_server_args(stack), cwd=str(REPO))
+        arguments = _server_args(stack, identity=identity)
+        parameters = StdioServerParameters(command=sys.executable, args=arguments, cwd=str(REPO))
         async with Client(stdio_client(parameters, errlog=errlog)) as client:
             yield client
 
@@ -279,3 +283,70 @@ def test_expired_token_is_a_clear_tool_error(stack: LocalStack) -> None:
     )
     assert answer.status_code == 401
     assert answer.json()["error"] == refusal["error"]
+
+
+def test_operator_tools_list_and_replay_a_dead_letter_exactly_once(stack: LocalStack, tmp_path: Path) -> None:
+    """Listed only for an identity holding Operations.Manage; the route itself refuses everyone else."""
+    refused = requests.get(
+        f"{stack.api_url}/dead-letters", headers=stack.auth_headers(TEST_IDENTITY), timeout=30
+    )
+    assert (refused.status_code, refused.json()["error"]) == (403, "forbidden")
+    log = tmp_path / "mcp-operator.log"
+
+    async def dead_letters_of(client: Client, work_item_id: str) -> list[dict[str, Any]]:
+        listed = _structured(await client.call_tool("list_dead_letters", {"limit": 100}))
+        return [message for message in listed["messages"] if message["work_item_id"] == work_item_id]
+
+    async def eventually(client: Client, work_item_id: str, ready: Any) -> list[dict[str, Any]]:
+        for _ in range(60):
+            found = await dead_letters_of(client, work_item_id)
+            if ready(found):
+                return found
+            await asyncio.sleep(1)
+        raise AssertionError(f"dead letters of {work_item_id} never became as expected: {found}")
+
+    async def journey() -> None:
+        async with _stdio_client(stack, log, identity=OPERATOR) as client:
+            assert set(await _listed_tools(client)) == AGENT_TOOLS | OPERATOR_TOOLS
+            receipt = _structured(
+                await client.call_tool(
+                    "submit_document",
+                    {
+                        "tenant_id": "initech",
+                        "purpose": "contract-review",
+                        "classification": "internal",
+                        "content_type": "application/pdf",
+                        "path": str(DAMAGED),
+                    },
+                )
+            )
+            work_item = receipt["work_item_id"]
+            failed = _error(
+                await client.call_tool(
+                    "wait_for", {"work_item_id": work_item, "min_version": 1, "timeout_seconds": WAIT_SECONDS}
+                )
+            )
+            assert (failed["error"], failed["failure_reason"]) == (
+                "needs_reconciliation",
+                "processing_failed",
+            )
+            [dead] = await eventually(client, work_item, lambda found: len(found) == 1)
+            assert (dead["reason"], dead["tenant"]) == ("processing_failed", "initech")
+            sequence = {"sequence_number": dead["sequence_number"]}
+            replayed = _structured(await client.call_tool("replay_dead_letter", sequence))
+            assert replayed["status"] == "replayed"
+            assert replayed["replay_message_id"] == f"{dead['message_id']}.replay.{dead['sequence_number']}"
+            again = _error(await client.call_tool("replay_dead_letter", sequence))
+            assert again["error"] == "dead_letter_not_found"
+            # The copy fails the same way (the document itself is damaged): one new entry, the old gone.
+            [copy] = await eventually(
+                client,
+                work_item,
+                lambda found: [m["message_id"] for m in found] == [replayed["replay_message_id"]],
+            )
+            assert copy["reason"] == "processing_failed"
+
+    asyncio.run(journey())
+    text = log.read_text(encoding="utf-8")
+    assert "operator tools: True" in text
+    assert leaks({log: text}, tmp_path, list(SESSION_NEEDLES)) == []
