@@ -14,17 +14,20 @@ component, ingestion needs the Entra token that APPLICATIONINSIGHTS_AUTHENTICATI
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import json
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from claimcheck.access import ACCESS_TABLE_SETTING, AccessTable
 from claimcheck.policy import DEFAULT_PURPOSES
 from claimcheck.settings import (
     AUDIENCE_SETTING,
+    IMMUTABLE_CONTAINERS_SETTING,
     ISSUER_SETTING,
     JWKS_URI_SETTING,
     PROVISIONAL_TAG_NAME_SETTING,
     PROVISIONAL_TAG_VALUE_SETTING,
+    PURPOSE_CONTAINERS_SETTING,
     SERVICEBUS_CONNECTION,
     STORAGE_CONNECTION,
     consumer_settings,
@@ -82,6 +85,7 @@ def build_app_settings(
     topology: Topology,
     environment: str,
     consumed_purposes: Collection[str] = tuple(DEFAULT_PURPOSES),
+    immutable_containers: Mapping[str, int] | None = None,
 ) -> dict[str, str]:
     bindings, tables = topology.bindings, topology.tables
     return identity_settings(identity, consumed_purposes) | {
@@ -94,6 +98,7 @@ def build_app_settings(
         "CLAIMCHECK_DOCUMENTS_QUEUE": bindings.documents_queue,
         "CLAIMCHECK_RESULTS_TOPIC": bindings.results_topic,
         "CLAIMCHECK_PAYLOAD_CONTAINER": bindings.payload_container,
+        **payload_route_settings(topology, immutable_containers or {}),
         "CLAIMCHECK_REGISTRY_TABLE": tables.registry,
         "CLAIMCHECK_IDEMPOTENCY_TABLE": tables.idempotency,
         "CLAIMCHECK_WORK_ITEMS_TABLE": tables.work_items,
@@ -118,6 +123,15 @@ def build_app_settings(
         # Monitor distro (claimcheck.adapters.telemetry_setup, Entra ID as
         # APPLICATIONINSIGHTS_AUTHENTICATION_STRING says) instead of the host forwarding the worker's logs.
         "PYTHON_ENABLE_OPENTELEMETRY": "true",
+    }
+
+
+def payload_route_settings(topology: Topology, immutable_containers: Mapping[str, int]) -> dict[str, str]:
+    """Which container each purpose with its own writes to, and which containers are locked for how many
+    days (claimcheck.routing): from the topology and the stack's WORM switch, as infra/ declares them."""
+    return {
+        PURPOSE_CONTAINERS_SETTING: json.dumps(dict(sorted(topology.bindings.purpose_containers.items()))),
+        IMMUTABLE_CONTAINERS_SETTING: json.dumps(dict(sorted(immutable_containers.items()))),
     }
 
 

@@ -213,13 +213,14 @@ KEYS: tuple[Key, ...] = (
         "consumer_always_ready",
     ),
     Key(
-        "evidenceImmutabilityDays",
-        "integer 0-146000",
-        "Version-level WORM on the payload container "
-        "(0 = off): each blob version immutable for this many days. Refused while a purpose deletes "
-        "(they share the container) or beyond `deleteAfterDays`; version-level immutability is chosen "
-        "when the container is created.",
-        "evidence_immutability_days",
+        "evidenceImmutability",
+        "boolean",
+        "Version-level WORM on the container of purpose `evidence-archive` "
+        "(`topology.bindings.purposeContainers`): every blob version there immutable for that purpose's "
+        "retention, a default time-based policy. Refused if the purpose shares the payload container, if a "
+        "purpose routed there deletes, or if the lock outlasts `deleteAfterDays`; chosen when the "
+        "container is created.",
+        "evidence_immutability",
     ),
     Key(
         "topology",

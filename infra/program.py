@@ -88,7 +88,7 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
         public_network_access=settings.public_network_access,
         blob_delete_retention_days=settings.blob_delete_retention_days,
         container_delete_retention_days=settings.container_delete_retention_days,
-        immutability_days=settings.evidence_immutability_days,
+        immutable_containers=settings.immutable_containers(),
         topology=topology,
         account_opts=stateful,
         opts=tagged,
@@ -132,6 +132,7 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
         consumer_always_ready=settings.consumer_always_ready,
         public_network_access=settings.public_network_access,
         integration_subnet_id=network.integration_subnet.id if network else None,
+        immutable_containers=settings.immutable_containers(),
         opts=tagged,
     )
     if network is not None:
@@ -147,7 +148,12 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
     bindings = topology.bindings
     documents_queue = messaging.queues[bindings.documents_queue].id
     results_topic = messaging.topics[bindings.results_topic].id
-    payload_container = payloads.containers[bindings.payload_container].id
+    # Every container holding payloads: the shared one (grant names kept, so nothing is replaced) and each
+    # purpose's own (evidence), suffixed by its name.
+    payload_containers = {
+        "" if container == bindings.payload_container else f"-{container}": payloads.containers[container].id
+        for container in bindings.payload_containers()
+    }
     app = functions.principal_id
     grants = [
         # The trigger receives, the HTTP intake publishes, and target-based scaling reads the queue's
@@ -159,7 +165,10 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
         Grant("app-own-documents", BuiltInRole.SERVICE_BUS_DATA_OWNER, documents_queue, app),
         Grant("app-send-results", BuiltInRole.SERVICE_BUS_DATA_SENDER, results_topic, app),
         # Blob Data Contributor lacks the blob index tag actions the provisional/active state needs.
-        Grant("app-payload-blobs", PAYLOAD_OPERATOR, payload_container, app),
+        *[
+            Grant(f"app-payload-blobs{suffix}", PAYLOAD_OPERATOR, container_id, app)
+            for suffix, container_id in payload_containers.items()
+        ],
         # Direct uploads: the app signs write-only user delegation SAS for one staging blob. Get User
         # Delegation Key is a storage-account operation (POST /?restype=service&comp=userdelegationkey),
         # so the account is the narrowest scope it can be granted at; the key grants nothing by itself, and
@@ -185,12 +194,15 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
                 documents_queue,
                 producer.object_id,
             ),
-            Grant(
-                f"producer-{producer.name}-payload-blobs",
-                PAYLOAD_WRITER,
-                payload_container,
-                producer.object_id,
-            ),
+            *[
+                Grant(
+                    f"producer-{producer.name}-payload-blobs{suffix}",
+                    PAYLOAD_WRITER,
+                    container_id,
+                    producer.object_id,
+                )
+                for suffix, container_id in payload_containers.items()
+            ],
             *[
                 Grant(
                     f"producer-{producer.name}-table-{table}",
@@ -245,6 +257,9 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
         "payloadBlobEndpoint": payloads.blob_endpoint,
         "payloadTableEndpoint": payloads.table_endpoint,
         "payloadContainer": bindings.payload_container,
+        # Purposes with a container of their own, and the days each locked (WORM) container keeps a version.
+        "purposeContainers": dict(bindings.purpose_containers),
+        "immutableContainers": settings.immutable_containers(),
         # How long an app delete stays recoverable: as a previous version until the lifecycle rule
         # deletes it, then soft-deleted (docs/deploy.md, "Storage rules").
         "deletedPayloadRecoverableDays": (

@@ -13,6 +13,7 @@ import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,7 +23,7 @@ from claimcheck.callers import AppRole
 from claimcheck.policy import DEFAULT_PURPOSES, Classification, CleanupPolicy
 from claimcheck.settings import SettingsError
 
-from infra.topology import Topology, load_topology
+from infra.topology import EVIDENCE_PURPOSE, Topology, load_topology
 
 PROJECT = "claimcheck"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -135,9 +136,10 @@ class StackSettings:
     require_infrastructure_encryption: bool
     # Always-ready instances of the documents consumer (Flex Consumption): no cold start under load.
     consumer_always_ready: int
-    # Version-level WORM (days) on the payload container: every blob version is immutable this long.
-    # 0 = off. All purposes share the container, so it is refused while any purpose deletes.
-    evidence_immutability_days: int
+    # Version-level WORM on the evidence purpose's own container: every blob version immutable for that
+    # purpose's retention (evidence_immutability_days). Refused unless the purpose has its own container
+    # and every purpose routed there retains its payloads.
+    evidence_immutability: bool
     topology: Topology
     # Access-table grants by Entra group (the token's `groups` claim): any caller in the group gets the
     # grant's tenants, purposes and classifications. Any such grant turns on the API's group claims.
@@ -145,6 +147,29 @@ class StackSettings:
     # The purposes whose payloads this stack's consumer reads (its managed identity is their one allowed
     # consumer); the others' messages are dead-lettered access_denied. Default: every purpose.
     consumed_purposes: tuple[str, ...] = tuple(sorted(DEFAULT_PURPOSES))
+
+    @property
+    def evidence_container(self) -> str:
+        return self.topology.bindings.container_for(EVIDENCE_PURPOSE)
+
+    @property
+    def evidence_immutability_days(self) -> int:
+        """Days every new version in the evidence container stays locked (0 = no WORM): the shortest
+        retention of the purposes routed there, in whole days (floored, so the reconciler's delete at the
+        end of retention never meets a lock)."""
+        if not self.evidence_immutability:
+            return 0
+        routed = [
+            policy
+            for name, policy in DEFAULT_PURPOSES.items()
+            if self.topology.bindings.container_for(name) == self.evidence_container
+        ]
+        return min(policy.retention // timedelta(days=1) for policy in routed)
+
+    def immutable_containers(self) -> dict[str, int]:
+        """container -> WORM days, as the app reads it (CLAIMCHECK_IMMUTABLE_CONTAINERS)."""
+        days = self.evidence_immutability_days
+        return {self.evidence_container: days} if days else {}
 
 
 def stack_slug(stack: str) -> str:
@@ -232,7 +257,7 @@ def load_settings(config: Mapping[str, Any], stack: str) -> StackSettings:
         zone_redundant=reader.boolean("zoneRedundant", False),
         require_infrastructure_encryption=reader.boolean("requireInfrastructureEncryption", True),
         consumer_always_ready=reader.integer("consumerAlwaysReady", 0, 0, 100),
-        evidence_immutability_days=reader.integer("evidenceImmutabilityDays", 0, 0, 146_000),
+        evidence_immutability=reader.boolean("evidenceImmutability", False),
         topology=load_topology(reader.mapping("topology")),
         group_grants=reader.group_grants("groupGrants"),
         consumed_purposes=reader.purposes("consumedPurposes"),
@@ -264,29 +289,44 @@ def _refuse_contradictions(settings: StackSettings) -> None:
             f"{PROJECT}:zoneRedundant: true needs {PROJECT}:storageSku among "
             f"{list(ZONE_REDUNDANT_STORAGE)}, got {settings.storage_sku!r}"
         )
-    worm = settings.evidence_immutability_days
-    deleting = sorted(
-        name for name, policy in DEFAULT_PURPOSES.items() if policy.cleanup != CleanupPolicy.RETAIN
-    )
-    if worm and deleting:
-        raise StackConfigError(
-            f"{PROJECT}:evidenceImmutabilityDays: version-level WORM on the shared "
-            f"payload container would make the deletes of purposes {deleting} fail "
-            "(they clean up after use); it needs a purpose table whose purposes all "
-            "retain"
-        )
-    if worm and worm > settings.topology.lifecycle.delete_after_days:
-        raise StackConfigError(
-            f"{PROJECT}:evidenceImmutabilityDays: {worm} outlasts "
-            "topology.lifecycle.deleteAfterDays "
-            f"{settings.topology.lifecycle.delete_after_days}: the expiry rule could not "
-            "delete a locked version"
-        )
+    if settings.evidence_immutability:
+        _refuse_worm_contradictions(settings)
     if settings.consumer_always_ready > settings.function_maximum_instances:
         raise StackConfigError(
             f"{PROJECT}:consumerAlwaysReady: {settings.consumer_always_ready} exceeds "
             f"{PROJECT}:functionMaximumInstances {settings.function_maximum_instances} "
             "(always-ready instances count toward the maximum)"
+        )
+
+
+def _refuse_worm_contradictions(settings: StackSettings) -> None:
+    """WORM on the evidence container only where nothing the app must delete can land."""
+    bindings, key = settings.topology.bindings, f"{PROJECT}:evidenceImmutability"
+    container = settings.evidence_container
+    if container == bindings.payload_container:
+        raise StackConfigError(
+            f"{key}: purpose {EVIDENCE_PURPOSE!r} shares the payload container {container!r}; "
+            "give it its own in topology.bindings.purposeContainers (the shared container holds "
+            "purposes that delete after use)"
+        )
+    deleting = sorted(
+        name
+        for name, policy in DEFAULT_PURPOSES.items()
+        if bindings.container_for(name) == container and policy.cleanup != CleanupPolicy.RETAIN
+    )
+    if deleting:
+        raise StackConfigError(
+            f"{key}: purposes {deleting} routed to container {container!r} delete after use; "
+            "a WORM policy there would make their deletes fail"
+        )
+    days = settings.evidence_immutability_days
+    if days < 1:
+        raise StackConfigError(f"{key}: the retention of purpose {EVIDENCE_PURPOSE!r} is under a day")
+    if days > settings.topology.lifecycle.delete_after_days:
+        raise StackConfigError(
+            f"{key}: the {days}-day lock outlasts topology.lifecycle.deleteAfterDays "
+            f"{settings.topology.lifecycle.delete_after_days}: the expiry rule could not delete a "
+            "locked version"
         )
 
 

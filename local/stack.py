@@ -48,6 +48,7 @@ from claimcheck.settings import (
     Settings,
 )
 
+from infra.app_settings import payload_route_settings
 from infra.emulator_config import write_emulator_config
 from infra.topology import Topology, load_topology
 from local.azurite import Azurite, AzuriteNotInstalled, start_azurite
@@ -329,6 +330,8 @@ def start_stack(
             JWKS_URI_SETTING: jwks_url(minter.base_url, minter.directory_tenant),
             ACCESS_TABLE_SETTING: local_access_table().to_json(),
             **local_consumer_settings(),
+            # Evidence in its own container, as on Azure; no lock (Azurite has no immutability policies).
+            **payload_route_settings(topology or load_topology(), {}),
         }
         settings_path = _write_local_settings(
             folder, azurite.connection_string, bus_connection, {**identity_settings, **(app_settings or {})}

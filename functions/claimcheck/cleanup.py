@@ -13,6 +13,7 @@ from datetime import datetime
 
 from claimcheck.policy import CleanupPolicy
 from claimcheck.registry import PayloadRecord, PayloadRegistry
+from claimcheck.routing import PayloadStores
 from claimcheck.states import PayloadState
 from claimcheck.storage import EntityTable, Key, PayloadStore
 from claimcheck.timestamps import format_timestamp
@@ -22,9 +23,9 @@ log = logging.getLogger(__name__)
 
 class Cleaner:
     def __init__(
-        self, store: PayloadStore, registry: PayloadRegistry, audit: EntityTable, *, identity: str
+        self, stores: PayloadStores, registry: PayloadRegistry, audit: EntityTable, *, identity: str
     ) -> None:
-        self._store = store
+        self._stores = stores
         self._registry = registry
         self._audit = audit
         self._identity = identity
@@ -46,7 +47,7 @@ class Cleaner:
         previous = record.state
         if record.state is PayloadState.PROCESSED:
             record = self._registry.move(record, PayloadState.CLEANUP_PENDING, now=now)
-        existed = self._store.delete(record.ref)
+        existed = self._stores.for_purpose(record.purpose).delete(record.ref)
         removed = self._registry.move(record, PayloadState.REMOVED, now=now)
         self._prove(
             record.ref,
@@ -69,9 +70,10 @@ class Cleaner:
         )
         return removed
 
-    def remove_unregistered(self, ref: str, *, why: str, now: datetime) -> None:
-        """Delete a provisional object that has no registry record (crash right after its upload)."""
-        existed = self._store.delete(ref)
+    def remove_unregistered(self, ref: str, store: PayloadStore, *, why: str, now: datetime) -> None:
+        """Delete a provisional object that has no registry record (crash right after its upload) from
+        the store that listed it."""
+        existed = store.delete(ref)
         self._prove(
             ref,
             why,

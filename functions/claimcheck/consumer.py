@@ -65,9 +65,10 @@ from claimcheck.policy import (
 from claimcheck.registry import PayloadRecord, PayloadRegistry
 from claimcheck.resilience import FailureStreak, claim_wait_delay, is_outage
 from claimcheck.results import result_event, result_key, result_row, result_summary
+from claimcheck.routing import PayloadStores
 from claimcheck.settings import Settings
 from claimcheck.states import PayloadState, WorkItemState
-from claimcheck.storage import EntityTable, PayloadStore
+from claimcheck.storage import EntityTable
 from claimcheck.telemetry import Stage, consumption_span, stage
 from claimcheck.workitems import WorkItemStore
 
@@ -107,7 +108,7 @@ class Consumer:
         self,
         *,
         settings: Settings,
-        store: PayloadStore,
+        stores: PayloadStores,
         registry: PayloadRegistry,
         work_items: WorkItemStore,
         ledger: IdempotencyLedger,
@@ -122,7 +123,7 @@ class Consumer:
         sleep: Callable[[float], None],
     ) -> None:
         self._settings = settings
-        self._store = store
+        self._stores = stores
         self._registry = registry
         self._work_items = work_items
         self._ledger = ledger
@@ -413,7 +414,7 @@ class Consumer:
                     expected_sha256=envelope.checksum.value,
                     content_type=envelope.content_type,
                 )
-            return self._store.open_verified(
+            return self._stores.for_purpose(record.purpose).open_verified(
                 record.ref,
                 etag=record.object_etag,
                 length=record.content_length,

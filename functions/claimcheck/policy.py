@@ -18,6 +18,7 @@ from claimcheck.errors import (
     PayloadTooLarge,
     UnknownPurpose,
 )
+from claimcheck.settings import EVIDENCE_PURPOSE
 from claimcheck.states import PayloadState
 
 
@@ -64,7 +65,7 @@ DEFAULT_PURPOSES: Mapping[str, PurposePolicy] = {
             cleanup=CleanupPolicy.SYNC,
         ),
         PurposePolicy(
-            name="evidence-archive",
+            name=EVIDENCE_PURPOSE,
             content_types=frozenset({"text/plain", "application/pdf"}),
             classifications=frozenset(Classification),
             cleanup=CleanupPolicy.RETAIN,

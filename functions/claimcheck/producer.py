@@ -43,9 +43,9 @@ from claimcheck.policy import (
 from claimcheck.refs import new_payload_ref
 from claimcheck.registry import PayloadRecord, PayloadRegistry
 from claimcheck.resilience import CircuitBreaker, CircuitOpen, is_outage
+from claimcheck.routing import PayloadStores
 from claimcheck.settings import Settings
 from claimcheck.states import PayloadState
-from claimcheck.storage import PayloadStore
 from claimcheck.telemetry import Stage, check_tracestate, intake_span, stage
 from claimcheck.workitems import IntakeReceipt, WorkItemStore
 
@@ -76,7 +76,7 @@ class Producer:
         self,
         *,
         settings: Settings,
-        store: PayloadStore,
+        stores: PayloadStores,
         registry: PayloadRegistry,
         work_items: WorkItemStore,
         bus: Bus,
@@ -85,7 +85,7 @@ class Producer:
         clock: Callable[[], datetime],
     ) -> None:
         self._settings = settings
-        self._store = store
+        self._stores = stores
         self._registry = registry
         self._work_items = work_items
         self._bus = bus
@@ -198,9 +198,11 @@ class Producer:
 
     def _submit_by_reference(self, submission: _Submission, stream: Readable) -> IntakeReceipt:
         ref = new_payload_ref()
+        # The purpose's own container when it has one (claimcheck.routing), else the shared one.
+        store = self._stores.for_purpose(submission.purpose)
         try:
             with stage(Stage.UPLOAD):
-                uploaded = self._store.upload_provisional(
+                uploaded = store.upload_provisional(
                     ref,
                     stream,
                     content_type=submission.content_type,
@@ -236,7 +238,7 @@ class Producer:
         with stage(Stage.ACTIVATE):
             now = self._clock()
             record = self._registry.move(record, PayloadState.REF_PUBLISHED, now=now)
-            self._store.activate(ref)
+            store.activate(ref)
             self._registry.move(record, PayloadState.AVAILABLE, now=now)
         return self._confirm(submission, envelope, object_etag=uploaded.etag)
 

@@ -33,6 +33,7 @@ from claimcheck.errors import StoreError
 from claimcheck.policy import CleanupPolicy, PurposePolicy
 from claimcheck.propagation import PropagationEntries, resolved_by
 from claimcheck.registry import PayloadRecord, PayloadRegistry
+from claimcheck.routing import PayloadStores
 from claimcheck.settings import Settings
 from claimcheck.states import PayloadState
 from claimcheck.storage import PayloadStore
@@ -68,7 +69,7 @@ class Reconciler:
         self,
         *,
         settings: Settings,
-        store: PayloadStore,
+        stores: PayloadStores,
         registry: PayloadRegistry,
         work_items: WorkItemStore,
         cleaner: Cleaner,
@@ -77,7 +78,7 @@ class Reconciler:
         dead_letters: DeadLetterSource | None = None,
         propagation: PropagationEntries | None = None,
     ) -> None:
-        self._store = store
+        self._stores = stores
         self._propagation = propagation
         self._dead_letters = dead_letters
         self._dead_letter_alert_age = timedelta(seconds=settings.dead_letter_alert_age_seconds)
@@ -233,7 +234,7 @@ class Reconciler:
         elif record.state is PayloadState.CLEANUP_PENDING:
             self._cleaner.remove(record, why="asynchronous cleanup sweep", now=now)
             report.cleaned_up.append(record.ref)
-        elif not self._store.exists(record.ref):
+        elif not self._stores.for_purpose(record.purpose).exists(record.ref):
             self._registry.move(record, PayloadState.MISSING, now=now)
             report.flagged_missing.append(record.ref)
             report.alerts.append(
@@ -241,7 +242,7 @@ class Reconciler:
                 f" {record.state.value}; a consumer will dead-letter it as payload_missing"
             )
         elif record.state is PayloadState.REF_PUBLISHED and now - record.updated_at >= self._activation_grace:
-            self._store.activate(record.ref)
+            self._stores.for_purpose(record.purpose).activate(record.ref)
             self._registry.move(record, PayloadState.AVAILABLE, now=now)
             self._work_items.confirm_version(record.work_item_id, record.version, None, now=now)
             report.activations_finished.append(record.ref)
@@ -255,7 +256,7 @@ class Reconciler:
             report.interrupted_cleanups_finished.append(record.ref)
 
     def _orphan(self, record: PayloadRecord, now: datetime, report: ReconciliationReport) -> None:
-        due = record.created_at + self._orphan_grace
+        due = self._removable_at(self._stores.routes.container_for(record.purpose), record.created_at)
         if now < due:
             report.orphans_waiting.append(record.ref)
             report.alerts.append(
@@ -272,12 +273,20 @@ class Reconciler:
 
     def _sweep_unregistered(self, now: datetime, report: ReconciliationReport) -> None:
         """Provisional objects with no registry record: the producer crashed right after the upload."""
-        for found in self._store.provisional_objects():
+        for container, store in self._stores.each():
+            self._sweep_container(container, store, now, report)
+
+    def _sweep_container(
+        self, container: str, store: PayloadStore, now: datetime, report: ReconciliationReport
+    ) -> None:
+        for found in store.provisional_objects():
             try:
-                if self._registry.get(found.ref) is not None or now < found.created_at + self._orphan_grace:
+                if self._registry.get(found.ref) is not None or now < self._removable_at(
+                    container, found.created_at
+                ):
                     continue
                 self._cleaner.remove_unregistered(
-                    found.ref, why="orphan: never registered nor published", now=now
+                    found.ref, store, why="orphan: never registered nor published", now=now
                 )
             except Exception as exc:
                 report.errors.append(found.ref)
@@ -299,13 +308,25 @@ class Reconciler:
 
     def _retention_over(self, record: PayloadRecord, now: datetime) -> bool:
         policy = self._purposes.get(record.purpose)
+        locked = self._stores.routes.locked_until(
+            self._stores.routes.container_for(record.purpose), record.created_at
+        )
         return (
             policy is not None
             and policy.cleanup is CleanupPolicy.RETAIN
             and now >= record.updated_at + policy.retention
+            and (locked is None or now >= locked)
         )
+
+    def _removable_at(self, container: str, created_at: datetime) -> datetime:
+        """When an orphan may go: after the orphan grace, and never while its container's immutability
+        policy still locks it (the delete would fail on Azure; Azurite has no such lock)."""
+        locked = self._stores.routes.locked_until(container, created_at)
+        return max(created_at + self._orphan_grace, locked or created_at)
 
 
 def _rounded(delay: timedelta) -> str:
     minutes = max(1, round(delay.total_seconds() / 60))
+    if minutes >= 48 * 60:  # an orphan in an immutable container waits out its lock: days
+        return f"{minutes // (24 * 60)} d"
     return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h"

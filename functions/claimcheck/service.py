@@ -28,6 +28,7 @@ from claimcheck.propagation import PropagationEntries
 from claimcheck.reconciler import Reconciler
 from claimcheck.registry import PayloadRegistry
 from claimcheck.result_reads import ResultReader
+from claimcheck.routing import PayloadStores
 from claimcheck.settings import DEFAULT_CONSUMER_IDENTITY, PURPOSE_CONSUMERS_SETTING, Settings, SettingsError
 from claimcheck.storage import PayloadStore, Tables
 from claimcheck.uploads import DirectUploads, StagingArea
@@ -57,7 +58,7 @@ class ClaimCheck:
         cls,
         settings: Settings,
         *,
-        store: PayloadStore,
+        store: PayloadStore | PayloadStores,
         tables: Tables,
         bus: Bus,
         clock: Callable[[], datetime] = utc_now,
@@ -71,6 +72,9 @@ class ClaimCheck:
     ) -> ClaimCheck:
         """Wire the core to its ports; nothing here touches the network.
 
+        ``store``: one store per container routed by purpose (claimcheck.routing), or a single store
+        holding every purpose's payloads (e.g. one fake).
+
         ``staging``: where direct uploads of large documents land (``uploads`` is None without it).
 
         ``status_tables``: where the status API reads (default ``tables``; on Azure, clients with a
@@ -80,14 +84,19 @@ class ClaimCheck:
         identity = identity or settings.consumer_identity
         purposes = with_consumers(purposes, settings.purpose_consumers)
         status_tables = status_tables or tables
+        if isinstance(store, PayloadStores):
+            stores = store
+            stores.routes.check(purposes)
+        else:
+            stores = PayloadStores.single(store, settings.payload_container)
         registry = PayloadRegistry(tables.registry)
         work_items = WorkItemStore(tables.work_items)
-        cleaner = Cleaner(store, registry, tables.audit, identity=identity)
+        cleaner = Cleaner(stores, registry, tables.audit, identity=identity)
         ledger = IdempotencyLedger(tables.idempotency, lease=timedelta(seconds=settings.claim_lease_seconds))
         return cls(
             producer=Producer(
                 settings=settings,
-                store=store,
+                stores=stores,
                 registry=registry,
                 work_items=work_items,
                 bus=bus,
@@ -97,7 +106,7 @@ class ClaimCheck:
             ),
             consumer=Consumer(
                 settings=settings,
-                store=store,
+                stores=stores,
                 registry=registry,
                 work_items=work_items,
                 ledger=ledger,
@@ -113,7 +122,7 @@ class ClaimCheck:
             ),
             reconciler=Reconciler(
                 settings=settings,
-                store=store,
+                stores=stores,
                 registry=registry,
                 work_items=work_items,
                 cleaner=cleaner,

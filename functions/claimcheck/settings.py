@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TypeVar
 
 from claimcheck.errors import ClaimCheckError
 
@@ -29,6 +31,13 @@ IDEMPOTENCY_TABLE = "idempotency"
 WORK_ITEMS_TABLE = "workitems"
 AUDIT_TABLE = "cleanupaudit"
 RESULTS_TABLE = "results"
+# The purpose whose payloads are evidence (claimcheck.policy: retained, never deleted after use) and its
+# own container (claimcheck.routing), so that production can keep that container under a WORM policy while
+# the other purposes delete from the shared one. The topology's default routes, and the app's when the
+# setting is absent (an operator's `claimcheck-ops reconcile` must not look for evidence elsewhere).
+EVIDENCE_PURPOSE = "evidence-archive"
+EVIDENCE_CONTAINER = "evidence"
+DEFAULT_PURPOSE_CONTAINERS: Mapping[str, str] = MappingProxyType({EVIDENCE_PURPOSE: EVIDENCE_CONTAINER})
 
 # Blob index tag on objects whose publish is not confirmed yet. The storage lifecycle rule (infra/)
 # deletes objects still carrying it after a day: the backstop behind the reconciler. These are the
@@ -55,6 +64,16 @@ ISSUER_SETTING = "CLAIMCHECK_AUTH_ISSUER"
 AUDIENCE_SETTING = "CLAIMCHECK_AUTH_AUDIENCES"  # comma-separated: the application ID URI and client id
 JWKS_URI_SETTING = "CLAIMCHECK_AUTH_JWKS_URI"
 LEEWAY_SETTING = "CLAIMCHECK_AUTH_LEEWAY_SECONDS"
+
+
+# Where each purpose's payloads go (JSON purpose -> container; unlisted purposes: the payload container)
+# and which containers keep every new object immutable for how many days (JSON container -> days).
+# infra/ and local/stack.py write both from the topology (claimcheck.routing reads them).
+PURPOSE_CONTAINERS_SETTING = "CLAIMCHECK_PURPOSE_CONTAINERS"
+IMMUTABLE_CONTAINERS_SETTING = "CLAIMCHECK_IMMUTABLE_CONTAINERS"
+
+
+_Value = TypeVar("_Value")
 
 
 class SettingsError(ClaimCheckError, ValueError):
@@ -124,6 +143,9 @@ class Settings:
     # purpose → the consumer identities allowed to read its payloads (overrides the purpose table).
     purpose_consumers: Mapping[str, frozenset[str]] = field(default_factory=dict)
     provisional_tag: ProvisionalTag = ProvisionalTag()
+    # purpose → its own container (claimcheck.routing); container → days its objects stay immutable.
+    purpose_containers: Mapping[str, str] = field(default_factory=lambda: DEFAULT_PURPOSE_CONTAINERS)
+    immutable_containers: Mapping[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -162,7 +184,47 @@ class Settings:
             consumer_identity=values.get(CONSUMER_IDENTITY_SETTING) or DEFAULT_CONSUMER_IDENTITY,
             purpose_consumers=_purpose_consumers(values.get(PURPOSE_CONSUMERS_SETTING)),
             provisional_tag=_provisional_tag(values),
+            purpose_containers=(
+                _json_mapping(values, PURPOSE_CONTAINERS_SETTING, _container_name)
+                if values.get(PURPOSE_CONTAINERS_SETTING)
+                else DEFAULT_PURPOSE_CONTAINERS
+            ),
+            immutable_containers=_json_mapping(values, IMMUTABLE_CONTAINERS_SETTING, _whole_days),
         )
+
+
+# Azure Blob container names: 3-63 lower-case letters, digits and single hyphens, starting alphanumeric.
+CONTAINER_NAME = re.compile(r"^(?=.{3,63}$)[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+def _container_name(value: object) -> str | None:
+    return value if isinstance(value, str) and CONTAINER_NAME.fullmatch(value) else None
+
+
+def _whole_days(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _json_mapping(
+    values: Mapping[str, str], name: str, parse: Callable[[object], _Value | None]
+) -> dict[str, _Value]:
+    """A JSON object setting whose values ``parse`` accepts (it answers None for a bad one)."""
+    raw = values.get(name)
+    if not raw:
+        return {}
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        raise SettingsError(f"{name} is not JSON") from None
+    if not isinstance(parsed, dict):
+        raise SettingsError(f"{name} must be a JSON object")
+    checked: dict[str, _Value] = {}
+    for key, value in parsed.items():
+        good = parse(value)
+        if good is None:
+            raise SettingsError(f"{name}: {key!r} has an invalid value {value!r}")
+        checked[str(key)] = good
+    return checked
 
 
 # Blob index tag keys and values: letters, digits, space and + - . / : = _ (keys 1-128, values 0-256).

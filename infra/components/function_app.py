@@ -14,6 +14,8 @@ managed identity. No SAS URL (WEBSITE_RUN_FROM_PACKAGE) ever appears in the sett
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pulumi
 from pulumi_azure_native import managedidentity, storage, web
 
@@ -53,6 +55,7 @@ class FunctionApp(pulumi.ComponentResource):
         consumer_always_ready: int,
         public_network_access: str,
         integration_subnet_id: pulumi.Input[str] | None = None,
+        immutable_containers: Mapping[str, int] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("claimcheck:functions:FunctionApp", name, None, opts)
@@ -113,6 +116,7 @@ class FunctionApp(pulumi.ComponentResource):
                     topology,
                     environment,
                     consumed_purposes,
+                    immutable_containers,
                 )
                 | auth_settings(values[5])
             )

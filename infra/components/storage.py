@@ -3,10 +3,14 @@ the lifecycle backstop, and the registry/idempotency/work-item/audit tables."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import pulumi
+from claimcheck.policy import DEFAULT_PURPOSES
 from claimcheck.uploads import STAGING_PREFIX
 from pulumi_azure_native import storage
 
+from infra.policy.rules import PURPOSES_METADATA
 from infra.topology import LifecycleSpec, Topology
 
 
@@ -68,7 +72,7 @@ class PayloadStorage(pulumi.ComponentResource):
         blob_delete_retention_days: int,
         container_delete_retention_days: int,
         topology: Topology,
-        immutability_days: int = 0,
+        immutable_containers: Mapping[str, int] | None = None,
         account_opts: pulumi.ResourceOptions | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
@@ -98,6 +102,8 @@ class PayloadStorage(pulumi.ComponentResource):
             ),
             opts=child,
         )
+        locked = dict(immutable_containers or {})
+        purposes = container_purposes(topology)
         self.containers = {
             container: storage.BlobContainer(
                 f"{name}-container-{container}",
@@ -105,28 +111,33 @@ class PayloadStorage(pulumi.ComponentResource):
                 account_name=account_name,
                 container_name=container,
                 public_access=storage.PublicAccess.NONE,
+                # Which purposes' payloads the container holds: what the policy pack reads to find the
+                # evidence container of a production stack.
+                metadata={PURPOSES_METADATA: " ".join(purposes[container])}
+                if container in purposes
+                else None,
                 # Version-level immutability can only be switched on when the container is created.
                 immutable_storage_with_versioning=(
-                    storage.ImmutableStorageWithVersioningArgs(enabled=True)
-                    if immutability_days and container == topology.bindings.payload_container
-                    else None
+                    storage.ImmutableStorageWithVersioningArgs(enabled=True) if container in locked else None
                 ),
                 opts=child.merge(pulumi.ResourceOptions(depends_on=[self.blob_service])),
             )
             for container in topology.containers
         }
-        if immutability_days:
+        self.immutability_policies = {
             # The container's default time-based policy, applied to every new blob version (WORM).
-            storage.BlobContainerImmutabilityPolicy(
-                f"{name}-worm",
+            container: storage.BlobContainerImmutabilityPolicy(
+                f"{name}-worm-{container}",
                 resource_group_name=resource_group_name,
                 account_name=account_name,
-                container_name=self.containers[topology.bindings.payload_container].name,
+                container_name=self.containers[container].name,
                 immutability_policy_name="default",
-                immutability_period_since_creation_in_days=immutability_days,
+                immutability_period_since_creation_in_days=days,
                 allow_protected_append_writes_all=False,
                 opts=child,
             )
+            for container, days in locked.items()
+        }
         self.tables = {
             table: storage.Table(
                 f"{name}-table-{table}",
@@ -143,7 +154,7 @@ class PayloadStorage(pulumi.ComponentResource):
             account_name=account_name,
             management_policy_name="default",
             policy=storage.ManagementPolicySchemaArgs(
-                rules=lifecycle_rules(topology.lifecycle, topology.bindings.payload_container)
+                rules=lifecycle_rules(topology.lifecycle, topology.bindings.payload_containers(), locked)
             ),
             opts=child.merge(pulumi.ResourceOptions(depends_on=[self.blob_service])),
         )
@@ -160,9 +171,23 @@ class PayloadStorage(pulumi.ComponentResource):
         )
 
 
-def lifecycle_rules(lifecycle: LifecycleSpec, container: str) -> list[storage.ManagementPolicyRuleArgs]:
-    """The backstop: orphaned provisional objects, aged payloads, and old versions."""
-    prefix = [f"{container}/"]
+def container_purposes(topology: Topology) -> dict[str, list[str]]:
+    """container -> the purposes of the purpose table whose payloads it holds."""
+    holding: dict[str, list[str]] = {}
+    for purpose in sorted(DEFAULT_PURPOSES):
+        holding.setdefault(topology.bindings.container_for(purpose), []).append(purpose)
+    return holding
+
+
+def lifecycle_rules(
+    lifecycle: LifecycleSpec, containers: Sequence[str], locked: Mapping[str, int] | None = None
+) -> list[storage.ManagementPolicyRuleArgs]:
+    """The backstop: orphaned provisional objects, aged payloads, and old versions, in every payload
+    container. An orphan in a locked (WORM) container cannot go before its lock ends, so its rule waits
+    that long (the reconciler waits likewise)."""
+    locked = locked or {}
+    prefix = [f"{container}/" for container in containers]
+    free = [f"{container}/" for container in containers if container not in locked]
 
     def rule(
         name: str, filters: storage.ManagementPolicyFilterArgs, actions: storage.ManagementPolicyActionArgs
@@ -177,14 +202,14 @@ def lifecycle_rules(lifecycle: LifecycleSpec, container: str) -> list[storage.Ma
     def after(days: int) -> storage.DateAfterModificationArgs:
         return storage.DateAfterModificationArgs(days_after_modification_greater_than=days)
 
-    return [
+    def orphans(name: str, prefixes: list[str], days: int) -> storage.ManagementPolicyRuleArgs:
         # A provisional object whose publish never completed (DESIGN §4, outbox-style intake); the
         # reconciliation timer removes it first, this catches what it missed.
-        rule(
-            "deleteProvisionalOrphans",
+        return rule(
+            name,
             storage.ManagementPolicyFilterArgs(
                 blob_types=["blockBlob"],
-                prefix_match=prefix,
+                prefix_match=prefixes,
                 blob_index_match=[
                     storage.TagFilterArgs(
                         name=lifecycle.provisional_tag_name, op="==", value=lifecycle.provisional_tag_value
@@ -192,15 +217,30 @@ def lifecycle_rules(lifecycle: LifecycleSpec, container: str) -> list[storage.Ma
                 ],
             ),
             storage.ManagementPolicyActionArgs(
-                base_blob=storage.ManagementPolicyBaseBlobArgs(delete=after(lifecycle.provisional_grace_days))
+                base_blob=storage.ManagementPolicyBaseBlobArgs(delete=after(days))
             ),
-        ),
+        )
+
+    orphan_rules = (
+        [orphans("deleteProvisionalOrphans", free, lifecycle.provisional_grace_days)] if free else []
+    )
+    orphan_rules += [
+        orphans(
+            f"deleteLockedOrphans{index}",
+            [f"{container}/"],
+            max(lifecycle.provisional_grace_days, days),
+        )
+        for index, (container, days) in enumerate(sorted(locked.items()))
+    ]
+    return [
+        *orphan_rules,
         # Direct uploads (claimcheck.uploads): a staging blob whose commit never came; the reconciliation
         # timer removes it once its grant has expired plus the orphan grace, this catches what it missed.
+        # Staging lives in the shared payload container (the first).
         rule(
             "deleteUncommittedUploads",
             storage.ManagementPolicyFilterArgs(
-                blob_types=["blockBlob"], prefix_match=[f"{container}/{STAGING_PREFIX}"]
+                blob_types=["blockBlob"], prefix_match=[f"{containers[0]}/{STAGING_PREFIX}"]
             ),
             storage.ManagementPolicyActionArgs(
                 base_blob=storage.ManagementPolicyBaseBlobArgs(delete=after(lifecycle.provisional_grace_days))

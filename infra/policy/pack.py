@@ -56,6 +56,13 @@ def _production_data_services_private(
             report_violation(problem, None)
 
 
+def _production_evidence_immutable(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    resources = args.resources
+    listed = ((r.resource_type, r.props) for r in resources)
+    for index, problem in rules.production_evidence_worm_violations(listed):
+        report_violation(problem, None if index is None else resources[index].urn)
+
+
 def build_policy_pack() -> PolicyPack:
     return PolicyPack(
         name="claimcheck-security",
@@ -104,6 +111,12 @@ def build_policy_pack() -> PolicyPack:
                 "In a stack tagged environment=prod, the Service Bus namespace and "
                 "the storage accounts disable public network access.",
                 _production_data_services_private,
+            ),
+            StackValidationPolicy(
+                "production-evidence-immutable",
+                "In a stack tagged environment=prod, the container holding the evidence-archive "
+                "purpose's payloads has version-level immutability and a default time-based policy.",
+                _production_evidence_immutable,
             ),
             StackValidationPolicy(
                 "rbac-data-roles-at-entity-scope",

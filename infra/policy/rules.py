@@ -60,6 +60,73 @@ def production_public_access_violations(props: Mapping[str, Any]) -> list[str]:
     ]
 
 
+# The purpose whose payloads are evidence (infra/topology's EVIDENCE_PURPOSE) and the container metadata
+# key naming the purposes whose payloads a container holds (infra/components/storage.py writes it).
+EVIDENCE_PURPOSE = "evidence-archive"
+PURPOSES_METADATA = "claimcheckpurposes"
+BLOB_CONTAINER = "azure-native:storage:BlobContainer"
+IMMUTABILITY_POLICY = "azure-native:storage:BlobContainerImmutabilityPolicy"
+
+
+def _is_production(props: Mapping[str, Any]) -> bool:
+    tags = props.get("tags")
+    return isinstance(tags, Mapping) and tags.get("environment") in PRODUCTION_ENVIRONMENTS
+
+
+def production_evidence_worm_violations(
+    resources: Iterable[tuple[str, Mapping[str, Any]]],
+) -> list[tuple[int | None, str]]:
+    """(index of the container or None, problem): in a production stack (a storage account tagged
+    environment=prod) the container holding the evidence purpose's payloads has version-level
+    immutability and a default time-based policy."""
+    listed = list(resources)
+    if not any(kind == "azure-native:storage:StorageAccount" and _is_production(p) for kind, p in listed):
+        return []
+    locked: set[object] = set()
+    for kind, props in listed:
+        days = props.get("immutabilityPeriodSinceCreationInDays")
+        # Numbers arrive as floats from the engine (protobuf Struct).
+        positive = isinstance(days, int | float) and not isinstance(days, bool) and days > 0
+        if kind == IMMUTABILITY_POLICY and (is_unknown(days) or positive):
+            locked.add(props.get("containerName"))
+    evidence = [
+        (index, props)
+        for index, (kind, props) in enumerate(listed)
+        if kind == BLOB_CONTAINER
+        and isinstance(props.get("metadata"), Mapping)
+        and EVIDENCE_PURPOSE in str(props["metadata"].get(PURPOSES_METADATA, "")).split()
+    ]
+    if not evidence:
+        return [
+            (
+                None,
+                f"a production stack keeps {EVIDENCE_PURPOSE!r} payloads in a container of their own, "
+                f"marked with metadata {PURPOSES_METADATA!r} (topology.bindings.purposeContainers)",
+            )
+        ]
+    problems: list[tuple[int | None, str]] = []
+    for index, props in evidence:
+        name = props.get("containerName")
+        versioning = props.get("immutableStorageWithVersioning")
+        if not (isinstance(versioning, Mapping) and versioning.get("enabled") is True):
+            problems.append(
+                (
+                    index,
+                    f"a production stack's evidence container {name!r} must enable version-level "
+                    "immutability at creation (claimcheck:evidenceImmutability)",
+                )
+            )
+        elif name not in locked and not any(is_unknown(other) for other in locked):
+            problems.append(
+                (
+                    index,
+                    f"a production stack's evidence container {name!r} needs a default time-based "
+                    "immutability policy (claimcheck:evidenceImmutability)",
+                )
+            )
+    return problems
+
+
 def storage_account_violations(props: Mapping[str, Any]) -> list[str]:
     required: dict[str, tuple[object, str]] = {
         "allowSharedKeyAccess": (False, "shared-key (account key and SAS) access off"),

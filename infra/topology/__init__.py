@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from claimcheck.settings import EVIDENCE_PURPOSE
+
 from infra.topology.overrides import apply_overrides
 from infra.topology.spec import (
     Bindings,
@@ -30,6 +32,7 @@ from infra.topology.spec import (
 from infra.topology.validation import check_name, parse_iso_duration, validate_topology
 
 __all__ = [
+    "EVIDENCE_PURPOSE",
     "Bindings",
     "CorrelationFilterSpec",
     "LifecycleSpec",

@@ -82,6 +82,7 @@ _BINDING_FIELDS: FieldTable = {
     "documentsQueue": ("documents_queue", str),
     "resultsTopic": ("results_topic", str),
     "payloadContainer": ("payload_container", str),
+    "purposeContainers": ("purpose_containers", dict),
 }
 _TOP_LEVEL_KEYS = ("queues", "topics", "containers", "tables", "lifecycle", "bindings")
 
@@ -203,11 +204,13 @@ def _fields(entry: Mapping[str, Any], table: FieldTable, where: str) -> dict[str
         wrong_bool = expected is int and isinstance(value, bool)
         if wrong_bool or not isinstance(value, expected):
             raise TopologyError(f"{where}.{key}: {value!r} must be {_TYPE_NAMES[expected]}")
+        if isinstance(value, dict) and not all(isinstance(item, str) for item in (*value, *value.values())):
+            raise TopologyError(f"{where}.{key}: {value!r} must map names to names (strings)")
         fields[attribute] = value
     return fields
 
 
-_TYPE_NAMES = {bool: "true or false", int: "a whole number", str: "a string"}
+_TYPE_NAMES = {bool: "true or false", int: "a whole number", str: "a string", dict: "a mapping"}
 
 
 def _name(entry: object, where: str) -> str:

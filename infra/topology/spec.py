@@ -10,7 +10,9 @@ from datetime import timedelta
 from claimcheck.policy import DEFAULT_PURPOSES, CleanupPolicy, PurposePolicy
 from claimcheck.settings import (
     AUDIT_TABLE,
+    DEFAULT_PURPOSE_CONTAINERS,
     DOCUMENTS_QUEUE,
+    EVIDENCE_CONTAINER,
     IDEMPOTENCY_TABLE,
     PAYLOAD_CONTAINER,
     PROVISIONAL_TAG_NAME,
@@ -146,13 +148,27 @@ class LifecycleSpec:
     old_versions_delete_after_days: int = 30
 
 
+def _default_purpose_containers() -> Mapping[str, str]:
+    """evidence-archive in its own container, which a production stack puts under a WORM policy."""
+    return dict(DEFAULT_PURPOSE_CONTAINERS)
+
+
 @dataclass(frozen=True)
 class Bindings:
-    """Which entities the Function App uses: the trigger queue, the results topic, the container."""
+    """Which entities the Function App uses: the trigger queue, the results topic, the container, and
+    the purposes whose payloads go to a container of their own (claimcheck.routing)."""
 
     documents_queue: str = DOCUMENTS_QUEUE
     results_topic: str = RESULTS_TOPIC
     payload_container: str = PAYLOAD_CONTAINER
+    purpose_containers: Mapping[str, str] = field(default_factory=_default_purpose_containers)
+
+    def container_for(self, purpose: str) -> str:
+        return self.purpose_containers.get(purpose, self.payload_container)
+
+    def payload_containers(self) -> tuple[str, ...]:
+        """Every container that holds payloads, the shared one first."""
+        return tuple(dict.fromkeys((self.payload_container, *self.purpose_containers.values())))
 
 
 @dataclass(frozen=True)
@@ -218,7 +234,7 @@ def default_topology() -> Topology:
                 ),
             ),
         ),
-        containers=(PAYLOAD_CONTAINER,),
+        containers=(PAYLOAD_CONTAINER, EVIDENCE_CONTAINER),
         tables=TableNames(),
         lifecycle=LifecycleSpec(),
         bindings=Bindings(),

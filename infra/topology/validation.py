@@ -6,6 +6,7 @@ import re
 from datetime import timedelta
 
 import isodate
+from claimcheck.policy import DEFAULT_PURPOSES
 from claimcheck.settings import ACTIVE_TAG_VALUE
 
 from infra.topology.spec import LifecycleSpec, SubscriptionSpec, Topology, TopologyError, minimum_expiry_days
@@ -230,3 +231,14 @@ def _check_bindings(topology: Topology) -> None:
             f"topology.bindings.payloadContainer: container {bindings.payload_container!r}"
             f" is not in the spec (containers: {list(topology.containers)})"
         )
+    where = "topology.bindings.purposeContainers"
+    for purpose, container in bindings.purpose_containers.items():
+        if purpose not in DEFAULT_PURPOSES:
+            raise TopologyError(
+                f"{where}: {purpose!r} is not a purpose of the purpose table ({sorted(DEFAULT_PURPOSES)})"
+            )
+        if container not in topology.containers:
+            raise TopologyError(
+                f"{where}.{purpose}: container {container!r} is not in the spec "
+                f"(containers: {list(topology.containers)})"
+            )

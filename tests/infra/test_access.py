@@ -25,7 +25,8 @@ def _custom_guid(run: ProgramRun, role: CustomRole) -> str:
 def _expected_grants(settings: StackSettings, run: ProgramRun) -> set[tuple[str, str, str]]:
     queue = run.one("Queue", queueName="documents").id
     topic = run.one("Topic", topicName="results").id
-    container = run.one("BlobContainer", containerName="payloads").id
+    # The shared payload container and the evidence purpose's own: the same roles on each.
+    containers = [run.one("BlobContainer", containerName=name).id for name in ("payloads", "evidence")]
     host_account_id = host_account(run).id
     app_insights = run.one("Component").id
     tables = settings.topology.tables
@@ -35,7 +36,7 @@ def _expected_grants(settings: StackSettings, run: ProgramRun) -> set[tuple[str,
         # Receive, send and the runtime properties target-based scaling reads (Manage claim).
         (BuiltInRole.SERVICE_BUS_DATA_OWNER.value, queue, app),
         (BuiltInRole.SERVICE_BUS_DATA_SENDER.value, topic, app),
-        (_custom_guid(run, PAYLOAD_OPERATOR), container, app),
+        *{(_custom_guid(run, PAYLOAD_OPERATOR), container, app) for container in containers},
         # Signs the direct-upload grants (user delegation SAS); an account-level operation.
         (BuiltInRole.STORAGE_BLOB_DELEGATOR.value, payload_account(run).id, app),
         (BuiltInRole.STORAGE_BLOB_DATA_OWNER.value, host_account_id, app),
@@ -48,7 +49,7 @@ def _expected_grants(settings: StackSettings, run: ProgramRun) -> set[tuple[str,
     for producer in settings.producer_principals:
         grants |= {
             (BuiltInRole.SERVICE_BUS_DATA_SENDER.value, queue, producer.object_id),
-            (_custom_guid(run, PAYLOAD_WRITER), container, producer.object_id),
+            *{(_custom_guid(run, PAYLOAD_WRITER), container, producer.object_id) for container in containers},
             *{
                 (BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR.value, table, producer.object_id)
                 for table in producer_tables

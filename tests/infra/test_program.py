@@ -106,7 +106,11 @@ def test_lifecycle_rules_follow_thestack_run(stack: Stack) -> None:
     assert provisional["filters"]["blobIndexMatch"] == [
         {"name": PROVISIONAL_TAG_NAME, "op": "==", "value": PROVISIONAL_TAG_VALUE}
     ]
-    assert provisional["filters"]["prefixMatch"] == ["payloads/"]
+    # Every payload container whose objects are not locked (prod locks evidence: its own, later rule).
+    unlocked = [
+        f"{name}/" for name in ("payloads", "evidence") if name not in settings.immutable_containers()
+    ]
+    assert provisional["filters"]["prefixMatch"] == unlocked
     assert provisional["actions"]["baseBlob"]["delete"] == {
         "daysAfterModificationGreaterThan": lifecycle.provisional_grace_days
     }

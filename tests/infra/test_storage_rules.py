@@ -2,26 +2,30 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
-from claimcheck.policy import DEFAULT_PURPOSES, CleanupPolicy
+from claimcheck.policy import DEFAULT_PURPOSES
 from claimcheck.settings import (
+    IMMUTABLE_CONTAINERS_SETTING,
     PROVISIONAL_TAG_NAME_SETTING,
     PROVISIONAL_TAG_VALUE_SETTING,
+    PURPOSE_CONTAINERS_SETTING,
     ProvisionalTag,
     Settings,
     SettingsError,
 )
 
-from infra import stack_config
+from infra.policy import rules
+from infra.policy.rules import PURPOSES_METADATA
 from infra.program import deploy
 from infra.stack_config import StackConfigError, load_settings, read_stack_config
-from infra.topology import TopologyError, load_topology
+from infra.topology import EVIDENCE_PURPOSE, TopologyError, load_topology
 from infra.topology.spec import RETENTION_MARGIN_DAYS, minimum_expiry_days
-from tests.infra.pulumi_harness import ProgramRun, run_program
-from tests.infra.stacks import Stack
+from tests.infra.pulumi_harness import APP_PRINCIPAL_ID, ProgramRun, run_program
+from tests.infra.stacks import Stack, stack_run
 
 
 def _rules(run: ProgramRun) -> dict[str, Any]:
@@ -88,37 +92,136 @@ def test_deleted_payload_window_is_versions_plus_soft_delete(stack: Stack) -> No
     )
 
 
-def test_worm_is_refused_while_a_purpose_deletes() -> None:
-    """The default purpose table has deleting purposes: WORM on their shared container is refused."""
-    with pytest.raises(StackConfigError) as raised:
-        load_settings(read_stack_config("prod") | {"evidenceImmutabilityDays": 30}, "prod")
-    assert str(raised.value).startswith("claimcheck:evidenceImmutabilityDays")
-    assert "contract-review" in str(raised.value)
-    assert "bulk-ingest" in str(raised.value)
-
-
-def test_worm_with_only_retaining_purposes_locks_every_payload_version(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    retaining = {
-        name: replace(policy, cleanup=CleanupPolicy.RETAIN) for name, policy in DEFAULT_PURPOSES.items()
-    }
-    monkeypatch.setattr(stack_config, "DEFAULT_PURPOSES", retaining)
-    config = read_stack_config("prod")
-    with pytest.raises(StackConfigError) as raised:
-        load_settings(config | {"evidenceImmutabilityDays": 366}, "prod")  # prod expires after 365
-    assert str(raised.value).startswith("claimcheck:evidenceImmutabilityDays")
-    settings = load_settings(config | {"evidenceImmutabilityDays": 90}, "prod")
-    run = run_program(lambda: deploy(settings), stack="prod")
-    payloads = run.one("BlobContainer", containerName="payloads").inputs
-    assert payloads["immutableStorageWithVersioning"] == {"enabled": True}
-    package = run.one("BlobContainer", containerName="app-package").inputs
-    assert "immutableStorageWithVersioning" not in package
-    policy = run.one("BlobContainerImmutabilityPolicy").inputs
-    assert (policy["containerName"], policy["immutabilityPeriodSinceCreationInDays"]) == ("payloads", 90)
-
-
-def test_no_worm_by_default(stack: Stack) -> None:
+def test_evidence_has_its_own_container_in_both_stacks(stack: Stack) -> None:
+    """The purpose table routes evidence-archive to its own container: declared, granted to the app,
+    covered by the lifecycle rules, and named in the app settings the app routes by."""
     settings, run = stack
-    assert settings.evidence_immutability_days == 0
-    assert run.of_type("BlobContainerImmutabilityPolicy") == []
+    evidence = run.one("BlobContainer", containerName="evidence").inputs
+    assert evidence["metadata"] == {PURPOSES_METADATA: "evidence-archive"}
+    shared = run.one("BlobContainer", containerName="payloads").inputs
+    assert shared["metadata"] == {PURPOSES_METADATA: "bulk-ingest contract-review"}
+    rules = _rules(run)
+    for name in ("tierAndExpirePayloads", "deleteOldVersions"):
+        assert rules[name]["filters"]["prefixMatch"] == ["payloads/", "evidence/"]
+    assert run.outputs["purposeContainers"] == {"evidence-archive": "evidence"}
+    app_settings = _app_settings(run)
+    assert json.loads(app_settings[PURPOSE_CONTAINERS_SETTING]) == {"evidence-archive": "evidence"}
+    assert json.loads(app_settings[IMMUTABLE_CONTAINERS_SETTING]) == settings.immutable_containers()
+    app = Settings.from_env(app_settings)  # what the app routes by
+    assert (app.purpose_containers, app.immutable_containers) == (
+        {"evidence-archive": "evidence"},
+        settings.immutable_containers(),
+    )
+    scopes = {
+        assignment.inputs["scope"]
+        for assignment in run.of_type("RoleAssignment")
+        if assignment.inputs["principalId"] == APP_PRINCIPAL_ID
+    }
+    containers = {
+        container.inputs["containerName"]: container.id for container in run.of_type("BlobContainer")
+    }
+    assert {containers["payloads"], containers["evidence"]} <= scopes
+
+
+def test_prod_locks_evidence_versions_for_the_purpose_retention_and_dev_does_not() -> None:
+    """prod: version-level immutability at creation and a default time-based policy equal to the
+    evidence purpose's retention, on its container only; its orphans wait out the lock."""
+    settings, run = stack_run("prod")
+    retention_days = DEFAULT_PURPOSES["evidence-archive"].retention // timedelta(days=1)
+    assert settings.immutable_containers() == {"evidence": retention_days}
+    assert run.one("BlobContainer", containerName="evidence").inputs["immutableStorageWithVersioning"] == {
+        "enabled": True
+    }
+    for unlocked in ("payloads", "app-package"):
+        assert "immutableStorageWithVersioning" not in run.one("BlobContainer", containerName=unlocked).inputs
+    policy = run.one("BlobContainerImmutabilityPolicy").inputs
+    assert (policy["containerName"], policy["immutabilityPeriodSinceCreationInDays"]) == (
+        "evidence",
+        retention_days,
+    )
+    assert policy["allowProtectedAppendWritesAll"] is False
+    rules = _rules(run)
+    assert rules["deleteProvisionalOrphans"]["filters"]["prefixMatch"] == ["payloads/"]
+    locked = rules["deleteLockedOrphans0"]
+    assert locked["filters"]["prefixMatch"] == ["evidence/"]
+    assert locked["actions"]["baseBlob"]["delete"]["daysAfterModificationGreaterThan"] == retention_days
+
+    _, dev = stack_run("dev")
+    assert dev.of_type("BlobContainerImmutabilityPolicy") == []
+    assert "immutableStorageWithVersioning" not in dev.one("BlobContainer", containerName="evidence").inputs
+
+
+def test_worm_is_refused_where_a_deleting_purpose_could_land() -> None:
+    """Sharing the payload container, or routing a deleting purpose to the evidence container, is refused
+    naming the key before any resource is declared."""
+    config = read_stack_config("prod")
+    shared = config | {"topology": {**config["topology"], "bindings": {"purposeContainers": {}}}}
+    with pytest.raises(StackConfigError) as raised:
+        load_settings(shared, "prod")
+    assert str(raised.value).startswith("claimcheck:evidenceImmutability:")
+    assert "shares the payload container" in str(raised.value)
+
+    routes = {"evidence-archive": "evidence", "bulk-ingest": "evidence"}
+    mixed = config | {"topology": {**config["topology"], "bindings": {"purposeContainers": routes}}}
+    with pytest.raises(StackConfigError) as raised:
+        load_settings(mixed, "prod")
+    assert str(raised.value).startswith("claimcheck:evidenceImmutability:")
+    assert "['bulk-ingest']" in str(raised.value)
+    # Without WORM the same routing is fine: nothing would block the deletes.
+    assert load_settings(mixed | {"evidenceImmutability": False}, "prod").immutable_containers() == {}
+
+
+def test_routes_name_known_purposes_and_declared_containers() -> None:
+    with pytest.raises(TopologyError, match="purposeContainers: 'archive' is not a purpose"):
+        load_topology({"bindings": {"purposeContainers": {"archive": "evidence"}}})
+    with pytest.raises(TopologyError, match="container 'vault' is not in the spec"):
+        load_topology({"bindings": {"purposeContainers": {"evidence-archive": "vault"}}})
+    moved = load_topology(
+        {"containers": ["vault"], "bindings": {"purposeContainers": {"evidence-archive": "vault"}}}
+    )
+    assert moved.bindings.container_for("evidence-archive") == "vault"
+    assert moved.bindings.container_for("bulk-ingest") == "payloads"
+
+
+def test_no_worm_unless_the_stack_asks() -> None:
+    settings = load_settings({}, "dev")
+    assert settings.evidence_immutability is False
+    assert settings.immutable_containers() == {}
+
+
+def _evidence_problems(run: ProgramRun) -> list[tuple[int | None, str]]:
+    return rules.production_evidence_worm_violations((r.type, r.inputs) for r in run.resources)
+
+
+def test_shipped_stacks_pass_the_evidence_policy(stack: Stack) -> None:
+    _, run = stack
+    assert _evidence_problems(run) == []
+    assert rules.EVIDENCE_PURPOSE == EVIDENCE_PURPOSE
+
+
+def test_policy_requires_a_locked_evidence_container_in_production_only() -> None:
+    """prod without WORM, or with evidence in the shared container, is refused naming the container
+    (the pack's stack policy reports its URN); a stack whose containers name no evidence is refused
+    too; the same shapes outside production pass."""
+    config = read_stack_config("prod")
+    unlocked = run_program(
+        lambda: deploy(load_settings(config | {"evidenceImmutability": False}, "prod")), stack="prod"
+    )
+    ((index, problem),) = _evidence_problems(unlocked)
+    assert index is not None
+    assert unlocked.resources[index].inputs["containerName"] == "evidence"
+    assert "'evidence' must enable version-level immutability" in problem
+    shared_config = config | {
+        "evidenceImmutability": False,
+        "topology": {**config["topology"], "bindings": {"purposeContainers": {}}},
+    }
+    shared = run_program(lambda: deploy(load_settings(shared_config, "prod")), stack="prod")
+    ((index, problem),) = _evidence_problems(shared)
+    assert "'payloads' must enable version-level immutability" in problem
+    unmarked = [(r.type, {k: v for k, v in r.inputs.items() if k != "metadata"}) for r in unlocked.resources]
+    ((index, problem),) = rules.production_evidence_worm_violations(unmarked)
+    assert index is None
+    assert "container of their own" in problem
+    dev_config = read_stack_config("dev") | {"topology": {"bindings": {"purposeContainers": {}}}}
+    dev_shared = run_program(lambda: deploy(load_settings(dev_config, "dev")), stack="dev")
+    assert _evidence_problems(dev_shared) == []

@@ -28,7 +28,8 @@ def test_default_topology_matches_design() -> None:
     correlation = rules["contracts"][0].correlation_filter
     assert correlation is not None
     assert dict(correlation.properties) == {"document_type": "contract"}
-    assert topology.containers == (settings.PAYLOAD_CONTAINER,)
+    assert topology.containers == (settings.PAYLOAD_CONTAINER, settings.EVIDENCE_CONTAINER)
+    assert dict(topology.bindings.purpose_containers) == {"evidence-archive": settings.EVIDENCE_CONTAINER}
     assert topology.tables.all() == (
         settings.REGISTRY_TABLE,
         settings.IDEMPOTENCY_TABLE,
@@ -77,7 +78,7 @@ def test_overrides_merge_by_name_and_add_entities() -> None:
     assert subscriptions["escalations"].rules[0].action == "SET sys.Label = 'urgent'"
     assert subscriptions["notifications"].max_delivery_count == 3
     assert subscriptions["notifications"].rules == default_topology().topic("results").subscriptions[1].rules
-    assert topology.containers == ("payloads", "exports")
+    assert topology.containers == ("payloads", "evidence", "exports")
     assert topology.lifecycle.delete_after_days == 365
 
 

@@ -23,6 +23,7 @@ from claimcheck.adapters.blobs import AzureBlobPayloadStore
 from claimcheck.adapters.staging import AzureBlobStagingArea
 from claimcheck.adapters.tables import AzureEntityTable
 from claimcheck.integrity import DEFAULT_CHUNK_BYTES
+from claimcheck.routing import PayloadRoutes, PayloadStores
 from claimcheck.settings import Settings, SettingsError
 from claimcheck.storage import Tables
 
@@ -36,7 +37,7 @@ STATUS_READ_LIMITS: dict[str, Any] = {"retry_total": 1, "connection_timeout": 3,
 class AzureStorage:
     """The ports on Azure Blob and Table Storage; ``status_tables`` use the status read's limits."""
 
-    store: AzureBlobPayloadStore
+    store: PayloadStores  # one per container, routed by purpose (claimcheck.routing)
     tables: Tables
     status_tables: Tables
     staging: AzureBlobStagingArea
@@ -80,12 +81,20 @@ def connect_storage(
         blobs = BlobServiceClient(blob_service_uri, credential=token, **transfer)
         tables = TableServiceClient(table_service_uri, credential=token, **table_options)
         status_tables = TableServiceClient(table_service_uri, credential=token, **STATUS_READ_LIMITS)
-    container = blobs.get_container_client(settings.payload_container)
-    store = AzureBlobPayloadStore(
-        container, chunk_bytes=chunk_bytes, provisional_tag=settings.provisional_tag
+    routes = PayloadRoutes.from_settings(settings)
+    containers = {name: blobs.get_container_client(name) for name in routes.containers()}
+    stores = PayloadStores(
+        routes,
+        {
+            name: AzureBlobPayloadStore(
+                container, chunk_bytes=chunk_bytes, provisional_tag=settings.provisional_tag
+            )
+            for name, container in containers.items()
+        },
     )
+    container = containers[routes.default]
     return AzureStorage(
-        store=store,
+        store=stores,
         tables=_tables(tables, settings),
         status_tables=_tables(status_tables, settings),
         staging=AzureBlobStagingArea(blobs, container),
@@ -106,12 +115,13 @@ def _token_credential(credential: object | None) -> TokenCredential:
 
 
 def provision_storage(settings: Settings, storage_connection: str) -> None:
-    """Create the settings' payload container and tables where missing (idempotent)."""
-    container = BlobServiceClient.from_connection_string(storage_connection).get_container_client(
-        settings.payload_container
-    )
-    if not container.exists():
-        container.create_container()
+    """Create the settings' payload containers (each purpose's own too) and tables where missing
+    (idempotent)."""
+    blobs = BlobServiceClient.from_connection_string(storage_connection)
+    for name in PayloadRoutes.from_settings(settings).containers():
+        container = blobs.get_container_client(name)
+        if not container.exists():
+            container.create_container()
     tables = TableServiceClient.from_connection_string(storage_connection)
     for name in table_names(settings):
         tables.create_table_if_not_exists(name)

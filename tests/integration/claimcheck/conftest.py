@@ -188,7 +188,8 @@ def make_harness(storage_connection_string: str) -> Callable[..., Harness]:
             audit_table=f"audit{suffix}",
             results_table=f"results{suffix}",
             inline_threshold_bytes=1024,
-            **settings_changes,
+            # Every purpose in the test's own container unless a test routes (test_payload_routes).
+            **({"purpose_containers": {}} | settings_changes),
         )
         bus, analyzer, clock = InMemoryBus(), RecordingAnalyzer(), Clock()
         sleeps: list[float] = []  # the consumer's visibility polls record their delays instead of sleeping

@@ -99,7 +99,7 @@ def test_crash_between_publish_and_activation_is_finished_by_reconciliation(
 ) -> None:
     """Publish confirmed but the producer died before activating: reconciliation activates and confirms."""
     harness = make_harness()
-    producer_store = harness.claimcheck.producer._store
+    producer_store = harness.claimcheck.producer._stores.for_purpose("contract-review")
 
     def crash(ref: str) -> None:
         raise SystemError("producer process died")

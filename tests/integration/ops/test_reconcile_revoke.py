@@ -42,6 +42,7 @@ def world(storage_connection_string: str) -> tuple[ClaimCheck, InMemoryBus, dict
     settings = replace(
         Settings(environment="test"),
         payload_container=f"payloads-{suffix}",
+        purpose_containers={},
         registry_table=f"registry{suffix}",
         idempotency_table=f"idempotency{suffix}",
         work_items_table=f"workitems{suffix}",
