@@ -99,6 +99,15 @@ def _claimcheck(storage: dict[str, Any], dead_letters: DeadLetterSource | None =
     return ClaimCheck.from_settings(settings, bus=_NoPublishing(), dead_letters=dead_letters, **storage)
 
 
+def _run(claimcheck: ClaimCheck) -> dict[str, Any]:
+    """The reconciler's report, plus the direct-upload staging blobs never committed that the sweep
+    removed (what the reconcile timer does after the reconciler)."""
+    report = claimcheck.reconciler.run().to_dict()
+    if claimcheck.uploads is not None:
+        report["uncommitted_uploads_removed"] = claimcheck.uploads.sweep()
+    return report
+
+
 def reconcile(
     storage_connection_string: StorageOption = None,
     blob_service_uri: BlobUriOption = None,
@@ -114,7 +123,7 @@ def reconcile(
     `stats` reads its counts, with an alert past CLAIMCHECK_DEAD_LETTER_ALERT_AGE_SECONDS."""
     storage, _ = _storage(storage_connection_string, blob_service_uri, table_service_uri)
     if not (connection_string or namespace):
-        print_json(_claimcheck(storage).reconciler.run().to_dict())
+        print_json(_run(_claimcheck(storage)))
         return
     from claimcheck.adapters.busadmin import ServiceBusDeadLetters
 
@@ -130,8 +139,8 @@ def reconcile(
             for subscription in admin.list_subscriptions(topic.name)
         ]
         source = ServiceBusDeadLetters(admin, client, queues=queues, subscriptions=subscriptions)
-        report = _claimcheck(storage, source).reconciler.run()
-    print_json(report.to_dict())
+        report = _run(_claimcheck(storage, source))
+    print_json(report)
 
 
 def revoke(

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
+import traceback
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -39,7 +41,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(raw)
 
-    do_GET = do_POST = _answer
+    do_GET = do_POST = do_PUT = _answer
 
     def log_message(self, *_: Any) -> None:
         pass
@@ -118,3 +120,64 @@ def test_wait_stops_on_the_apis_final_state(serve: Any) -> None:
     )
     assert sleeps[0] >= 3
     assert server.seen[0][0] == "/api/work-items/wi-1?min_version=1"
+
+
+SIGNATURE = "c2VjcmV0LXNpZ25hdHVyZS1uZXZlci1pbi1hbi1lcnJvcg%3D%3D"
+
+
+def _grant(server: _Scripted, block_bytes: int) -> dict[str, Any]:
+    host, port = server.server_address[:2]
+    return {
+        "upload_id": "up_" + "a" * 27,
+        "upload_url": f"http://{host!s}:{port}/payloads/uploads/x?sv=2021-12-02&sp=w&sig={SIGNATURE}",
+        "block_bytes": block_bytes,
+    }
+
+
+def test_above_the_threshold_submit_grants_puts_blocks_and_commits_what_it_sent(serve: Any) -> None:
+    document = b"0123456789abc"
+    server = serve([])
+    server.script += [(201, {}, _grant(server, 5)), *[(201, {}, {})] * 4, (202, {}, RECEIPT)]
+    client = ClaimCheckClient(
+        f"http://127.0.0.1:{server.server_address[1]}/api", lambda: "token", direct_upload_threshold=10
+    )
+    receipt = client.submit(
+        document,
+        tenant_id="acme",
+        purpose="bulk-ingest",
+        classification="internal",
+        content_type="text/plain",
+    )
+    assert receipt.work_item_id == "wi-1"
+    paths = [path.split("?")[0] for path, _, _ in server.seen]
+    assert paths == ["/api/uploads", *["/payloads/uploads/x"] * 4, f"/api/uploads/up_{'a' * 27}/commit"]
+    grant_headers, commit_headers = server.seen[0][1], server.seen[-1][1]
+    assert (grant_headers["X-Upload-Length"], grant_headers["X-Upload-Content-Type"]) == ("13", "text/plain")
+    assert "Idempotency-Key" not in grant_headers
+    assert commit_headers["X-Upload-Sha256"] == hashlib.sha256(document).hexdigest()
+    assert commit_headers["Idempotency-Key"] == receipt.idempotency_key
+    blocks = [body for path, _, body in server.seen[1:4]]
+    assert b"".join(blocks) == document
+    assert all("comp=block&" in path for path, _, _ in server.seen[1:4])
+    assert b"<Latest>" in server.seen[4][2]
+
+
+def test_a_refused_block_is_an_api_error_that_never_carries_the_grant(serve: Any) -> None:
+    server = serve([])
+    server.script += [(201, {}, _grant(server, 4)), (403, {}, {"error": "AuthenticationFailed"})]
+    client = ClaimCheckClient(
+        f"http://127.0.0.1:{server.server_address[1]}/api", lambda: "token", direct_upload_threshold=0
+    )
+    with pytest.raises(ApiError) as refused:
+        client.submit(
+            b"document",
+            tenant_id="acme",
+            purpose="bulk-ingest",
+            classification="internal",
+            content_type="text/plain",
+        )
+    assert (refused.value.status, refused.value.code) == (403, "upload_failed")
+    printed = "".join(traceback.format_exception(refused.value)) + repr(refused.value.body)
+    assert "sig=" not in printed
+    assert SIGNATURE not in printed
+    assert len(server.seen) == 2  # a 403 is not retried
