@@ -129,6 +129,8 @@ _HOST_APP = ("azure-native:web:WebApp", _web_app({"AzureWebJobsStorage__accountN
         _assignment(BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR, f"{ACCOUNT}/tableServices/default/tables/t"),
         _assignment(BuiltInRole.STORAGE_BLOB_DATA_OWNER, HOST_ACCOUNT),
         _assignment(BuiltInRole.MONITORING_METRICS_PUBLISHER, GROUP),
+        # No data action (Get User Delegation Key only): the payload account is its narrowest scope.
+        _assignment(BuiltInRole.STORAGE_BLOB_DELEGATOR, ACCOUNT),
         (
             "azure-native:authorization:RoleAssignment",
             {"scope": rules.UNKNOWN, "roleDefinitionId": rules.UNKNOWN},
