@@ -44,6 +44,7 @@ def test_the_app_declares_the_four_triggers_the_design_names() -> None:
         ("documents", ("POST",)),
         ("work-items/{id}", ("GET",)),
         ("openapi.json", ("GET",)),
+        ("work-items/{id}/result", ("GET",)),
         # Large documents: the direct-upload grant and its commit (functions/upload_routes.py).
         ("uploads", ("POST",)),
         ("uploads/{upload_id}/commit", ("POST",)),
