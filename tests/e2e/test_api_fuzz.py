@@ -11,6 +11,7 @@ at the receipt's version).
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import re
@@ -101,7 +102,7 @@ def _granted_tenant_in_headers(context: Any, headers: Any) -> st.SearchStrategy[
         return st.just(headers)
     headers = _fresh_intake_controls(headers)
     reading = context.operation is not None and context.operation.method.upper() == "GET"
-    if reading and "X-Tenant-Id" in headers and next(_CALLS) % 2:
+    if reading and "X-Tenant-Id" in headers and _number_of(headers) % 2:
         # A status read narrowed to another tenant is a 404 like an unknown id: half the reads are not
         # narrowed, so the stateful read after a 202 can reach that very work item.
         headers = {name: value for name, value in headers.items() if name != "X-Tenant-Id"}
@@ -112,14 +113,27 @@ def _granted_tenant_in_headers(context: Any, headers: Any) -> st.SearchStrategy[
 
 # Derandomized generation repeats the same few Idempotency-Keys, and a key already used for other content
 # is a documented 409; a generated If-Match almost never names the current version (a documented 412).
-# Both hold acceptance back, so a well-formed key gets a per-call suffix and a well-formed If-Match is
-# dropped on every other call (If-None-Match, often '*' → 304, on three calls of four); malformed ones
-# stay, so a negative case keeps what made it negative.
-_CALLS = itertools.count()
+# Both hold acceptance back, so a well-formed key gets a suffix and a well-formed If-Match is dropped on
+# every other request (If-None-Match, often '*' → 304, on three of four); malformed ones stay, so a
+# negative case keeps what made it negative. Which request is "every other" is a digest of the generated
+# headers, not a call counter: Hypothesis replays a case and must see the same requests (and so the same
+# answers), or the stateful run stops with FlakyStrategyDefinition ("depending on external state").
+def _number_of(headers: dict[str, Any]) -> int:
+    described = json.dumps(sorted((str(name), str(value)) for name, value in headers.items()))
+    return int.from_bytes(hashlib.sha256(described.encode()).digest()[:8], "big")
+
+
+# A generated X-Work-Item-Id names a work item that the first run of a case created: replayed, the same
+# request would be a 428 (a new version needs If-Match) where it was a 202, so a well-formed id gets a
+# fresh suffix per request and the replay creates its own work item, answered as the first one was.
+_WORK_ITEMS = itertools.count()
 
 
 def _fresh_intake_controls(headers: dict[str, Any]) -> dict[str, Any]:
-    call = next(_CALLS)
+    work_item = headers.get("X-Work-Item-Id")
+    if isinstance(work_item, str) and IDENTIFIER.fullmatch(work_item):
+        headers = {**headers, "X-Work-Item-Id": f"{work_item[:40]}-{next(_WORK_ITEMS)}"}
+    call = _number_of(headers)
     key, if_match = headers.get("Idempotency-Key"), headers.get("If-Match")
     if isinstance(key, str) and re.fullmatch(r"[!-~]{1,200}", key):
         headers = {**headers, "Idempotency-Key": f"{key}-{call}"}
