@@ -72,6 +72,14 @@ REMEDIES: Mapping[str, str] = {
     "invalid_request": "An argument is malformed (the message names it): fix that argument.",
     "bad_request": "An argument is malformed (the message names it): fix that argument.",
     "invalid_arguments": "Fix the arguments as the message says.",
+    "invalid_upload": "The document's length could not be declared: check that the file is readable and "
+    "not empty.",
+    "upload_mismatch": "The file changed while it was uploaded; nothing was stored: make sure nothing else "
+    "writes the file, then submit it again.",
+    "upload_not_found": "The large-document upload expired before it was committed; nothing was stored: "
+    "submit it again (the same arguments are safe).",
+    "internal_error": "The stack failed on this request (a bug, logged there): stop and report it.",
+    "request_header_fields_too_large": "An argument is too long to send: shorten the ids or metadata.",
     "dead_letter_not_found": "No dead-lettered message with that sequence number is visible now (already "
     "replayed or removed): call list_dead_letters again.",
     "replay_failed": "The copy could not be sent; the message stays dead-lettered: report it, or try "
