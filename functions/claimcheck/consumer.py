@@ -397,7 +397,8 @@ class Consumer:
                     analysis,
                     summary,
                     message_id=f"res-{work.key[:40]}",
-                    traceparent=work.traceparent,
+                    # this span's context, so a subscriber continues the document's trace
+                    traceparent=telemetry.message_context().get("traceparent", work.traceparent),
                 ),
             )
         return summary

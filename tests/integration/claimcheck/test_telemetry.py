@@ -98,6 +98,11 @@ def test_consumer_span_is_linked_to_the_producers_publish_and_stages_are_childre
     assert consume.kind is SpanKind.CONSUMER
     assert publish.kind is SpanKind.PRODUCER
     assert [link.context.span_id for link in consume.links] == [publish.context.span_id]
+    (event,) = harness.results()
+    result_publish = _named(spans, "consume result_publish")
+    assert event.application_properties["traceparent"] == (
+        f"00-{CALLER_TRACE}-{result_publish.context.span_id:016x}-01"
+    )
     children = {span.name: span for span in spans if span.parent is not None}
     for stage in INTAKE_STAGES:
         assert children[f"intake {stage.value}"].parent.span_id == intake.context.span_id  # type: ignore[union-attr]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from claimcheck import telemetry
 from claimcheck.telemetry import Telemetry, check_tracestate
@@ -59,3 +61,45 @@ def test_without_an_sdk_the_callers_trace_context_passes_through_unchanged() -> 
         telemetry.use(previous)
     assert carried == {"traceparent": parent, "tracestate": "vendor=abc"}
     assert nothing == {}
+
+
+def test_a_delivery_ahead_of_its_version_records_its_visibility_wait_and_its_retry() -> None:
+    """On the shipped fakes: an envelope for a version the producer has not confirmed is polled
+    in-process (the visibility wait, as long as the polls slept) and then abandoned (one retry)."""
+    from claimcheck import Retry
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tests.unit.claimcheck.test_core_on_fakes import CONTRACT, make_world
+
+    spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    previous = telemetry.use(Telemetry(tracer_provider, MeterProvider(metric_readers=[reader])))
+    try:
+        world = make_world()
+        world.submit(CONTRACT, classification="internal")  # inline, version 1
+        outcome = world.claimcheck.consumer.handle(world.delivery(payload_version=2))
+    finally:
+        telemetry.use(previous)
+    assert isinstance(outcome, Retry)
+    assert world.sleeps  # the polls waited (recorded, not slept)
+    data = reader.get_metrics_data()
+    assert data is not None
+    points: dict[str, list[Any]] = {
+        metric.name: list(metric.data.data_points)
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+    }
+    (wait,) = points[telemetry.VISIBILITY_WAIT_METRIC]
+    assert wait.sum == pytest.approx(sum(world.sleeps))
+    (retried,) = points[telemetry.RETRIES_METRIC]
+    assert retried.value == 1
+    assert telemetry.DEAD_LETTERED_METRIC not in points
+    (consume,) = [span for span in spans.get_finished_spans() if span.name == telemetry.CONSUME_SPAN]
+    assert consume.attributes is not None
+    assert consume.attributes[telemetry.OUTCOME] == "retry"
