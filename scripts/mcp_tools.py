@@ -56,8 +56,8 @@ REMEDIES: Mapping[str, str] = {
     "not write again; hand the work item to an operator to reconcile.",
     "needs_reconciliation": "The version failed, expired, or its stored object is missing or damaged "
     "(see failure_reason): do not resubmit on your own; hand it to an operator.",
-    "no_result": "There is no result for that version yet: call wait_for first and read the result "
-    "once next_action is proceed.",
+    "no_result": "No result for that version: while its state is accepted or running, call wait_for "
+    "and read it once next_action is proceed; a failed or expired version has none (hand it to an operator).",
     "idempotency_key_reused": "A different document was already submitted with these arguments' key: "
     "check the document and its metadata.",
     "work_item_conflict": "That work item id belongs to another submission or a concurrent write took "
