@@ -45,6 +45,9 @@ def test_the_app_declares_the_four_triggers_the_design_names() -> None:
         ("work-items/{id}", ("GET",)),
         ("openapi.json", ("GET",)),
         ("work-items/{id}/result", ("GET",)),
+        # Operators: the dead-letter list and replay.
+        ("dead-letters", ("GET",)),
+        ("dead-letters/{sequence_number}/replay", ("POST",)),
         # Large documents: the direct-upload grant and its commit (functions/upload_routes.py).
         ("uploads", ("POST",)),
         ("uploads/{upload_id}/commit", ("POST",)),
