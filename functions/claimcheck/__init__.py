@@ -14,10 +14,11 @@ from claimcheck.errors import (
 from claimcheck.messages import Bus, InboundMessage, OutboundMessage
 from claimcheck.outcome import Complete, DeadLetter, DeadLetterReason, Outcome, Retry, compute_backoff
 from claimcheck.policy import DEFAULT_PURPOSES, Classification, CleanupPolicy, PurposePolicy
+from claimcheck.receipts import IntakeReceipt
 from claimcheck.reconciler import ReconciliationReport
 from claimcheck.service import ClaimCheck
 from claimcheck.settings import Settings
-from claimcheck.workitems import IntakeReceipt, WorkItemView
+from claimcheck.workitems import WorkItemView
 
 __all__ = [
     "DEFAULT_PURPOSES",

@@ -114,7 +114,7 @@ def mark_failed(
         work_item is None
         or work_item.tenant_id != envelope.tenant_id
         or receipt is None
-        or (receipt.get("version"), receipt.get("payload_ref"), receipt.get("sha256"))
+        or (receipt.version, receipt.payload_ref, receipt.sha256)
         != (envelope.payload_version, envelope.payload_ref, envelope.checksum.value)
     ):
         return

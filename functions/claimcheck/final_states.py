@@ -27,10 +27,12 @@ so an old version is never confirmed as current.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+
+from claimcheck.receipts import WriteReceipt
 
 AWAITING_VISIBILITY = "awaiting_visibility"
 VERSION_CONFIRMED = "version_confirmed"
@@ -57,7 +59,7 @@ class VersionFacts:
     reserved_at: datetime | None  # when pending_version was reserved
     processing_state: str | None  # accepted | running | completed | failed | expired
     payload_state: str | None
-    receipts: Sequence[Mapping[str, Any]] = ()
+    receipts: Sequence[WriteReceipt] = ()
     authoritative: bool = True  # False: read through a cache/replica that may be behind the table
 
 
@@ -103,10 +105,10 @@ def decide(
     return FinalAnswer(VERSION_CONFIRMED, WAIT, PROCESSING_RETRY_AFTER)
 
 
-def _replaced(receipts: Sequence[Mapping[str, Any]], version: int) -> bool:
+def _replaced(receipts: Sequence[WriteReceipt], version: int) -> bool:
     """True unless the latest version carries the same content as ``version`` (a same-content resend
     is no conflict). A version no longer among the kept receipts counts as replaced."""
     if not receipts:
         return True
-    wanted = [receipt for receipt in receipts if int(receipt["version"]) == version]
-    return not wanted or wanted[-1].get("sha256") != receipts[-1].get("sha256")
+    wanted = [receipt for receipt in receipts if receipt.version == version]
+    return not wanted or wanted[-1].sha256 != receipts[-1].sha256

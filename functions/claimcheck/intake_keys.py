@@ -26,8 +26,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from claimcheck.errors import ConcurrencyConflict, IdempotencyKeyReused, RecordExists, RequestInProgress
+from claimcheck.receipts import IntakeReceipt
 from claimcheck.storage import EntityTable, Key
-from claimcheck.workitems import IntakeReceipt
 
 _ROW = "intake-key"
 _IN_PROGRESS = "in_progress"
@@ -125,27 +125,10 @@ class IntakeKeys:
                 "this Idempotency-Key was used for other content or metadata; use a new key"
             )
         if live and values["status"] == _COMPLETED:
-            return Replayed(receipt_from_dict(json.loads(values["receipt"])))
+            return Replayed(IntakeReceipt.from_dict(json.loads(values["receipt"])))
         if live:
             raise RequestInProgress("the first request with this Idempotency-Key is still running")
         try:  # expired window, or a crashed request's lease: this request starts afresh
             return self._table.replace_if_match(Key(key_id, _ROW), row, stored.etag)
         except ConcurrencyConflict as exc:
             raise RequestInProgress("another request with this Idempotency-Key started first") from exc
-
-
-def receipt_from_dict(data: Mapping[str, Any]) -> IntakeReceipt:
-    return IntakeReceipt(
-        work_item_id=data["work_item_id"],
-        version=int(data["version"]),
-        transport=data["transport"],
-        payload_ref=data["payload_ref"],
-        object_etag=data["object_etag"],
-        record_etag=data["record_etag"],
-        request_id=data["request_id"],
-        message_id=data["message_id"],
-        accepted_at=datetime.fromisoformat(data["accepted_at"]),
-        visibility_deadline=datetime.fromisoformat(data["visibility_deadline"]),
-        content_length=int(data["content_length"]),
-        sha256=data["sha256"],
-    )

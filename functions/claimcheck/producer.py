@@ -14,7 +14,7 @@ import logging
 import re
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from claimcheck import telemetry
@@ -40,6 +40,7 @@ from claimcheck.policy import (
     check_length,
     travels_inline,
 )
+from claimcheck.receipts import IntakeReceipt, WriteReceipt
 from claimcheck.refs import new_payload_ref
 from claimcheck.registry import PayloadRecord, PayloadRegistry
 from claimcheck.resilience import CircuitBreaker, CircuitOpen, is_outage
@@ -47,7 +48,7 @@ from claimcheck.routing import PayloadStores
 from claimcheck.settings import Settings
 from claimcheck.states import PayloadState
 from claimcheck.telemetry import Stage, check_tracestate, intake_span, stage
-from claimcheck.workitems import IntakeReceipt, WorkItemStore
+from claimcheck.workitems import WorkItemStore
 
 log = logging.getLogger(__name__)
 
@@ -308,13 +309,12 @@ class Producer:
         self, submission: _Submission, envelope: Envelope, *, object_etag: str | None
     ) -> IntakeReceipt:
         accepted_at = self._clock()
-        receipt = IntakeReceipt(
+        receipt = WriteReceipt(
             work_item_id=submission.work_item_id,
             version=submission.version,
             transport="reference" if envelope.payload_ref else "inline",
             payload_ref=envelope.payload_ref,
             object_etag=object_etag,
-            record_etag="",
             request_id=uuid.uuid4().hex,
             message_id=envelope.message_id,
             accepted_at=accepted_at,
@@ -322,13 +322,12 @@ class Producer:
             content_length=envelope.content_length,
             sha256=envelope.checksum.value,
         )
-        persisted = {key: value for key, value in receipt.to_dict().items() if key != "record_etag"}
         etag = self._work_items.confirm_version(
-            submission.work_item_id, submission.version, persisted, now=accepted_at
+            submission.work_item_id, submission.version, receipt, now=accepted_at
         )
         log.info("accepted %s v%d (%s)", submission.work_item_id, submission.version, receipt.transport)
         telemetry.accepted(submission.purpose, receipt.transport, envelope.content_length)
-        return replace(receipt, record_etag=etag)
+        return IntakeReceipt.confirmed(receipt, record_etag=etag)
 
 
 class _Prefixed(io.RawIOBase):

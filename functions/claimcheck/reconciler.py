@@ -223,10 +223,9 @@ class Reconciler:
         if item is None or not item.receipts:
             return None
         latest = item.receipts[-1]
-        ref, version = latest.get("payload_ref"), latest.get("version")
-        if not isinstance(ref, str) or not isinstance(version, int):
+        if latest.payload_ref is None:  # inline: nothing stored to revoke
             return None
-        return version if self.revoke(ref, why=f"{why}; revoked by {by}") else None
+        return latest.version if self.revoke(latest.payload_ref, why=f"{why}; revoked by {by}") else None
 
     def _reconcile(self, record: PayloadRecord, now: datetime, report: ReconciliationReport) -> None:
         if record.state is PayloadState.PREPARING:

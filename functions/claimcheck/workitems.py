@@ -33,6 +33,8 @@ from claimcheck.final_states import (
     decide,
 )
 from claimcheck.propagation import PropagationEntries
+from claimcheck.receipts import IntakeReceipt as IntakeReceipt  # re-exported: the public API's name
+from claimcheck.receipts import WriteReceipt
 from claimcheck.registry import PayloadRegistry
 from claimcheck.states import WorkItemState, check_work_item_move
 from claimcheck.storage import EntityTable, Key, StoredEntity
@@ -47,40 +49,6 @@ _NOTHING_VISIBLE = frozenset({AWAITING_VISIBILITY, UNKNOWN_VERSION, PROPAGATION_
 
 
 @dataclass(frozen=True)
-class IntakeReceipt:
-    """What a write returns: enough to read the same object back at a version ≥ this one."""
-
-    work_item_id: str
-    version: int
-    transport: str  # "inline" | "reference"
-    payload_ref: str | None
-    object_etag: str | None
-    record_etag: str
-    request_id: str
-    message_id: str
-    accepted_at: datetime
-    visibility_deadline: datetime
-    content_length: int
-    sha256: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "work_item_id": self.work_item_id,
-            "version": self.version,
-            "transport": self.transport,
-            "payload_ref": self.payload_ref,
-            "object_etag": self.object_etag,
-            "record_etag": self.record_etag,
-            "request_id": self.request_id,
-            "message_id": self.message_id,
-            "accepted_at": format_timestamp(self.accepted_at),
-            "visibility_deadline": format_timestamp(self.visibility_deadline),
-            "content_length": self.content_length,
-            "sha256": self.sha256,
-        }
-
-
-@dataclass(frozen=True)
 class WorkItemRecord:
     work_item_id: str
     tenant_id: str
@@ -88,7 +56,7 @@ class WorkItemRecord:
     version: int  # highest confirmed version (0 = none yet)
     pending_version: int
     state: WorkItemState
-    receipts: tuple[Mapping[str, Any], ...]
+    receipts: tuple[WriteReceipt, ...]
     result: Mapping[str, Any] | None
     failure_reason: str | None
     updated_at: datetime
@@ -104,7 +72,7 @@ class WorkItemView:
     state: str
     visibility: str
     version: int
-    latest_receipt: Mapping[str, Any] | None
+    latest_receipt: WriteReceipt | None
     result: Mapping[str, Any] | None
     failure_reason: str | None
     updated_at: datetime | None
@@ -121,7 +89,7 @@ class WorkItemView:
             "state": self.state,
             "visibility": self.visibility,
             "version": self.version,
-            "latest_receipt": self.latest_receipt,
+            "latest_receipt": None if self.latest_receipt is None else self.latest_receipt.to_dict(),
             "result": self.result,
             "failure_reason": self.failure_reason,
             "updated_at": None if self.updated_at is None else format_timestamp(self.updated_at),
@@ -216,7 +184,7 @@ class WorkItemStore:
         raise WorkItemConflict(f"work item {work_item_id}: too many concurrent updates; retry")
 
     def confirm_version(
-        self, work_item_id: str, version: int, receipt: Mapping[str, Any] | None, *, now: datetime
+        self, work_item_id: str, version: int, receipt: WriteReceipt | None, *, now: datetime
     ) -> str:
         """Make ``version`` the visible one (state accepted); returns the row's new ETag."""
         for _ in range(_WRITE_ATTEMPTS):
@@ -343,7 +311,7 @@ class WorkItemStatus:
         return WorkItemView(
             work_item_id=work_item_id,
             state=record.state.value,
-            receipt_versions=tuple(int(receipt["version"]) for receipt in record.receipts),
+            receipt_versions=tuple(receipt.version for receipt in record.receipts),
             payload_state=payload_state,
             visibility=answer.visibility,
             version=record.version,
@@ -378,12 +346,12 @@ class WorkItemStatus:
                 self._window,
             )
 
-    def _payload_state(self, receipt: Mapping[str, Any] | None) -> str | None:
+    def _payload_state(self, receipt: WriteReceipt | None) -> str | None:
         if receipt is None:
             return None
-        if not receipt.get("payload_ref"):
+        if not receipt.payload_ref:
             return "inline"
-        payload = self._registry.get(receipt["payload_ref"])
+        payload = self._registry.get(receipt.payload_ref)
         return None if payload is None else payload.state.value
 
 
@@ -439,7 +407,7 @@ def _entity(record: WorkItemRecord, **changes: Any) -> dict[str, Any]:
         "version": values["version"],
         "pending_version": values["pending_version"],
         "state": WorkItemState(values["state"]).value,
-        "receipts": json.dumps(list(values["receipts"]), sort_keys=True),
+        "receipts": json.dumps([receipt.to_dict() for receipt in values["receipts"]], sort_keys=True),
         "result": "" if values["result"] is None else json.dumps(values["result"], sort_keys=True),
         "failure_reason": values["failure_reason"] or "",
         "updated_at": values["updated_at"],
@@ -456,7 +424,7 @@ def _record(stored: StoredEntity) -> WorkItemRecord:
         version=int(values["version"]),
         pending_version=int(values["pending_version"]),
         state=WorkItemState(values["state"]),
-        receipts=tuple(json.loads(values["receipts"])),
+        receipts=tuple(WriteReceipt.from_dict(kept) for kept in json.loads(values["receipts"])),
         result=json.loads(values["result"]) if values["result"] else None,
         failure_reason=values["failure_reason"] or None,
         updated_at=values["updated_at"],

@@ -223,7 +223,7 @@ def test_status_answers_unknown_version_until_the_version_is_confirmed(make_harn
     assert confirmed is not None
     assert (confirmed.visibility, confirmed.state, confirmed.version) == ("version_confirmed", "accepted", 2)
     assert confirmed.latest_receipt is not None
-    assert confirmed.latest_receipt["request_id"] == second.request_id
+    assert confirmed.latest_receipt.request_id == second.request_id
     assert (confirmed.receipt_versions, confirmed.payload_state) == ((1, 2), "inline")
     assert status.get("wi-raw-1", tenant_id="tenant-b") is None
     # What the HTTP layer sends: the JSON round trip keeps the facts the caller acts on.

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from claimcheck.final_states import FinalAnswer, VersionFacts, decide
+from claimcheck.receipts import WriteReceipt
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 WINDOW = timedelta(seconds=30)
@@ -20,7 +21,22 @@ def facts(
     payload: str | None = "processed",
     shas: tuple[str, ...] = (),
 ) -> VersionFacts:
-    receipts = [{"version": number, "sha256": sha} for number, sha in enumerate(shas, start=1)]
+    receipts = [
+        WriteReceipt(
+            work_item_id="wi-1",
+            version=number,
+            transport="reference",
+            payload_ref=f"ref_{number}",
+            object_etag="etag",
+            request_id="request",
+            message_id=f"env-{number}",
+            accepted_at=NOW,
+            visibility_deadline=NOW + WINDOW,
+            content_length=1,
+            sha256=sha,
+        )
+        for number, sha in enumerate(shas, start=1)
+    ]
     return VersionFacts(
         confirmed_version=confirmed,
         pending_version=confirmed if pending is None else pending,
