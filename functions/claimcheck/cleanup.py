@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Mapping
 from datetime import datetime
 
-from claimcheck.policy import CleanupPolicy
+from claimcheck.policy import CleanupPolicy, PurposePolicy
 from claimcheck.registry import PayloadRecord, PayloadRegistry
 from claimcheck.routing import PayloadStores
 from claimcheck.states import PayloadState
@@ -37,6 +38,20 @@ class Cleaner:
         if policy is CleanupPolicy.ASYNC:
             return self._registry.move(record, PayloadState.CLEANUP_PENDING, now=now)
         return record
+
+    def finish_interrupted(
+        self, record: PayloadRecord, purposes: Mapping[str, PurposePolicy], *, now: datetime
+    ) -> None:
+        """A redelivery of a completed effect whose object is still ``processed``: the attempt that
+        settled it crashed before its cleanup. Finish it under the record's own purpose policy (a
+        retained object stays); a lost race with the reconciler or a failing delete is left to it."""
+        policy = purposes.get(record.purpose)
+        if policy is None:
+            return
+        try:
+            self.after_effect(record, policy.cleanup, now=now)
+        except Exception as exc:
+            log.info("cleanup of %s left to reconciliation (%s)", record.ref, type(exc).__name__)
 
     def remove(self, record: PayloadRecord, *, why: str, now: datetime) -> PayloadRecord:
         """Delete the object, move the record to ``removed`` (checked moves), and write the proof.

@@ -32,7 +32,6 @@ from claimcheck.envelope import Envelope, parse_envelope
 from claimcheck.errors import (
     AccessDenied,
     ContentTypeMismatch,
-    EffectInProgress,
     EnvelopeExpired,
     IntegrityFailed,
     MessageRejected,
@@ -63,7 +62,7 @@ from claimcheck.policy import (
     base_content_type,
 )
 from claimcheck.registry import PayloadRecord, PayloadRegistry
-from claimcheck.resilience import FailureStreak, claim_wait_delay, is_outage
+from claimcheck.resilience import FailureStreak, is_outage
 from claimcheck.results import result_event, result_key, result_row, result_summary
 from claimcheck.routing import PayloadStores
 from claimcheck.settings import Settings
@@ -229,7 +228,7 @@ class Consumer:
         try:
             summary = self._run(work)
         except BaseException:
-            self._release(heartbeat.stop())
+            self._ledger.release_or_let_expire(heartbeat.stop())
             raise
         self._ledger.complete(heartbeat.stop(), summary, now=self._clock())
         log.info("completed %s v%d", envelope.work_item_id, envelope.payload_version)
@@ -238,33 +237,8 @@ class Consumer:
         return Complete()
 
     def _claim(self, key: str) -> Claimed | AlreadyDone:
-        """Claim the effect; while another attempt holds it, wait in-process for its lease to end.
-
-        A redelivery after a crash finds the dead attempt's claim: answering Retry would spend a
-        delivery per backoff step and dead-letter the message before the lease ends. Waiting here
-        costs no delivery (the host keeps renewing the message and session locks meanwhile); a live
-        holder renews its lease and is waited for until it completes (then AlreadyDone) or until
-        ``claim_wait_seconds`` are spent (then Retry, the holder still working).
-        """
         budget = timedelta(seconds=self._settings.claim_wait_seconds)
-        waited = timedelta(0)
-        while True:
-            try:
-                return self._ledger.begin(key, now=self._clock())
-            except EffectInProgress as held:
-                delay = claim_wait_delay(self._clock(), held.holder_expires_at, waited=waited, budget=budget)
-                if delay is None:
-                    raise
-                if waited == timedelta(0):
-                    log.info("effect %s is held by another attempt; waiting for its lease", key[:12])
-                self._sleep(delay.total_seconds())
-                waited += delay
-
-    def _release(self, claim: Claimed) -> None:
-        try:
-            self._ledger.release(claim)
-        except Exception as exc:  # storage down: the lease ends by itself within one lease time
-            log.warning("could not release claim %s (%s); its lease ends", claim.key[:12], type(exc).__name__)
+        return self._ledger.claim_waiting(key, clock=self._clock, sleep=self._sleep, budget=budget)
 
     def _poll_until_visible(self, admit: Callable[[], _Admitted | Duplicate]) -> _Admitted | Duplicate:
         """Bounded polling (DESIGN §5): a message may arrive milliseconds before the producer confirms
@@ -324,24 +298,12 @@ class Consumer:
             return record
         if verdict is not Verdict.UNRESOLVABLE and self._ledger.lookup(key) is not None:
             if record is not None and record.state is PayloadState.PROCESSED:
-                self._finish_interrupted_cleanup(record, now)
+                self._cleaner.finish_interrupted(record, self._purposes, now=now)
             return DUPLICATE  # of a completed effect: the object may be processed or gone
         if verdict is Verdict.NOT_YET_VISIBLE:
             assert record is not None
             self._retry_within_grace(record.created_at, now, "the producer has not confirmed this version")
         raise DENIALS[verdict](reason)
-
-    def _finish_interrupted_cleanup(self, record: PayloadRecord, now: datetime) -> None:
-        """A redelivery of a completed effect whose object is still ``processed``: the attempt that
-        settled it crashed before its cleanup. Finish it under the record's own purpose policy (a
-        retained object stays); a lost race with the reconciler or a failing delete is left to it."""
-        policy = self._purposes.get(record.purpose)
-        if policy is None:
-            return
-        try:
-            self._cleaner.after_effect(record, policy.cleanup, now=now)
-        except Exception as exc:
-            log.info("cleanup of %s left to reconciliation (%s)", record.ref, type(exc).__name__)
 
     def _check_inline_policy(self, envelope: Envelope, policy: PurposePolicy) -> None:
         if envelope.payload_inline is None:

@@ -27,6 +27,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from claimcheck.errors import ConcurrencyConflict, EffectInProgress, RecordExists
+from claimcheck.resilience import claim_wait_delay
 from claimcheck.storage import EntityTable, Key
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,42 @@ class IdempotencyLedger:
         """Record the effect as done with its result; raises ``ConcurrencyConflict`` if we lost it."""
         entity = {"status": COMPLETED, "expires_at": now, "result": json.dumps(result, sort_keys=True)}
         self._table.replace_if_match(_key(claim.key), entity, claim.etag)
+
+    def claim_waiting(
+        self,
+        key: str,
+        *,
+        clock: Callable[[], datetime],
+        sleep: Callable[[float], None],
+        budget: timedelta,
+    ) -> Claimed | AlreadyDone:
+        """Claim the effect; while another attempt holds it, wait in-process for its lease to end.
+
+        A redelivery after a crash finds the dead attempt's claim: answering Retry would spend a
+        delivery per backoff step and dead-letter the message before the lease ends. Waiting here
+        costs no delivery (the host keeps renewing the message and session locks meanwhile); a live
+        holder renews its lease and is waited for until it completes (then AlreadyDone) or until
+        ``budget`` is spent (then ``EffectInProgress``, the holder still working).
+        """
+        waited = timedelta(0)
+        while True:
+            try:
+                return self.begin(key, now=clock())
+            except EffectInProgress as held:
+                delay = claim_wait_delay(clock(), held.holder_expires_at, waited=waited, budget=budget)
+                if delay is None:
+                    raise
+                if waited == timedelta(0):
+                    log.info("effect %s is held by another attempt; waiting for its lease", key[:12])
+                sleep(delay.total_seconds())
+                waited += delay
+
+    def release_or_let_expire(self, claim: Claimed) -> None:
+        """``release``; if storage is down, the lease ends by itself within one lease time."""
+        try:
+            self.release(claim)
+        except Exception as exc:
+            log.warning("could not release claim %s (%s); its lease ends", claim.key[:12], type(exc).__name__)
 
     def release(self, claim: Claimed) -> None:
         """Give the effect up (this attempt failed) so the next delivery can claim it at once."""
