@@ -192,10 +192,6 @@ def use(telemetry: Telemetry) -> Telemetry:
     return previous
 
 
-def active() -> Telemetry:
-    return _active
-
-
 def _parent(remote: Context | None) -> Context | None:
     """The span already current (e.g. the Functions host's invocation), else the remote context."""
     if trace.get_current_span().get_span_context().is_valid:
