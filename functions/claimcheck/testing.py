@@ -34,7 +34,7 @@ from claimcheck.integrity import (
     read_up_to,
     spool_verified,
 )
-from claimcheck.messages import OutboundMessage
+from claimcheck.messages import InboundMessage, OutboundMessage
 from claimcheck.policy import base_content_type
 from claimcheck.settings import ACTIVE_TAG_VALUE, ProvisionalTag
 from claimcheck.storage import Key, ProvisionalObject, StoredEntity, Tables, UploadedObject
@@ -66,6 +66,23 @@ class InMemoryBus:
     def messages(self, destination: str) -> list[OutboundMessage]:
         with self._lock:
             return list(self.published.get(destination, []))
+
+    def deliveries(self, destination: str, *, delivery_count: int | None = 1) -> list[InboundMessage]:
+        """What a receiver of ``destination`` would be handed, in publish order (as ``StubBroker``'s
+        queues are drained by hand): each published message as the consumer's ``InboundMessage``."""
+        return [
+            InboundMessage(
+                body=sent.body,
+                message_id=sent.message_id,
+                delivery_count=delivery_count,
+                session_id=sent.session_id,
+                correlation_id=sent.correlation_id,
+                application_properties=dict(sent.application_properties),
+                sequence_number=number,
+                lock_token=f"memory-lock-{number}-{delivery_count}",
+            )
+            for number, sent in enumerate(self.messages(destination), start=1)
+        ]
 
 
 _ETAGS = itertools.count(1)

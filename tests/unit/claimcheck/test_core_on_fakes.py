@@ -60,19 +60,11 @@ class World:
         return self.claimcheck.producer.submit(payload, **values)
 
     def delivery(self, index: int = -1, **envelope_changes: Any) -> InboundMessage:
-        sent = self.bus.messages(self.settings.documents_queue)[index]
-        body = sent.body
-        if envelope_changes:
-            body = json.dumps({**json.loads(body), **envelope_changes}).encode()
-        return InboundMessage(
-            body=body,
-            message_id=sent.message_id,
-            delivery_count=1,
-            session_id=sent.session_id,
-            correlation_id=sent.correlation_id,
-            application_properties=dict(sent.application_properties),
-            enqueued_time=self.clock.now,
-        )
+        delivered = self.bus.deliveries(self.settings.documents_queue)[index]
+        if not envelope_changes:
+            return delivered
+        body = json.dumps({**json.loads(delivered.body), **envelope_changes}).encode()
+        return replace(delivered, body=body)
 
     def registry_states(self) -> list[str]:
         registry = self.tables.registry
