@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 
 import pytest
 import requests
@@ -20,7 +21,7 @@ from scripts.ops import main as ops_main
 from scripts.telemetry_files import read_metric_points, read_spans, timeline
 
 from .journey import SAMPLES, auth, dead_letters, wait_for_states, wait_until
-from .log_scan import SESSION_NEEDLES, forms_of
+from .log_scan import SESSION_NEEDLES, forms_of, leaks, stack_logs
 
 
 def test_one_documents_trace_links_consumer_to_producer_and_dead_letters_are_counted(
@@ -92,3 +93,19 @@ def test_one_documents_trace_links_consumer_to_producer_and_dead_letters_are_cou
     assert CONSUME_SPAN in [entry["name"] for entry in printed]
     assert ops_main(["trace", "wi-never-submitted", "--telemetry-dir", str(directory)]) == 1
     assert "no spans for work item wi-never-submitted" in capsys.readouterr().err
+
+
+def test_the_session_scan_reads_exported_spans_and_metrics(tmp_path: Path) -> None:
+    """Positive control: a marker or a bearer token inside a span attribute or a metric line of the
+    stack's telemetry folder is reported by the scan the session runs at the end."""
+    marker = f"MARKER-{uuid.uuid4().hex}"
+    telemetry_dir = tmp_path / TELEMETRY_DIR
+    telemetry_dir.mkdir()
+    span = {"key": "claimcheck.work_item_id", "value": {"stringValue": f"wi-{marker}"}}
+    (telemetry_dir / "spans.jsonl").write_text(json.dumps({"resourceSpans": [span]}) + "\n", encoding="utf-8")
+    (telemetry_dir / "metrics.jsonl").write_text('{"note": "Bearer eyJabc"}\n', encoding="utf-8")
+    found = leaks(stack_logs(tmp_path, set()), tmp_path, forms_of(marker))
+    assert sorted(found) == [
+        f"{TELEMETRY_DIR}/metrics.jsonl: 'Bearer ey'",
+        f"{TELEMETRY_DIR}/spans.jsonl: {marker!r}",
+    ]
