@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Mapping
 from datetime import datetime
 
+from claimcheck.concurrently import both
 from claimcheck.policy import CleanupPolicy, PurposePolicy
 from claimcheck.registry import PayloadRecord, PayloadRegistry
 from claimcheck.routing import PayloadStores
@@ -63,17 +64,22 @@ class Cleaner:
         if record.state is PayloadState.PROCESSED:
             record = self._registry.move(record, PayloadState.CLEANUP_PENDING, now=now)
         existed = self._stores.for_purpose(record.purpose).delete(record.ref)
-        removed = self._registry.move(record, PayloadState.REMOVED, now=now)
-        self._prove(
-            record.ref,
-            why,
-            now,
-            existed=existed,
-            work_item_id=record.work_item_id,
-            tenant_id=record.tenant_id,
-            version=record.version,
-            sha256=record.sha256,
-            previous_state=previous.value,
+        # The record's move and the proof are independent writes (the proof is keyed by ref and a
+        # fresh row id): both at once. A crash that leaves the record cleanup_pending is swept again
+        # (a second proof then says the object was already gone).
+        removed, _ = both(
+            lambda: self._registry.move(record, PayloadState.REMOVED, now=now),
+            lambda: self._prove(
+                record.ref,
+                why,
+                now,
+                existed=existed,
+                work_item_id=record.work_item_id,
+                tenant_id=record.tenant_id,
+                version=record.version,
+                sha256=record.sha256,
+                previous_state=previous.value,
+            ),
         )
         log.info(
             "payload removed: ref=%s work_item=%s version=%d at=%s reason=%s",

@@ -19,6 +19,7 @@ from typing import Any, BinaryIO
 from claimcheck import telemetry
 from claimcheck.analysis import AnalysisError, AnalysisResult, Analyzer
 from claimcheck.cleanup import Cleaner
+from claimcheck.concurrently import both
 from claimcheck.consumer_outcomes import (
     DENIALS,
     dead_letter_for,
@@ -31,6 +32,7 @@ from claimcheck.deliveries import DeliveryCounter
 from claimcheck.envelope import Envelope, parse_envelope
 from claimcheck.errors import (
     AccessDenied,
+    ConcurrencyConflict,
     ContentTypeMismatch,
     EnvelopeExpired,
     IntegrityFailed,
@@ -69,7 +71,7 @@ from claimcheck.settings import Settings
 from claimcheck.states import PayloadState, WorkItemState
 from claimcheck.storage import EntityTable
 from claimcheck.telemetry import Stage, consumption_span, stage
-from claimcheck.workitems import WorkItemStore
+from claimcheck.workitems import WorkItemRecord, WorkItemStore
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +93,7 @@ DUPLICATE = Duplicate()
 @dataclass(frozen=True)
 class _Admitted:
     record: PayloadRecord | None  # None for an inline payload
+    work_item: WorkItemRecord | None  # the row as read while admitting: its ETag conditions the moves
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ class _Work:
     policy: PurposePolicy
     key: str
     traceparent: str | None
+    work_item: WorkItemRecord | None
 
 
 class Consumer:
@@ -219,21 +223,28 @@ class Consumer:
             return Complete()
         record = admitted.record
         traceparent = message.application_properties.get("traceparent")
-        work = _Work(envelope, record, policy, key, traceparent if isinstance(traceparent, str) else None)
+        work = _Work(
+            envelope,
+            record,
+            policy,
+            key,
+            traceparent if isinstance(traceparent, str) else None,
+            admitted.work_item,
+        )
         claim = self._claim(key)
         if isinstance(claim, AlreadyDone):
-            self._settle(work, claim.result)
+            self._settle(work, claim.result, work.work_item)
             return Complete()
         heartbeat = ClaimHeartbeat(self._ledger, claim, clock=self._clock).start()
         try:
-            summary = self._run(work)
+            summary, work_item = self._run(work)
         except BaseException:
             self._ledger.release_or_let_expire(heartbeat.stop())
             raise
         self._ledger.complete(heartbeat.stop(), summary, now=self._clock())
         log.info("completed %s v%d", envelope.work_item_id, envelope.payload_version)
         telemetry.completed(envelope.purpose)
-        self._settle(work, summary)
+        self._settle(work, summary, work_item)
         return Complete()
 
     def _claim(self, key: str) -> Claimed | AlreadyDone:
@@ -260,23 +271,30 @@ class Consumer:
                 telemetry.waited_for_visibility(waited)
 
     def _admit(self, envelope: Envelope, policy: PurposePolicy, key: str) -> _Admitted | Duplicate:
-        """Resolve and authorize, or learn that this delivery duplicates an existing effect."""
+        """Resolve and authorize, or learn that this delivery duplicates an existing effect.
+
+        The registry record and the work item row are independent point reads: both go at once.
+        """
         now = self._clock()
+        ref = envelope.payload_ref
+        with stage(Stage.RESOLVE):
+            found, work_item = both(
+                lambda: None if ref is None else self._registry.get(ref),
+                lambda: self._work_items.get(envelope.work_item_id),
+            )
         record: PayloadRecord | None = None
-        if envelope.payload_ref is not None:
-            resolved = self._resolve(envelope, policy, key, now)
+        if ref is not None:
+            resolved = self._resolve(envelope, found, key, now)
             if isinstance(resolved, Duplicate):
                 return resolved
             record = resolved
         self._check_inline_policy(envelope, policy)
-        return self._check_confirmed_version(envelope, key, now) or _Admitted(record)
+        return self._check_confirmed_version(envelope, work_item, key, now) or _Admitted(record, work_item)
 
     def _resolve(
-        self, envelope: Envelope, policy: PurposePolicy, key: str, now: datetime
+        self, envelope: Envelope, record: PayloadRecord | None, key: str, now: datetime
     ) -> PayloadRecord | Duplicate:
         assert envelope.payload_ref is not None
-        with stage(Stage.RESOLVE):
-            record = self._registry.get(envelope.payload_ref)
         request = ReadRequest(
             identity=self._identity,
             work_item_id=envelope.work_item_id,
@@ -313,10 +331,11 @@ class Consumer:
         if base_content_type(envelope.content_type) not in policy.content_types:
             raise ContentTypeMismatch("the declared content type is not allowed for this purpose")
 
-    def _check_confirmed_version(self, envelope: Envelope, key: str, now: datetime) -> Duplicate | None:
+    def _check_confirmed_version(
+        self, envelope: Envelope, work_item: WorkItemRecord | None, key: str, now: datetime
+    ) -> Duplicate | None:
         """Process only the version the producer confirmed (None: go on). An older version has been
         superseded (dead-letter), unless its effect already exists: then this delivery is a duplicate."""
-        work_item = self._work_items.get(envelope.work_item_id)
         if work_item is not None and work_item.tenant_id != envelope.tenant_id:
             raise AccessDenied("reference does not resolve for this tenant, purpose and environment")
         confirmed = 0 if work_item is None else work_item.version
@@ -334,14 +353,25 @@ class Consumer:
         if now < since + timedelta(seconds=self._settings.visibility_grace_seconds):
             raise NotYetVisible(why)
 
-    def _run(self, work: _Work) -> dict[str, Any]:
+    def _run(self, work: _Work) -> tuple[dict[str, Any], WorkItemRecord | None]:
+        """Analyze and record the effect; answers the summary and the work item row as last written."""
         envelope = work.envelope
         now = self._clock()
-        self._work_items.set_state(
-            envelope.work_item_id, envelope.payload_version, WorkItemState.RUNNING, now=now
-        )
+
+        def running() -> WorkItemRecord | None:
+            _, written = self._work_items.move_state(
+                work.work_item,
+                envelope.work_item_id,
+                envelope.payload_version,
+                WorkItemState.RUNNING,
+                now=now,
+            )
+            return written
+
+        # The state write and the download are independent: both at once (a failed download still
+        # leaves the work item running, as when the state was written first).
         with stage(Stage.FETCH):
-            opened = self._open(work)
+            opened, work_item = both(lambda: self._open(work), running)
         with opened as document:
             try:
                 with stage(Stage.ANALYZE):
@@ -363,7 +393,7 @@ class Consumer:
                     traceparent=telemetry.message_context().get("traceparent", work.traceparent),
                 ),
             )
-        return summary
+        return summary, work_item
 
     def _open(self, work: _Work) -> BinaryIO:
         """The verified bytes; what the store or the check found is raised as its dead-letter leaf."""
@@ -399,17 +429,36 @@ class Consumer:
                 result_key(envelope), result_row(envelope, analysis, summary, completed_at=self._clock())
             )
 
-    def _settle(self, work: _Work, summary: Mapping[str, Any]) -> None:
-        """After the effect is durable: work item completed, object processed, cleanup per policy."""
+    def _settle(self, work: _Work, summary: Mapping[str, Any], work_item: WorkItemRecord | None) -> None:
+        """After the effect is durable: work item completed, object processed, cleanup per policy.
+
+        The work item row and the registry record are independent: their moves go at once, each
+        conditioned on the row as this delivery last read or wrote it (re-read only on a lost race).
+        """
         envelope, now = work.envelope, self._clock()
-        self._work_items.set_state(
-            envelope.work_item_id, envelope.payload_version, WorkItemState.COMPLETED, now=now, result=summary
+        both(
+            lambda: self._work_items.move_state(
+                work_item,
+                envelope.work_item_id,
+                envelope.payload_version,
+                WorkItemState.COMPLETED,
+                now=now,
+                result=summary,
+            ),
+            lambda: self._settle_payload(work, now),
         )
+
+    def _settle_payload(self, work: _Work, now: datetime) -> None:
         if work.record is None:
             return
-        record = self._registry.get(work.record.ref) or work.record
+        record = work.record
         if record.state in (PayloadState.REF_PUBLISHED, PayloadState.AVAILABLE):
-            record = self._registry.move(record, PayloadState.PROCESSED, now=now)
+            try:
+                record = self._registry.move(record, PayloadState.PROCESSED, now=now)
+            except ConcurrencyConflict:  # changed since it was admitted (e.g. the producer's activation)
+                record = self._registry.get(record.ref) or record
+                if record.state in (PayloadState.REF_PUBLISHED, PayloadState.AVAILABLE):
+                    record = self._registry.move(record, PayloadState.PROCESSED, now=now)
         if record.state is PayloadState.PROCESSED:
             with stage(Stage.CLEANUP):
                 self._cleaner.after_effect(record, work.policy.cleanup, now=now)

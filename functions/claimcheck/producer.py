@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from claimcheck import telemetry
+from claimcheck.concurrently import both
 from claimcheck.envelope import IDENTIFIER, IDENTIFIER_RULE, Checksum, Envelope
 from claimcheck.errors import (
+    ConcurrencyConflict,
     EmptyPayload,
     ForbiddenContentType,
     IntakeRejected,
@@ -48,7 +50,7 @@ from claimcheck.routing import PayloadStores
 from claimcheck.settings import Settings
 from claimcheck.states import PayloadState
 from claimcheck.telemetry import Stage, check_tracestate, intake_span, stage
-from claimcheck.workitems import WorkItemStore
+from claimcheck.workitems import WorkItemRecord, WorkItemStore
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +72,7 @@ class _Submission:
     correlation_id: str | None
     policy: PurposePolicy
     now: datetime
+    reserved: WorkItemRecord  # the work item row as the reservation wrote it (conditions the confirm)
 
 
 class Producer:
@@ -137,6 +140,7 @@ class Producer:
         )
         if self._breaker.is_open_now():
             raise self._unavailable()
+        generated = work_item_id is None  # a fresh id: nobody else can hold its row
         work_item_id = work_item_id or f"wi-{uuid.uuid4().hex}"
         for name, value in (
             ("tenant_id", tenant_id),
@@ -163,7 +167,7 @@ class Producer:
             else:
                 stream = _Prefixed(head, stream)
         now = self._clock()
-        version = self._work_items.reserve_version(
+        reserved = self._work_items.reserve(
             work_item_id,
             tenant_id=tenant_id,
             purpose=purpose,
@@ -171,7 +175,9 @@ class Producer:
             if_match=if_match,
             require_if_match=require_if_match,
             in_flight=timedelta(seconds=self._settings.visibility_window_seconds),
+            fresh=generated,
         )
+        version = reserved.pending_version
         telemetry.describe(work_item_id, version, purpose)
         submission = _Submission(
             tenant_id=tenant_id,
@@ -186,6 +192,7 @@ class Producer:
             correlation_id=correlation_id,
             policy=policy,
             now=now,
+            reserved=reserved,
         )
         if inline is not None:
             return self._submit_inline(submission, inline)
@@ -236,12 +243,31 @@ class Producer:
             submission, ref=ref, inline=None, length=uploaded.length, sha256=uploaded.sha256
         )
         self._publish(submission, envelope)
+        now = self._clock()
+        # Independent requests at once. Any crash in between leaves a state the reconciler handles the
+        # same way as before: a preparing record whatever the tag (the publish-not-confirmed case), a
+        # ref_published record whatever the tag (activation finished), and the visible version may
+        # precede "available" (a consumer reads ref_published records too).
         with stage(Stage.ACTIVATE):
-            now = self._clock()
-            record = self._registry.move(record, PayloadState.REF_PUBLISHED, now=now)
-            store.activate(ref)
+            record, _ = both(
+                lambda: self._registry.move(record, PayloadState.REF_PUBLISHED, now=now),
+                lambda: store.activate(ref),
+            )
+        receipt, _ = both(
+            lambda: self._confirm(submission, envelope, object_etag=uploaded.etag),
+            lambda: self._mark_available(record, now),
+        )
+        return receipt
+
+    def _mark_available(self, record: PayloadRecord, now: datetime) -> None:
+        """ref_published → available, unless a consumer already moved the record on (it may read a
+        ref_published record as soon as the version is confirmed, which now happens at the same time)."""
+        try:
             self._registry.move(record, PayloadState.AVAILABLE, now=now)
-        return self._confirm(submission, envelope, object_etag=uploaded.etag)
+        except ConcurrencyConflict:
+            current = self._registry.get(record.ref)
+            if current is not None and current.state is PayloadState.REF_PUBLISHED:
+                self._registry.move(current, PayloadState.AVAILABLE, now=now)
 
     def _envelope(
         self, submission: _Submission, *, ref: str | None, inline: bytes | None, length: int, sha256: str
@@ -323,7 +349,7 @@ class Producer:
             sha256=envelope.checksum.value,
         )
         etag = self._work_items.confirm_version(
-            submission.work_item_id, submission.version, receipt, now=accepted_at
+            submission.work_item_id, submission.version, receipt, now=accepted_at, known=submission.reserved
         )
         log.info("accepted %s v%d (%s)", submission.work_item_id, submission.version, receipt.transport)
         telemetry.accepted(submission.purpose, receipt.transport, envelope.content_length)

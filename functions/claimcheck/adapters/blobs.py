@@ -1,10 +1,11 @@
 """Azure Blob Storage adapter of the ``PayloadStore`` port (azure-storage-blob).
 
-Objects are write-once block blobs named by their opaque reference. The upload stages one block per
-chunk read through a ``HashingReader`` (sha256 and length come out of the upload pass; memory holds
-one chunk) and commits with ``If-None-Match: *``. A blob index tag marks provisional objects so that
-the storage lifecycle rule can backstop orphans; activation rewrites the tag (which leaves the
-ETag unchanged, so readers still condition on the ETag recorded at upload).
+Objects are write-once block blobs named by their opaque reference. An object smaller than one
+chunk is one Put Blob; a larger upload stages one block per chunk read through a ``HashingReader``
+(sha256 and length come out of the upload pass; memory holds one chunk) and commits with
+``If-None-Match: *``. A blob index tag marks provisional objects so that the storage lifecycle rule
+can backstop orphans; activation rewrites the tag (which leaves the ETag unchanged, so readers still
+condition on the ETag recorded at upload).
 """
 
 from __future__ import annotations
@@ -57,13 +58,31 @@ class AzureBlobPayloadStore:
     ) -> UploadedObject:
         blob = self._container.get_blob_client(ref)
         reader = HashingReader(source, max_bytes=max_bytes)
+        first = read_up_to(reader, self._chunk_bytes)
+        if first:
+            check_declared_type(content_type, reader.head)
+        if 0 < len(first) < self._chunk_bytes:
+            # The whole object fits in one chunk: one Put Blob (same write-once condition, same tag)
+            # instead of a block and its commit, one round trip less.
+            try:
+                written = blob.upload_blob(
+                    first,
+                    length=len(first),
+                    overwrite=False,
+                    content_settings=ContentSettings(content_type=content_type),
+                    tags={self._tag.name: self._tag.value},
+                    match_condition=MatchConditions.IfMissing,
+                )
+            except (ResourceExistsError, ResourceModifiedError) as exc:
+                raise ObjectExists("an object already exists under this reference") from exc
+            return UploadedObject(length=reader.length, sha256=reader.sha256, etag=str(written["etag"]))
         block_ids: list[str] = []
-        while chunk := read_up_to(reader, self._chunk_bytes):
-            if not block_ids:
-                check_declared_type(content_type, reader.head)
+        chunk = first
+        while chunk:
             block_id = base64.b64encode(f"{len(block_ids):08d}".encode()).decode("ascii")
             blob.stage_block(block_id, chunk, length=len(chunk))
             block_ids.append(block_id)
+            chunk = read_up_to(reader, self._chunk_bytes)
         if not block_ids:
             raise ObjectEmpty("the payload is empty")
         try:

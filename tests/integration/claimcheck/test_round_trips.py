@@ -21,8 +21,8 @@ from local.storage_requests import StorageRequests, Tally
 from tests.integration.claimcheck.conftest import Clock, RecordingAnalyzer, document
 
 # (intake, consumption) ceilings per path; the breakdown of a failure names every request.
-BY_REFERENCE_CEILING = (10, 16)
-INLINE_CEILING = (4, 8)
+BY_REFERENCE_CEILING = (7, 13)
+INLINE_CEILING = (2, 6)
 # Intake with an Idempotency-Key adds the key's insert and its completion.
 IDEMPOTENCY_KEY_EXTRA = 2
 
