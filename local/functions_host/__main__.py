@@ -39,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # The AMQP stack logs every frame at INFO; keep the host log about our functions.
     logging.getLogger("azure").setLevel(max(logging.WARNING, logging.getLevelName(args.log_level)))
+    # So does uamqp's C core, through the binding extension's decoder: eight INFO lines per message.
+    logging.getLogger("uamqp").setLevel(max(logging.WARNING, logging.getLevelName(args.log_level)))
 
     stop_requested = threading.Event()
     for signal_number in (signal.SIGINT, signal.SIGTERM):

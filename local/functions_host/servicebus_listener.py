@@ -161,10 +161,17 @@ class ServiceBusListener:
     def _session_worker(self) -> None:
         while not self._stopping.is_set():
             try:
-                # One renewer per session, closed (and its renewals finished) before the receiver
-                # closes: a renewal racing the close would hit a closed link.
-                with self._receiver(session=True) as receiver, self._lock_renewer() as renewer:
-                    self._drain_session(receiver, renewer)
+                # One renewer per session, stopped before the receiver closes.
+                with self._receiver(session=True) as receiver:
+                    renewer = self._lock_renewer()
+                    try:
+                        self._drain_session(receiver, renewer)
+                    finally:
+                        # Stop renewing before the receiver closes, without waiting for the renewer's
+                        # dispatcher to wake from its half-second sleep (that wait cost every session
+                        # up to 0.5 s). A renewal runs only near the lock's expiry; one racing this
+                        # close fails inside the renewer and is dropped (the session is released).
+                        renewer.close(wait=False)
                 # Closing the receiver releases the session (and whatever the function left unsettled).
             except OperationTimeoutError:
                 self._broker_answered()  # the broker answered: no session was available within the poll
@@ -186,13 +193,14 @@ class ServiceBusListener:
                 for message in messages:
                     self._handle(receiver, message)
                     idle_since = time.monotonic()
-                if (
-                    self._stopping.is_set()
-                    or session.release_requested.is_set()
-                    or time.monotonic() - idle_since >= idle_limit
-                ):
+                idle_left = idle_limit - (time.monotonic() - idle_since)
+                if self._stopping.is_set() or session.release_requested.is_set() or idle_left <= 0:
                     return
-                messages = receiver.receive_messages(max_message_count=1, max_wait_time=_POLL_SECONDS)
+                # Wait no longer than the idle time left: a short sessionIdleTimeout releases the session
+                # (and frees this worker for the next one) when it says, not at the next poll.
+                messages = receiver.receive_messages(
+                    max_message_count=1, max_wait_time=min(_POLL_SECONDS, idle_left)
+                )
                 self._broker_answered()
 
     def _handle(self, receiver: ServiceBusReceiver, message: ServiceBusReceivedMessage) -> None:
