@@ -90,6 +90,11 @@ class ServiceBusListener:
         # number of workers and keep them away long after the broker is back).
         self._broker = FailureStreak(f"function {function.name}: Service Bus ({function.entity})", logger)
         self._worker_failures = threading.local()
+        # When the current outage was first noticed (monotonic), None while the broker answers. An answer
+        # to a call that began before then says nothing about the broker now: with many workers, calls in
+        # flight when the broker dies still return and would log "back up" between every two "down".
+        self._down_since: float | None = None
+        self._down_lock = threading.Lock()
         # Invocations under way; stop() waits for these only, not for workers blocked in a receive or
         # in the SDK's backoff while opening a session receiver (daemon threads, gone with the process).
         self._in_flight = 0
@@ -150,8 +155,9 @@ class ServiceBusListener:
             try:
                 with self._receiver(session=False) as receiver:
                     while not self._stopping.is_set():
+                        asked = time.monotonic()
                         messages = receiver.receive_messages(max_message_count=1, max_wait_time=_POLL_SECONDS)
-                        self._broker_answered()
+                        self._broker_answered(asked)
                         for message in messages:
                             self._renewer.register(receiver, message)
                             self._handle(receiver, message)
@@ -160,6 +166,7 @@ class ServiceBusListener:
 
     def _session_worker(self) -> None:
         while not self._stopping.is_set():
+            asked = time.monotonic()
             try:
                 # One renewer per session, stopped before the receiver closes.
                 with self._receiver(session=True) as receiver:
@@ -174,7 +181,7 @@ class ServiceBusListener:
                         renewer.close(wait=False)
                 # Closing the receiver releases the session (and whatever the function left unsettled).
             except OperationTimeoutError:
-                self._broker_answered()  # the broker answered: no session was available within the poll
+                self._broker_answered(asked)  # the broker answered: no session was available within the poll
                 continue
             except Exception as error:  # a worker must outlive broker restarts
                 self._pause_after(error)
@@ -183,8 +190,9 @@ class ServiceBusListener:
         """Handle one session's messages in order until it stays idle for sessionIdleTimeout (or the
         function asks for its release)."""
         # The first receive opens the link, which is what accepts the next available session.
+        asked = time.monotonic()
         messages = receiver.receive_messages(max_message_count=1, max_wait_time=_POLL_SECONDS)
-        self._broker_answered()
+        self._broker_answered(asked)
         renewer.register(receiver, receiver.session)
         with self._settlements.holding_session(receiver) as session:
             idle_limit = self.options.session_idle_timeout.total_seconds()
@@ -198,10 +206,11 @@ class ServiceBusListener:
                     return
                 # Wait no longer than the idle time left: a short sessionIdleTimeout releases the session
                 # (and frees this worker for the next one) when it says, not at the next poll.
+                asked = time.monotonic()
                 messages = receiver.receive_messages(
                     max_message_count=1, max_wait_time=min(_POLL_SECONDS, idle_left)
                 )
-                self._broker_answered()
+                self._broker_answered(asked)
 
     def _handle(self, receiver: ServiceBusReceiver, message: ServiceBusReceivedMessage) -> None:
         with self._in_flight_changed:
@@ -253,7 +262,12 @@ class ServiceBusListener:
                 type(error).__name__,
             )
 
-    def _broker_answered(self) -> None:
+    def _broker_answered(self, asked: float) -> None:
+        """A broker call that began at ``asked`` (monotonic) returned normally."""
+        with self._down_lock:
+            if self._down_since is not None and asked <= self._down_since:
+                return  # began before the outage was noticed: no news about the broker now
+            self._down_since = None
         self._worker_failures.count = 0
         self._broker.succeeded()
 
@@ -266,6 +280,9 @@ class ServiceBusListener:
             # second "down" after the broker was already back up); this worker still backs off.
             logger.info("function %s: %s; reopening", self.function.name, type(error).__name__)
         else:
+            with self._down_lock:
+                if self._down_since is None:
+                    self._down_since = time.monotonic()
             self._broker.failed(error)  # logs "down" on the first failure of the streak only
         failures = getattr(self._worker_failures, "count", 0) + 1
         self._worker_failures.count = failures
