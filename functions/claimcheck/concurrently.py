@@ -1,5 +1,8 @@
 """Independent storage requests sent at once: the hot path waits one round trip for both, not two.
 
+``read_ahead(chunks)`` does the same for a transfer: the next chunk is fetched while the caller
+verifies and stores the current one (at most two chunks in memory).
+
 ``both(first, second)`` runs ``second`` on a small shared thread pool while the calling thread runs
 ``first``, and returns only when both have finished (nothing keeps running behind the caller's back,
 so a crash or an error still leaves the same states as the two calls made in sequence). The pool's
@@ -11,12 +14,14 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
-from typing import TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import TypeVar, cast
 
 A = TypeVar("A")
 B = TypeVar("B")
+T = TypeVar("T")
+_END = object()
 
 # Each consumer or intake thread has at most one request in the pool at a time; the pool only bounds
 # how many wait on the network together (the Functions host runs a few dozen invocations at most).
@@ -51,3 +56,26 @@ def both(first: Callable[[], A], second: Callable[[], B]) -> tuple[A, B]:
         wait([future])  # let the other finish (its outcome is superseded by this error)
         raise
     return result, future.result()
+
+
+def read_ahead(items: Iterable[T]) -> Iterator[T]:
+    """The items of ``items`` in order, each next one fetched on the pool while the caller works on
+    the current one. Leaving the loop early waits for the fetch in flight (nothing runs on after)."""
+    iterator = iter(items)
+    if getattr(_in_pool, "active", False):
+        yield from iterator
+        return
+
+    def advance() -> object:
+        return next(iterator, _END)
+
+    def fetch() -> Future[object]:
+        return _executor().submit(contextvars.copy_context().run, advance)
+
+    pending = fetch()
+    try:
+        while (item := pending.result()) is not _END:
+            pending = fetch()
+            yield cast(T, item)
+    finally:
+        wait([pending])

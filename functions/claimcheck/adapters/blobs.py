@@ -11,6 +11,7 @@ condition on the ETag recorded at upload).
 from __future__ import annotations
 
 import base64
+import functools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -18,6 +19,7 @@ from azure.core import MatchConditions
 from azure.core.exceptions import ResourceExistsError, ResourceModifiedError, ResourceNotFoundError
 from azure.storage.blob import BlobBlock, ContentSettings
 
+from claimcheck.concurrently import both, read_ahead
 from claimcheck.errors import ObjectChanged, ObjectEmpty, ObjectExists, ObjectMismatch, ObjectNotFound
 from claimcheck.integrity import (
     DEFAULT_CHUNK_BYTES,
@@ -80,9 +82,12 @@ class AzureBlobPayloadStore:
         chunk = first
         while chunk:
             block_id = base64.b64encode(f"{len(block_ids):08d}".encode()).decode("ascii")
-            blob.stage_block(block_id, chunk, length=len(chunk))
+            # The next chunk is read and hashed while this one is on the wire (two chunks in memory).
+            _, chunk = both(
+                functools.partial(blob.stage_block, block_id, chunk, length=len(chunk)),
+                functools.partial(read_up_to, reader, self._chunk_bytes),
+            )
             block_ids.append(block_id)
-            chunk = read_up_to(reader, self._chunk_bytes)
         if not block_ids:
             raise ObjectEmpty("the payload is empty")
         try:
@@ -120,8 +125,13 @@ class AzureBlobPayloadStore:
                 "content_type", "the stored object's content type differs from the registered one"
             )
         try:
+            chunks = downloader.chunks()
             return spool_verified(
-                downloader.chunks(), expected_length=length, expected_sha256=sha256, content_type=content_type
+                # Larger than one chunk: the next range is fetched while this one is verified and spooled.
+                read_ahead(chunks) if length > self._chunk_bytes else chunks,
+                expected_length=length,
+                expected_sha256=sha256,
+                content_type=content_type,
             )
         except ResourceModifiedError as exc:  # changed between two range reads
             raise ObjectChanged("the stored object changed while it was being read") from exc
