@@ -8,6 +8,8 @@ without a record, a ``preparing`` record (publish not confirmed), a ``ref_publis
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import io
 import logging
@@ -49,6 +51,7 @@ from claimcheck.resilience import CircuitBreaker, CircuitOpen, is_outage
 from claimcheck.routing import PayloadStores
 from claimcheck.settings import Settings
 from claimcheck.states import PayloadState
+from claimcheck.storage import UploadedObject
 from claimcheck.telemetry import Stage, check_tracestate, intake_span, stage
 from claimcheck.workitems import WorkItemRecord, WorkItemStore
 
@@ -167,7 +170,8 @@ class Producer:
             else:
                 stream = _Prefixed(head, stream)
         now = self._clock()
-        reserved = self._work_items.reserve(
+        reserve = functools.partial(
+            self._work_items.reserve,
             work_item_id,
             tenant_id=tenant_id,
             purpose=purpose,
@@ -177,6 +181,16 @@ class Producer:
             in_flight=timedelta(seconds=self._settings.visibility_window_seconds),
             fresh=generated,
         )
+        ref = None if inline is not None else new_payload_ref()
+        uploaded: UploadedObject | None = None
+        if ref is not None and generated:
+            # A generated id cannot be taken, so its reservation and the upload are independent.
+            reserved, uploaded = self._reserve_while_uploading(reserve, ref, stream, purpose, content_type)
+        else:
+            # A caller's id may be refused (taken, If-Match): reserve before storing anything.
+            reserved = reserve()
+            if ref is not None:
+                uploaded = self._upload(ref, stream, purpose, content_type)
         version = reserved.pending_version
         telemetry.describe(work_item_id, version, purpose)
         submission = _Submission(
@@ -196,7 +210,45 @@ class Producer:
         )
         if inline is not None:
             return self._submit_inline(submission, inline)
-        return self._submit_by_reference(submission, stream)
+        assert ref is not None
+        assert uploaded is not None
+        return self._submit_by_reference(submission, ref, uploaded)
+
+    def _upload(self, ref: str, stream: Readable, purpose: str, content_type: str) -> UploadedObject:
+        # The purpose's own container when it has one (claimcheck.routing), else the shared one.
+        store = self._stores.for_purpose(purpose)
+        try:
+            with stage(Stage.UPLOAD):
+                return store.upload_provisional(
+                    ref, stream, content_type=content_type, max_bytes=self._settings.max_payload_bytes
+                )
+        except PayloadStoreError as exc:
+            raise intake_answer(exc) from exc
+
+    def _reserve_while_uploading(
+        self,
+        reserve: Callable[[], WorkItemRecord],
+        ref: str,
+        stream: Readable,
+        purpose: str,
+        content_type: str,
+    ) -> tuple[WorkItemRecord, UploadedObject]:
+        """Both at once. A failed upload leaves a reserved, never confirmed version (a harmless gap,
+        as when an upload failed after its reservation); a failed reservation removes the stored
+        object at once (else the reconciler's sweep of unregistered provisional objects would)."""
+        stored: list[UploadedObject] = []
+
+        def upload() -> UploadedObject:
+            stored.append(self._upload(ref, stream, purpose, content_type))
+            return stored[0]
+
+        try:
+            return both(reserve, upload)
+        except BaseException:
+            if stored:
+                with contextlib.suppress(Exception):
+                    self._stores.for_purpose(purpose).delete(ref)
+            raise
 
     def _submit_inline(self, submission: _Submission, payload: bytes) -> IntakeReceipt:
         sha256 = hashlib.sha256(payload).hexdigest()
@@ -204,20 +256,10 @@ class Producer:
         self._publish(submission, envelope)
         return self._confirm(submission, envelope, object_etag=None)
 
-    def _submit_by_reference(self, submission: _Submission, stream: Readable) -> IntakeReceipt:
-        ref = new_payload_ref()
-        # The purpose's own container when it has one (claimcheck.routing), else the shared one.
+    def _submit_by_reference(
+        self, submission: _Submission, ref: str, uploaded: UploadedObject
+    ) -> IntakeReceipt:
         store = self._stores.for_purpose(submission.purpose)
-        try:
-            with stage(Stage.UPLOAD):
-                uploaded = store.upload_provisional(
-                    ref,
-                    stream,
-                    content_type=submission.content_type,
-                    max_bytes=self._settings.max_payload_bytes,
-                )
-        except PayloadStoreError as exc:
-            raise intake_answer(exc) from exc
         with stage(Stage.REGISTRY):
             record = self._registry.create(
                 PayloadRecord(

@@ -12,6 +12,7 @@ import uuid
 from dataclasses import dataclass, replace
 
 import pytest
+from azure.storage.blob import BlobServiceClient
 from claimcheck import ClaimCheck, Complete, InboundMessage, Settings
 from claimcheck.adapters.azure import provision_storage
 from claimcheck.intake_keys import INTAKE_LEASE
@@ -33,6 +34,7 @@ class Counted:
     bus: InMemoryBus
     settings: Settings
     requests: StorageRequests
+    connection: str
 
     def consume_last(self) -> None:
         sent = self.bus.messages(self.settings.documents_queue)[-1]
@@ -74,7 +76,7 @@ def counted(storage_connection_string: str) -> Counted:
         sleep=lambda seconds: None,
         request_hook=requests.hook,
     )
-    return Counted(claimcheck, bus, settings, requests)
+    return Counted(claimcheck, bus, settings, requests, storage_connection_string)
 
 
 def _check(what: str, tally: Tally, ceiling: int) -> None:
@@ -137,3 +139,26 @@ def test_idempotency_key_adds_two_requests(counted: Counted) -> None:
         "intake by reference with an Idempotency-Key", intake, BY_REFERENCE_CEILING[0] + IDEMPOTENCY_KEY_EXTRA
     )
     assert INTAKE_LEASE  # the key's row is leased, not a permanent lock (claimcheck.intake_keys)
+
+
+def test_a_failed_reservation_leaves_no_stored_object(
+    counted: Counted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A generated work item's reservation runs while its document uploads: when the reservation fails,
+    the stored object is removed at once instead of waiting for the reconciler's orphan sweep."""
+    work_items = counted.claimcheck.producer._work_items
+
+    def unavailable(*args: object, **kwargs: object) -> object:
+        raise ConnectionError("table storage unreachable")
+
+    monkeypatch.setattr(work_items, "reserve", unavailable)
+    with pytest.raises(ConnectionError):
+        counted.claimcheck.producer.submit(
+            document(20_000),
+            tenant_id="tenant-a",
+            purpose="contract-review",
+            classification="confidential",
+            content_type="text/plain",
+        )
+    blobs = BlobServiceClient.from_connection_string(counted.connection)
+    assert list(blobs.get_container_client(counted.settings.payload_container).list_blobs()) == []
