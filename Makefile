@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PY_STAMP := $(VENV)/.deps-installed
 NODE_STAMP := node_modules/.deps-installed
 
-.PHONY: demo demo-agent chaos test check deps lint package bench bench-claimcheck bench-servicebus clean
+.PHONY: demo demo-agent chaos test check deps lint package bench bench-claimcheck bench-servicebus bench-burst clean
 
 demo: deps
 	$(PY) -m scripts.demo
@@ -64,13 +64,17 @@ package:
 	$(PYTHON) -m scripts.package
 
 # Benchmarks print figures against a baseline measured in the same run; they assert nothing.
-bench: bench-servicebus bench-claimcheck
+bench: bench-servicebus bench-claimcheck bench-burst
 
 bench-claimcheck: deps
 	$(PY) -m bench.claimcheck
 
 bench-servicebus: deps
 	$(PY) -m bench.servicebus
+
+# N documents across M tenants through the whole local stack: documents/s and p50/p95 end to end.
+bench-burst: deps
+	$(PY) -m bench.burst
 
 clean:
 	rm -rf $(VENV) .venv-pulumi .venv-policy dist node_modules .mypy_cache .ruff_cache .pytest_cache .hypothesis .import_linter_cache
