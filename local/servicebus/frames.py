@@ -9,8 +9,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from local.servicebus.amqp_types import Described, Symbol, UInt, ULong
-from local.servicebus.codec import decode_value, encode_value
+from local.servicebus.amqp_types import Described, Symbol, ULong
+from local.servicebus.codec import decode_list_items, decode_value, encode_value
 
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
 SASL_HEADER = b"AMQP\x03\x01\x00\x00"
@@ -198,38 +198,13 @@ def encode_frame(
 EMPTY_FRAME = FRAME_HEADER.pack(8, 2, FRAME_AMQP, 0)
 
 
-_U32 = struct.Struct(">I")
-_TRUE_UINT_ZERO = UInt(0)
-# The performatives of the steady state (flow, transfer, disposition): decoded by the loop below,
-# which reads their usual field constructors inline and leaves any other to ``decode_value``.
+# The performatives of the steady state (flow, transfer, disposition): their fields are decoded by
+# ``decode_list_items``, which reads the usual constructors inline.
 _HOT = {code: (name, fields) for name, (code, fields) in COMPOSITES.items() if code in (0x13, 0x14, 0x15)}
 
 
 def _parse_hot(body: memoryview, name: str, names: tuple[str, ...]) -> tuple[str, dict[str, Any], memoryview]:
-    count = body[5]  # 0xc0 list8: size, then count
-    off = 6
-    items: list[Any] = []
-    append = items.append
-    for _ in range(count):
-        code = body[off]
-        if code == 0x40:
-            append(None)
-            off += 1
-        elif code == 0x52:
-            append(UInt(body[off + 1]))
-            off += 2
-        elif code == 0x41 or code == 0x42:
-            append(code == 0x41)
-            off += 1
-        elif code == 0x43:
-            append(_TRUE_UINT_ZERO)
-            off += 1
-        elif code == 0x70:
-            append(UInt(_U32.unpack_from(body, off + 1)[0]))
-            off += 5
-        else:
-            value, off = decode_value(body, off)
-            append(value)
+    items, off = decode_list_items(body, 6, body[5])  # 0xc0 list8: size, count, then the items
     fields = dict.fromkeys(names)
     fields.update(zip(names, items, strict=False))  # fields past the spec's are ignored, as in fields_of
     return name, fields, body[off:]

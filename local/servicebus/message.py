@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from local.servicebus.amqp_types import Described, Symbol, UInt, ULong
-from local.servicebus.codec import decode_value, encode_value, uint
+from local.servicebus.codec import decode_list_items, decode_value, encode_value, uint
 from local.servicebus.frames import FrameError
 
 BATCH_MESSAGE_FORMAT = 0x80013700
@@ -54,6 +54,34 @@ class MessageFormatError(FrameError):
 def _fields(names: tuple[str, ...], value: Any) -> dict[str, Any]:
     items = value if isinstance(value, list) else []
     return {name: items[i] for i, name in enumerate(names) if i < len(items) and items[i] is not None}
+
+
+_U32 = struct.Struct(">I")
+
+
+def _section(buf: memoryview, offset: int) -> tuple[int, Any, int]:
+    """One section at ``offset``: its descriptor code, value and end. The header and properties
+    lists are read by ``decode_list_items``; a data section is only measured (the body is kept as
+    bytes); anything else goes through ``decode_value``."""
+    if len(buf) > offset + 5 and buf[offset] == 0x00 and buf[offset + 1] == 0x53:
+        code, constructor = buf[offset + 2], buf[offset + 3]
+        if constructor == 0xC0 and code in (HEADER, PROPERTIES):
+            items, end = decode_list_items(buf, offset + 6, buf[offset + 5])
+            return code, items, end
+        if code == DATA and (constructor == 0xA0 or constructor == 0xB0):
+            if constructor == 0xA0:
+                end = offset + 5 + buf[offset + 4]
+            elif len(buf) >= offset + 8:
+                end = offset + 8 + _U32.unpack_from(buf, offset + 4)[0]
+            else:
+                raise MessageFormatError("a data section runs past the end of the message")
+            if end > len(buf):
+                raise MessageFormatError("a data section runs past the end of the message")
+            return code, None, end
+    section, end = decode_value(buf, offset)
+    if not isinstance(section, Described) or not isinstance(section.descriptor, int):
+        raise MessageFormatError("a message section is not a described type")
+    return section.descriptor, section.value, end
 
 
 _HEADER_ITEMS: dict[tuple[Any, ...], bytes] = {}  # most messages share one of a few headers
@@ -108,22 +136,19 @@ class AmqpMessage:
         try:
             while offset < len(buf):
                 start = offset
-                section, offset = decode_value(buf, offset)
-                if not isinstance(section, Described) or not isinstance(section.descriptor, int):
-                    raise MessageFormatError("a message section is not a described type")
-                code = section.descriptor
+                code, value, offset = _section(buf, offset)
                 if code in (PROPERTIES, APPLICATION_PROPERTIES, DATA, AMQP_SEQUENCE, AMQP_VALUE):
                     tail_start = start if tail_start is None else tail_start
                 elif tail_start is not None:
                     tail_start = -1  # sections out of the standard order: encode the tail ourselves
                 if code == HEADER:
-                    message.header = _fields(HEADER_FIELDS, section.value)
-                elif code == MESSAGE_ANNOTATIONS and isinstance(section.value, dict):
-                    message.annotations = section.value
+                    message.header = _fields(HEADER_FIELDS, value)
+                elif code == MESSAGE_ANNOTATIONS and isinstance(value, dict):
+                    message.annotations = value
                 elif code == PROPERTIES:
-                    message.properties = _fields(PROPERTY_FIELDS, section.value)
-                elif code == APPLICATION_PROPERTIES and isinstance(section.value, dict):
-                    message.application_properties = section.value
+                    message.properties = _fields(PROPERTY_FIELDS, value)
+                elif code == APPLICATION_PROPERTIES and isinstance(value, dict):
+                    message.application_properties = value
                 elif code in (DATA, AMQP_SEQUENCE, AMQP_VALUE):
                     message.body = bytes(buf[start:])
                     break

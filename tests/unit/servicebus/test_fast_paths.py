@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from local.servicebus.amqp_types import Described, Symbol, Timestamp, UByte, UInt
 from local.servicebus.broker import delivery_annotations, encode_delivery
-from local.servicebus.codec import decode_value, encode, long, timestamp
+from local.servicebus.codec import decode_list_items, decode_value, encode, long, timestamp
 from local.servicebus.config import QueueSettings
 from local.servicebus.fastframes import ACCEPTED_STATE, disposition_frame, flow_frame, transfer_frame
 from local.servicebus.frames import (
@@ -25,7 +25,7 @@ from local.servicebus.frames import (
     fields_of,
     parse_frame_body,
 )
-from local.servicebus.message import AmqpMessage
+from local.servicebus.message import AmqpMessage, MessageFormatError
 from local.servicebus.model import DEFERRED, Entry
 from local.servicebus.queue import MessageQueue
 from local.servicebus.store import Store
@@ -250,3 +250,45 @@ def test_a_data_directory_of_the_one_table_layout_is_moved_over(tmp_path: Path) 
     (entry,) = store.entries("q")
     assert (entry.seq, entry.delivery_count, entry.session_id, entry.message.message_id) == (9, 2, "s", "old")
     store.close()
+
+
+field_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=0, max_value=2**32 - 1).map(UInt),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1).map(Timestamp),
+    st.text(max_size=300),
+    st.text(alphabet=st.characters(max_codepoint=127), max_size=20).map(Symbol),
+    st.binary(max_size=300),
+    st.uuids(),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+)
+
+
+@given(st.lists(field_values, max_size=13))
+def test_list_items_decode_as_the_generic_path(values: list[Any]) -> None:
+    encoded = memoryview(encode(values))
+    generic, end = decode_value(encoded, 0)
+    if not values:
+        return  # the empty list has its own constructor (0x45), never read item by item
+    header = 3 if encoded[0] == 0xC0 else 9  # list8: size, count (a byte each); list32: 4 bytes each
+    items, off = decode_list_items(encoded, header, len(values))
+    assert (items, off) == (generic, end)
+    assert [type(item) for item in items] == [type(item) for item in generic]
+    with pytest.raises(ValueError, match=r"truncated|malformed|past the end|16-char"):  # as decode_value
+        decode_list_items(encoded[: end - 1], header, len(values))
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["message_id", "subject", "to", "group_id", "content_type"]), st.text(max_size=40)
+    )
+)
+def test_a_parsed_message_keeps_its_properties_and_body(properties: dict[str, Any]) -> None:
+    body = b"\x00\x53\x75\xb0" + (300).to_bytes(4, "big") + b"b" * 300
+    raw = AmqpMessage(header={"ttl": UInt(5)}, properties=dict(properties), body=body).encode()
+    parsed = AmqpMessage.parse(raw)
+    assert (parsed.header, parsed.properties, parsed.body) == ({"ttl": UInt(5)}, properties, body)
+    for cut in range(len(raw) - len(body) + 1, len(raw), 7):  # inside the data section
+        with pytest.raises(MessageFormatError):
+            AmqpMessage.parse(raw[:cut])
