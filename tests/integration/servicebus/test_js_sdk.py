@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,10 +17,19 @@ from local.servicebus import RunningEmulator
 
 SCRIPTS = Path(__file__).parent / "js"
 REPO = Path(__file__).resolve().parents[3]
+# Each group's emulator options: "limits" runs with a quota of 2 messages per entity.
+GROUPS: dict[str, dict[str, Any]] = {
+    "queues": {},
+    "sessions": {},
+    "topics": {},
+    "features": {},
+    "limits": {"max_messages_per_entity": 2},
+}
 
 
-@pytest.mark.parametrize("group", ["queues", "sessions", "topics", "features"])
-def test_javascript_sdk_scenarios(group: str, emulator: RunningEmulator) -> None:
+@pytest.mark.parametrize("group", GROUPS)
+def test_javascript_sdk_scenarios(group: str, start: Callable[..., RunningEmulator]) -> None:
+    emulator = start(**GROUPS[group])
     node = shutil.which("node")
     assert node is not None, "Node.js is needed (a machine with Node 20; `make deps` installs the SDK)"
     assert (REPO / "node_modules" / "@azure" / "service-bus").is_dir(), "run `make deps` (npm ci)"

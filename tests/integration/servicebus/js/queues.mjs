@@ -1,5 +1,6 @@
 // Queue scenarios: send/receive/complete, broker-assigned ids, abandon, dead-letter with reason,
-// peek, schedule + cancel, deferral, lock renewal, closing a receiver that holds a lock.
+// peek, schedule + cancel, deferral, lock renewal, closing a receiver that holds a lock, batches,
+// case-insensitive names.
 import { assert, receiveExactly, run } from "./harness.mjs";
 
 await run({
@@ -133,6 +134,33 @@ await run({
     const renewed = await receiver.renewMessageLock(message);
     assert.ok(renewed.getTime() > before, `${renewed.toISOString()} is not after ${new Date(before).toISOString()}`);
     await new Promise((resolve) => setTimeout(resolve, 1500)); // past the first lock (2 s)
+    await receiver.completeMessage(message);
+    await receiver.close();
+  },
+
+  async "a batch is unpacked into its messages, in order"(client) {
+    const sender = client.createSender("work");
+    const batch = await sender.createMessageBatch();
+    for (let index = 0; index < 25; index += 1) assert.ok(batch.tryAddMessage({ body: `item-${index}` }));
+    await sender.sendMessages(batch);
+    await sender.close();
+    const receiver = client.createReceiver("work");
+    const messages = await receiveExactly(receiver, 25);
+    assert.deepEqual(
+      messages.map((message) => message.body),
+      Array.from({ length: 25 }, (_, index) => `item-${index}`),
+    );
+    for (const message of messages) await receiver.completeMessage(message);
+    await receiver.close();
+  },
+
+  async "entity names are case-insensitive"(client) {
+    const sender = client.createSender("WORK");
+    await sender.sendMessages({ body: "upper" });
+    await sender.close();
+    const receiver = client.createReceiver("Work");
+    const [message] = await receiveExactly(receiver, 1);
+    assert.equal(message.body, "upper");
     await receiver.completeMessage(message);
     await receiver.close();
   },

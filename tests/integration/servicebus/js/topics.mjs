@@ -1,4 +1,5 @@
-// Topic scenarios: subscriptions with SQL filters and actions, correlation filters, the $Default rule.
+// Topic scenarios: subscriptions with SQL filters and actions, correlation filters, the $Default rule,
+// a subscription's dead-letter queue.
 import { assert, receiveExactly, run } from "./harness.mjs";
 
 async function drain(client, subscription, expected) {
@@ -39,5 +40,21 @@ await run({
     assert.equal(message.messageId, "m-later");
     await receiver.completeMessage(message);
     await receiver.close();
+  },
+
+  async "a subscription has its own dead-letter queue"(client) {
+    const sender = client.createSender("results");
+    await sender.sendMessages({ body: "bad result" });
+    await sender.close();
+    const receiver = client.createReceiver("results", "audit");
+    const [message] = await receiveExactly(receiver, 1);
+    await receiver.deadLetterMessage(message, { deadLetterReason: "Unprocessable", deadLetterErrorDescription: "bad" });
+    await receiver.close();
+    const dlq = client.createReceiver("results", "audit", { subQueueType: "deadLetter" });
+    const [dead] = await receiveExactly(dlq, 1);
+    assert.equal(dead.body, "bad result");
+    assert.equal(dead.deadLetterReason, "Unprocessable");
+    await dlq.completeMessage(dead);
+    await dlq.close();
   },
 });
