@@ -253,6 +253,9 @@ def decode_list_items(buf: memoryview, off: int, count: int) -> tuple[list[Any],
             elif code == 0x83:
                 append(Timestamp(_TIMESTAMP_BODY.unpack_from(buf, off + 1)[0]))
                 off += 9
+            elif code == 0x00 and buf[off + 1] == 0x53 and buf[off + 3] == 0x45:
+                append(Described(ULong(buf[off + 2]), []))  # e.g. the accepted outcome of a disposition
+                off += 4
             else:
                 value, off = decode_value(buf, off)
                 append(value)

@@ -262,6 +262,9 @@ field_values = st.one_of(
     st.binary(max_size=300),
     st.uuids(),
     st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.sampled_from(
+        [composite("accepted"), composite("released"), composite("modified", undeliverable_here=True)]
+    ),
 )
 
 
