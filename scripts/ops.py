@@ -27,6 +27,7 @@ from scripts.ops_options import (
     FunctionKeyOption,
     ManagementOption,
     NamespaceOption,
+    StackOutputsOption,
     TokenIssuerOption,
 )
 from scripts.ops_output import (
@@ -48,7 +49,7 @@ from scripts.ops_servicebus import (
     replay,
     show_dead_letter,
 )
-from scripts.ops_stats import entity_counts
+from scripts.ops_stats import StackEntities, entity_counts
 from scripts.ops_token import LOCAL_CLIENT_ID, TokenSource
 from scripts.ops_trace import trace
 
@@ -295,16 +296,20 @@ def stats(
     management_connection_string: ManagementOption = None,
     connection_string: ConnectionOption = None,
     namespace: NamespaceOption = None,
+    stack_outputs: StackOutputsOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Active, dead-letter and scheduled counts per queue, topic and subscription.
+    """Active, dead-letter and scheduled counts of the stack's queues and subscriptions.
 
-    Read from the management API's runtime properties with the Service Bus administration client,
-    on Azure and on the local emulator alike (its management plane: port 5300 beside AMQP 5672).
+    Each entity the stack outputs (or the default topology) name is read by name from the management
+    API's runtime properties with the Service Bus administration client, on Azure and on the local
+    emulator alike (its management plane: port 5300 beside AMQP 5672): an operator's entity-scoped Data
+    Owner roles suffice, no namespace-wide listing.
     """
     with _reported_errors():
         target = _target(connection_string, namespace)
-        counts = entity_counts(target, management_connection_string)
+        entities = StackEntities.from_file(stack_outputs) if stack_outputs else StackEntities.default()
+        counts = entity_counts(target, entities, management_connection_string)
     rows = [dataclasses.asdict(count) for count in counts]
     if as_json:
         print_json(rows)

@@ -83,3 +83,13 @@ TelemetryDirOption = Annotated[
         "<data folder>/telemetry of python -m local.stack.",
     ),
 ]
+StackOutputsOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--stack-outputs",
+        envvar="CLAIMCHECK_STACK_OUTPUTS",
+        show_default=False,
+        help="File of `pulumi stack output --json`: its queues and subscriptions are the entities read "
+        "(default: the repository's default topology).",
+    ),
+]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from scripts.ops_errors import OpsError
-from scripts.ops_options import ConnectionOption, ManagementOption, NamespaceOption
+from scripts.ops_options import ConnectionOption, ManagementOption, NamespaceOption, StackOutputsOption
 from scripts.ops_output import print_json
 
 if TYPE_CHECKING:
@@ -115,12 +115,14 @@ def reconcile(
     connection_string: ConnectionOption = None,
     namespace: NamespaceOption = None,
     management_connection_string: ManagementOption = None,
+    stack_outputs: StackOutputsOption = None,
 ) -> None:
     """Run the reconciler once now (what the timer does every five minutes) and print its report:
     orphans, finished activations and cleanups, missing objects, errors and alerts (references and
     work item ids only, never payload bytes). With a Service Bus (--connection-string or --namespace)
-    the report also holds every queue's and subscription's dead-letter count and oldest age, read as
-    `stats` reads its counts, with an alert past CLAIMCHECK_DEAD_LETTER_ALERT_AGE_SECONDS."""
+    the report also holds the dead-letter count and oldest age of every queue and subscription the
+    stack names (--stack-outputs, as `stats`; each read by name, so an operator's entity-scoped roles
+    suffice), with an alert past CLAIMCHECK_DEAD_LETTER_ALERT_AGE_SECONDS."""
     storage, _ = _storage(storage_connection_string, blob_service_uri, table_service_uri)
     if not (connection_string or namespace):
         print_json(_run(_claimcheck(storage)))
@@ -128,17 +130,15 @@ def reconcile(
     from claimcheck.adapters.busadmin import ServiceBusDeadLetters
 
     from scripts.ops_servicebus import BusTarget
-    from scripts.ops_stats import administration_client_for
+    from scripts.ops_stats import StackEntities, administration_client_for
 
     target = BusTarget(connection_string=connection_string or None, namespace=namespace or None)
+    entities = StackEntities.from_file(stack_outputs) if stack_outputs else StackEntities.default()
     with administration_client_for(target, management_connection_string) as admin, target.client() as client:
-        queues = [queue.name for queue in admin.list_queues()]
-        subscriptions = [
-            (topic.name, subscription.name)
-            for topic in admin.list_topics()
-            for subscription in admin.list_subscriptions(topic.name)
-        ]
-        source = ServiceBusDeadLetters(admin, client, queues=queues, subscriptions=subscriptions)
+        subscriptions = [(entity.name, str(entity.subscription)) for entity in entities.subscriptions]
+        source = ServiceBusDeadLetters(
+            admin, client, queues=list(entities.queues), subscriptions=subscriptions
+        )
         report = _run(_claimcheck(storage, source))
     print_json(report)
 

@@ -3,8 +3,11 @@ ServiceBusAdministrationClient on Azure and on the emulator alike (one code path
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scripts.ops_errors import OpsError
@@ -69,35 +72,107 @@ def _client(target: BusTarget, management: str | None) -> ServiceBusAdministrati
     return ServiceBusAdministrationClient(str(target.namespace), DefaultAzureCredential(), **retry)
 
 
-def entity_counts(target: BusTarget, management: str | None = None) -> list[EntityCounts]:
-    """Exact counts from the runtime properties of every queue, topic and subscription."""
-    from azure.core.exceptions import ServiceRequestError
+@dataclass(frozen=True)
+class StackEntities:
+    """The queues and subscriptions `stats` reads: those the stack declares, each by name. An operator's
+    roles are entity-scoped (Data Owner on each queue and subscription, infra/program.py
+    operator_grants), so listing the namespace would be refused; reading each entity is not."""
+
+    queues: tuple[str, ...]
+    subscriptions: tuple[Entity, ...]
+
+    @classmethod
+    def from_outputs(cls, outputs: Mapping[str, Any], source: str) -> StackEntities:
+        """From `pulumi stack output --json`: `queues` (a list) and `subscriptions` (topic -> list)."""
+        queues, subscriptions = outputs.get("queues"), outputs.get("subscriptions")
+        if not (isinstance(queues, list) and all(isinstance(name, str) for name in queues)):
+            raise OpsError(f"{source}: output 'queues' must be a list of queue names, got {queues!r}")
+        if not (
+            isinstance(subscriptions, dict)
+            and all(
+                isinstance(names, list) and all(isinstance(name, str) for name in names)
+                for names in subscriptions.values()
+            )
+        ):
+            raise OpsError(
+                f"{source}: output 'subscriptions' must map each topic to its subscription names, "
+                f"got {subscriptions!r}"
+            )
+        return cls(
+            tuple(queues),
+            tuple(Entity(topic, name) for topic, names in subscriptions.items() for name in names),
+        )
+
+    @classmethod
+    def from_file(cls, path: Path) -> StackEntities:
+        try:
+            outputs = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise OpsError(f"cannot read the stack outputs {path}: {type(exc).__name__}") from None
+        if not isinstance(outputs, dict):
+            raise OpsError(f"{path}: expected the JSON object `pulumi stack output --json` prints")
+        return cls.from_outputs(outputs, str(path))
+
+    @classmethod
+    def default(cls) -> StackEntities:
+        """The default topology's entities (infra/topology), when no stack outputs are given."""
+        try:
+            from infra.topology import load_topology
+        except ImportError:
+            raise OpsError(
+                "name the stack's entities: --stack-outputs <file of `pulumi stack output --json`> "
+                "(CLAIMCHECK_STACK_OUTPUTS)"
+            ) from None
+        topology = load_topology()
+        return cls(
+            tuple(queue.name for queue in topology.queues),
+            tuple(Entity(topic.name, sub.name) for topic in topology.topics for sub in topic.subscriptions),
+        )
+
+
+def entity_counts(
+    target: BusTarget, entities: StackEntities, management: str | None = None
+) -> list[EntityCounts]:
+    """Exact counts from the runtime properties of each named queue and subscription. An entity the
+    namespace lacks is reported as such (`detail`), never a failure of the whole command."""
+    from azure.core.exceptions import ResourceNotFoundError, ServiceRequestError
 
     counts: list[EntityCounts] = []
     try:
         with _client(target, management) as admin:
-            for queue in admin.list_queues_runtime_properties():
+            for name in entities.queues:
+                try:
+                    queue = admin.get_queue_runtime_properties(name)
+                except ResourceNotFoundError:
+                    counts.append(EntityCounts(name, None, None, None, detail="queue not found"))
+                    continue
                 counts.append(
                     EntityCounts(
-                        queue.name,
+                        name,
                         queue.active_message_count,
                         queue.dead_letter_message_count,
                         queue.scheduled_message_count,
                         detail="queue",
                     )
                 )
-            for topic in admin.list_topics_runtime_properties():
-                counts.append(EntityCounts(topic.name, None, None, topic.scheduled_message_count, "topic"))
-                for subscription in admin.list_subscriptions_runtime_properties(topic.name):
+            for entity in entities.subscriptions:
+                assert entity.subscription is not None
+                try:
+                    subscription = admin.get_subscription_runtime_properties(entity.name, entity.subscription)
+                except ResourceNotFoundError:
                     counts.append(
-                        EntityCounts(
-                            str(Entity(topic.name, subscription.name)),
-                            subscription.active_message_count,
-                            subscription.dead_letter_message_count,
-                            None,
-                            detail="subscription",
-                        )
+                        EntityCounts(str(entity), None, None, None, detail="subscription not found")
                     )
+                    continue
+                counts.append(
+                    EntityCounts(
+                        str(entity),
+                        subscription.active_message_count,
+                        subscription.dead_letter_message_count,
+                        None,
+                        detail="subscription",
+                    )
+                )
     except ServiceRequestError as exc:
         reason = str(exc).splitlines()[0]
         raise OpsError(f"cannot reach the Service Bus management endpoint: {reason}") from None

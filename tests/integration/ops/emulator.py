@@ -84,6 +84,20 @@ def write_config(workdir: Path) -> Path:
     return config_path
 
 
+def write_stack_outputs(workdir: Path, *, extra_queues: tuple[str, ...] = ()) -> Path:
+    """The entities of CONFIG as `pulumi stack output --json` names them (queues, subscriptions)."""
+    (namespace,) = CONFIG["UserConfig"]["Namespaces"]
+    outputs = {
+        "queues": [queue["Name"] for queue in namespace["Queues"]] + list(extra_queues),
+        "subscriptions": {
+            topic["Name"]: [sub["Name"] for sub in topic["Subscriptions"]] for topic in namespace["Topics"]
+        },
+    }
+    path = workdir / "stack-outputs.json"
+    path.write_text(json.dumps(outputs), encoding="utf-8")
+    return path
+
+
 class OpsEmulator(NamedTuple):
     """A running emulator as the CLI reaches it: AMQP and management connection strings, Config.json,
     SQLite data dir."""

@@ -13,13 +13,13 @@ from azure.data.tables import TableServiceClient
 from azure.storage.blob import BlobServiceClient
 from claimcheck import ClaimCheck, DeadLetter, DeadLetterReason, InboundMessage, Settings
 from claimcheck.adapters.azure import provision_storage
-from claimcheck.settings import DOCUMENTS_QUEUE
+from claimcheck.settings import DOCUMENTS_QUEUE, PURPOSE_CONTAINERS_SETTING
 from claimcheck.testing import InMemoryBus
 
 from scripts.ops_reconcile import LOCAL_KEY_HOLDER
 from tests.integration.ops.bus import dead_letter_from_queue
 from tests.integration.ops.cli import run_main, run_ops
-from tests.integration.ops.emulator import running_emulator
+from tests.integration.ops.emulator import running_emulator, write_stack_outputs
 
 DOCUMENT = b"The Supplier shall deliver the goods. " * 1000
 
@@ -33,6 +33,7 @@ def _settings_env(settings: Settings) -> dict[str, str]:
         "CLAIMCHECK_WORK_ITEMS_TABLE": settings.work_items_table,
         "CLAIMCHECK_AUDIT_TABLE": settings.audit_table,
         "CLAIMCHECK_RESULTS_TABLE": settings.results_table,
+        PURPOSE_CONTAINERS_SETTING: json.dumps(dict(settings.purpose_containers)),
     }
 
 
@@ -151,6 +152,8 @@ def test_reconcile_reports_dead_letters_per_entity_with_an_alert_past_the_age(
             "reconcile",
             "--connection-string",
             emulator.connection,
+            "--stack-outputs",
+            str(write_stack_outputs(tmp_path)),
             env=env
             | {
                 "CLAIMCHECK_SERVICEBUS_MANAGEMENT_CONNECTION": emulator.management,
