@@ -53,6 +53,7 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
         location=location,
         retention_days=settings.log_retention_days,
         alert_emails=settings.alert_emails,
+        private_ingestion=settings.private_networking,
         opts=tagged,
     )
     messaging = Messaging(
@@ -144,6 +145,8 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
             PrivateTarget("host", functions.host_account.id, ("blob", "queue", "table")),
         ):
             network.connect(target)
+        # Telemetry too: the component and its workspace in an Azure Monitor Private Link Scope.
+        network.link_monitoring({"appi": monitoring.app_insights.id, "logs": monitoring.workspace.id})
 
     bindings = topology.bindings
     documents_queue = messaging.queues[bindings.documents_queue].id

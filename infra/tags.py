@@ -31,6 +31,7 @@ TAGGED_TYPES = frozenset(
         "azure-native:network:NetworkSecurityGroup",
         "azure-native:privatedns:PrivateZone",
         "azure-native:privatedns:VirtualNetworkLink",
+        "azure-native:monitor:PrivateLinkScope",
     }
 )
 # Entities inside a resource (queues, containers, tables, rules), extension resources without tags
@@ -56,6 +57,7 @@ UNTAGGED_TYPES = frozenset(
         "azure-native:monitor:DiagnosticSetting",
         "azure-native:network:Subnet",
         "azure-native:network:PrivateDnsZoneGroup",
+        "azure-native:monitor:PrivateLinkScopedResource",
         "azuread:index/applicationRegistration:ApplicationRegistration",
         "azuread:index/applicationAppRole:ApplicationAppRole",
         "azuread:index/applicationIdentifierUri:ApplicationIdentifierUri",

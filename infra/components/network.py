@@ -11,7 +11,7 @@ import ipaddress
 from dataclasses import dataclass
 
 import pulumi
-from pulumi_azure_native import network, privatedns
+from pulumi_azure_native import monitor, network, privatedns
 
 # Flex Consumption integrates with a subnet delegated to Microsoft.App/environments (not
 # Microsoft.Web/serverFarms as other plans); Azure-Samples' Flex VNet templates use the same.
@@ -23,6 +23,20 @@ DNS_ZONES = {
     "table": "privatelink.table.core.windows.net",
     "queue": "privatelink.queue.core.windows.net",
 }
+# An Azure Monitor Private Link Scope (AMPLS) is reached through one private endpoint, group id
+# "azuremonitor", registered in five zones: Microsoft's "Use Azure Private Link to connect networks to
+# Azure Monitor" (azure-docs articles/azure-monitor/logs/private-link-security.md, "Reviewing your
+# endpoint's DNS settings") lists monitor (global endpoints, Application Insights ingestion `in.ai`, live
+# metrics, API), oms and ods (workspace-specific), agentsvc (agents) and blob (agent solution packs; the
+# zone the storage endpoints already use).
+MONITOR_GROUP = "azuremonitor"
+MONITOR_DNS_ZONES = {
+    "monitor": "privatelink.monitor.azure.com",
+    "oms": "privatelink.oms.opinsights.azure.com",
+    "ods": "privatelink.ods.opinsights.azure.com",
+    "agentsvc": "privatelink.agentsvc.azure-automation.net",
+}
+MONITOR_ZONE_KEYS = (*MONITOR_DNS_ZONES, "blob")
 
 
 @dataclass(frozen=True)
@@ -83,7 +97,7 @@ class PrivateNetwork(pulumi.ComponentResource):
             opts=self._child.merge(pulumi.ResourceOptions(depends_on=[self.endpoints_subnet])),
         )
         self.zones: dict[str, privatedns.PrivateZone] = {}
-        for group, zone_name in DNS_ZONES.items():
+        for group, zone_name in (DNS_ZONES | MONITOR_DNS_ZONES).items():
             zone = privatedns.PrivateZone(
                 f"{name}-dns-{group}",
                 resource_group_name=resource_group_name,
@@ -104,30 +118,64 @@ class PrivateNetwork(pulumi.ComponentResource):
         self.endpoints: dict[str, network.PrivateEndpoint] = {}
         self.register_outputs({"vnetId": self.vnet.id, "integrationSubnetId": self.integration_subnet.id})
 
+    def link_monitoring(self, resource_ids: dict[str, pulumi.Input[str]]) -> monitor.PrivateLinkScope:
+        """Telemetry over the VNet: an AMPLS holding `resource_ids` (key -> the Application Insights
+        component and its workspace: both, or the workspace would stay reachable publicly), ingestion
+        only through private endpoints (queries stay open for the portal), and the scope's endpoint in
+        the five zones Azure Monitor needs."""
+        scope = monitor.PrivateLinkScope(
+            f"{self._name}-ampls",
+            resource_group_name=self._resource_group_name,
+            location="global",
+            access_mode_settings=monitor.AccessModeSettingsArgs(
+                ingestion_access_mode=monitor.AccessMode.PRIVATE_ONLY,
+                query_access_mode=monitor.AccessMode.OPEN,
+            ),
+            opts=self._child,
+        )
+        for key, resource_id in resource_ids.items():
+            monitor.PrivateLinkScopedResource(
+                f"{self._name}-ampls-{key}",
+                resource_group_name=self._resource_group_name,
+                scope_name=scope.name,
+                name=key,
+                linked_resource_id=resource_id,
+                opts=self._child,
+            )
+        self._endpoint("monitor", scope.id, MONITOR_GROUP, MONITOR_ZONE_KEYS)
+        return scope
+
     def connect(self, target: PrivateTarget) -> None:
         """One private endpoint per group id of `target`, registered in that group's DNS zone."""
         for group in target.group_ids:
-            key = f"{target.key}-{group}"
-            endpoint = network.PrivateEndpoint(
-                f"{self._name}-pe-{key}",
-                resource_group_name=self._resource_group_name,
-                location=self._location,
-                subnet=network.SubnetArgs(id=self.endpoints_subnet.id),
-                private_link_service_connections=[
-                    network.PrivateLinkServiceConnectionArgs(
-                        name=key, private_link_service_id=target.resource_id, group_ids=[group]
-                    )
-                ],
-                opts=self._child,
-            )
-            network.PrivateDnsZoneGroup(
-                f"{self._name}-pe-{key}-dns",
-                resource_group_name=self._resource_group_name,
-                private_endpoint_name=endpoint.name,
-                private_dns_zone_group_name="default",
-                private_dns_zone_configs=[
-                    network.PrivateDnsZoneConfigArgs(name=group, private_dns_zone_id=self.zones[group].id)
-                ],
-                opts=self._child,
-            )
-            self.endpoints[key] = endpoint
+            self._endpoint(f"{target.key}-{group}", target.resource_id, group, (group,))
+
+    def _endpoint(
+        self, key: str, resource_id: pulumi.Input[str], group: str, zones: tuple[str, ...]
+    ) -> network.PrivateEndpoint:
+        """A private endpoint to `group` of `resource_id`, registered in `zones` (keys of self.zones)."""
+        endpoint = network.PrivateEndpoint(
+            f"{self._name}-pe-{key}",
+            resource_group_name=self._resource_group_name,
+            location=self._location,
+            subnet=network.SubnetArgs(id=self.endpoints_subnet.id),
+            private_link_service_connections=[
+                network.PrivateLinkServiceConnectionArgs(
+                    name=key, private_link_service_id=resource_id, group_ids=[group]
+                )
+            ],
+            opts=self._child,
+        )
+        network.PrivateDnsZoneGroup(
+            f"{self._name}-pe-{key}-dns",
+            resource_group_name=self._resource_group_name,
+            private_endpoint_name=endpoint.name,
+            private_dns_zone_group_name="default",
+            private_dns_zone_configs=[
+                network.PrivateDnsZoneConfigArgs(name=zone, private_dns_zone_id=self.zones[zone].id)
+                for zone in zones
+            ],
+            opts=self._child,
+        )
+        self.endpoints[key] = endpoint
+        return endpoint

@@ -57,9 +57,13 @@ class Monitoring(pulumi.ComponentResource):
         location: str,
         retention_days: int,
         alert_emails: Sequence[str],
+        private_ingestion: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("claimcheck:observability:Monitoring", name, None, opts)
+        # With private networking, telemetry is accepted only through the Azure Monitor Private Link Scope
+        # (infra/components/network.py link_monitoring); queries stay public for the portal.
+        ingestion = "Disabled" if private_ingestion else "Enabled"
         child = pulumi.ResourceOptions(parent=self)
         self.workspace = operationalinsights.Workspace(
             f"{name}-logs",
@@ -67,6 +71,8 @@ class Monitoring(pulumi.ComponentResource):
             location=location,
             sku=operationalinsights.WorkspaceSkuArgs(name="PerGB2018"),
             retention_in_days=retention_days,
+            public_network_access_for_ingestion=ingestion,
+            public_network_access_for_query="Enabled",
             opts=child,
         )
         self.app_insights = applicationinsights.Component(
@@ -79,6 +85,8 @@ class Monitoring(pulumi.ComponentResource):
             workspace_resource_id=self.workspace.id,
             disable_local_auth=True,  # ingestion only with an Entra token (Monitoring Metrics Publisher)
             retention_in_days=retention_days,
+            public_network_access_for_ingestion=ingestion,
+            public_network_access_for_query="Enabled",
             opts=child,
         )
         self.action_group = monitor.ActionGroup(

@@ -9,7 +9,7 @@ from typing import Any, cast
 import pytest
 from pulumi_policy import ResourceValidationArgs
 
-from infra.components.network import DNS_ZONES, FLEX_DELEGATION
+from infra.components.network import DNS_ZONES, FLEX_DELEGATION, MONITOR_DNS_ZONES, MONITOR_GROUP
 from infra.policy import pack, rules
 from infra.stack_config import StackConfigError, load_settings, read_stack_config
 from tests.infra.pulumi_harness import ProgramRun
@@ -51,7 +51,9 @@ def test_prod_reaches_namespace_and_accounts_only_through_private_endpoints() ->
         assert endpoint.inputs["subnet"]["id"] == endpoints_subnet.id
         (connection,) = endpoint.inputs["privateLinkServiceConnections"]
         reached.add((connection["privateLinkServiceId"], *connection["groupIds"]))
+    ampls = run.one("PrivateLinkScope")
     assert reached == {
+        (ampls.id, MONITOR_GROUP),
         (namespace, "namespace"),
         (payloads, "blob"),
         (payloads, "table"),
@@ -61,16 +63,45 @@ def test_prod_reaches_namespace_and_accounts_only_through_private_endpoints() ->
     }
 
     zones = {zone.inputs["privateZoneName"]: zone.id for zone in run.of_type("PrivateZone")}
-    assert set(zones) == set(DNS_ZONES.values())
+    every_zone = DNS_ZONES | MONITOR_DNS_ZONES
+    assert set(zones) == set(every_zone.values())
     links = run.of_type("VirtualNetworkLink")
     assert sorted(link.inputs["privateZoneName"] for link in links) == sorted(zones)
     assert {link.inputs["virtualNetwork"]["id"] for link in links} == {vnet.id}
     assert all(link.inputs["registrationEnabled"] is False for link in links)
     groups = run.of_type("PrivateDnsZoneGroup")
     assert len(groups) == len(reached)
+    registered = {}
     for group in groups:
-        (config,) = group.inputs["privateDnsZoneConfigs"]
-        assert config["privateDnsZoneId"] == zones[DNS_ZONES[config["name"]]]
+        configs = group.inputs["privateDnsZoneConfigs"]
+        for config in configs:
+            assert config["privateDnsZoneId"] == zones[every_zone[config["name"]]]
+        registered[group.inputs["privateEndpointName"]] = sorted(config["name"] for config in configs)
+    # The AMPLS endpoint is in the five zones Azure Monitor needs (the blob zone shared with storage).
+    monitor_endpoint = next(e for e in run.of_type("PrivateEndpoint") if e.name.endswith("-pe-monitor"))
+    assert registered[f"{monitor_endpoint.name}-a1b2"] == sorted(
+        ["monitor", "oms", "ods", "agentsvc", "blob"]
+    )
+
+
+def test_prod_telemetry_is_ingested_only_through_the_monitor_private_link_scope() -> None:
+    """prod: Application Insights and its workspace sit in an AMPLS whose ingestion is private only,
+    and refuse public ingestion themselves (queries stay open for the portal); dev has none of it."""
+    _, run = stack_run("prod")
+    ampls = run.one("PrivateLinkScope").inputs
+    assert ampls["accessModeSettings"] == {"ingestionAccessMode": "PrivateOnly", "queryAccessMode": "Open"}
+    assert ampls["location"] == "global"
+    scoped = {r.inputs["linkedResourceId"] for r in run.of_type("PrivateLinkScopedResource")}
+    assert scoped == {run.one("Component").id, run.one("Workspace").id}
+    for kind in ("Component", "Workspace"):
+        inputs = run.one(kind).inputs
+        assert inputs["publicNetworkAccessForIngestion"] == "Disabled", kind
+        assert inputs["publicNetworkAccessForQuery"] == "Enabled", kind
+
+    _, dev = stack_run("dev")
+    assert dev.of_type("PrivateLinkScope") == dev.of_type("PrivateLinkScopedResource") == []
+    for kind in ("Component", "Workspace"):
+        assert dev.one(kind).inputs["publicNetworkAccessForIngestion"] == "Enabled", kind
 
 
 def test_policy_refuses_public_data_services_in_production_only(stack: Stack) -> None:
