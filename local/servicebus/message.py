@@ -53,7 +53,7 @@ class MessageFormatError(FrameError):
 
 def _fields(names: tuple[str, ...], value: Any) -> dict[str, Any]:
     items = value if isinstance(value, list) else []
-    return {name: items[i] for i, name in enumerate(names) if i < len(items) and items[i] is not None}
+    return {name: item for name, item in zip(names, items, strict=False) if item is not None}
 
 
 _U32 = struct.Struct(">I")
@@ -289,9 +289,16 @@ class AmqpMessage:
 
 def split_batch(message: AmqpMessage) -> list[AmqpMessage]:
     """The inner messages of a batch transfer (format 0x80013700): one data section each."""
+    buf = memoryview(message.body)
     inner = []
-    for section in message.body_sections():
-        if section.descriptor != DATA or not isinstance(section.value, bytes):
-            raise MessageFormatError("a batch body section is not a data section")
-        inner.append(AmqpMessage.parse(section.value))
+    offset = 0
+    while offset < len(buf):
+        code, value, end = _section(buf, offset)
+        if code in (DATA, AMQP_SEQUENCE, AMQP_VALUE):  # other sections (a footer) are skipped
+            if code != DATA or not isinstance(value, bytes | None):
+                raise MessageFormatError("a batch body section is not a data section")
+            if value is None:  # measured by _section: the binary starts after its size
+                value = buf[offset + (5 if buf[offset + 3] == 0xA0 else 8) : end]
+            inner.append(AmqpMessage.parse(value))
+        offset = end
     return inner
