@@ -223,6 +223,22 @@ KEYS: tuple[Key, ...] = (
         "evidence_immutability",
     ),
     Key(
+        "customerManagedKeyUri",
+        "string",
+        "Optional customer-managed key: `https://<vault>.vault.azure.net/keys/<name>[/<version>]` "
+        "(no version: the key's current one, rotated automatically) for the payload storage account and, "
+        "when Premium, the Service Bus namespace. Needs `customerManagedKeyIdentity` (half a pair is "
+        "refused naming the missing key); the vault needs soft delete and purge protection.",
+        derived_default="unset (Microsoft-managed keys)",
+    ),
+    Key(
+        "customerManagedKeyIdentity",
+        "string",
+        "Resource id of the user-assigned identity that reads that key (grant it Key Vault Crypto "
+        "Service Encryption User on the key before `pulumi up`); needs `customerManagedKeyUri`.",
+        derived_default="unset",
+    ),
+    Key(
         "topology",
         "object",
         "Queues, topics, subscriptions and rules, containers, tables, lifecycle "

@@ -65,6 +65,7 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
         public_network_access=settings.public_network_access,
         topology=topology,
         zone_redundant=settings.zone_redundant,
+        customer_managed_key=settings.customer_managed_key,
         namespace_opts=stateful,
         opts=tagged,
     )
@@ -90,6 +91,7 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
         blob_delete_retention_days=settings.blob_delete_retention_days,
         container_delete_retention_days=settings.container_delete_retention_days,
         immutable_containers=settings.immutable_containers(),
+        customer_managed_key=settings.customer_managed_key,
         topology=topology,
         account_opts=stateful,
         opts=tagged,

@@ -23,6 +23,7 @@ from claimcheck.callers import AppRole
 from claimcheck.policy import DEFAULT_PURPOSES, Classification, CleanupPolicy
 from claimcheck.settings import SettingsError
 
+from infra.encryption import IDENTITY_KEY, URI_KEY, CustomerManagedKey, customer_managed_key
 from infra.topology import EVIDENCE_PURPOSE, Topology, load_topology
 
 PROJECT = "claimcheck"
@@ -147,6 +148,8 @@ class StackSettings:
     # The purposes whose payloads this stack's consumer reads (its managed identity is their one allowed
     # consumer); the others' messages are dead-lettered access_denied. Default: every purpose.
     consumed_purposes: tuple[str, ...] = tuple(sorted(DEFAULT_PURPOSES))
+    # Your Key Vault key for the payload account (and a Premium namespace); None: Microsoft-managed keys.
+    customer_managed_key: CustomerManagedKey | None = None
 
     @property
     def evidence_container(self) -> str:
@@ -261,6 +264,7 @@ def load_settings(config: Mapping[str, Any], stack: str) -> StackSettings:
         topology=load_topology(reader.mapping("topology")),
         group_grants=reader.group_grants("groupGrants"),
         consumed_purposes=reader.purposes("consumedPurposes"),
+        customer_managed_key=reader.customer_managed_key(),
     )
     reader.reject_unknown()
     _refuse_contradictions(settings)
@@ -497,6 +501,12 @@ class _Reader:
         if len({grant.name for grant in grants}) != len(grants):
             raise StackConfigError(f"{PROJECT}:{key}: grant names must be unique")
         return tuple(grants)
+
+    def customer_managed_key(self) -> CustomerManagedKey | None:
+        try:
+            return customer_managed_key(self._get(URI_KEY), self._get(IDENTITY_KEY), PROJECT)
+        except ValueError as error:
+            raise StackConfigError(str(error)) from None
 
     def reject_unknown(self) -> None:
         unknown = sorted(set(self._config) - self._read)

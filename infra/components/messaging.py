@@ -3,10 +3,13 @@ of the topology spec."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pulumi
 from pulumi_azure_native import servicebus
 
 from infra.app_settings import service_bus_fqdn
+from infra.encryption import CustomerManagedKey
 from infra.topology import RuleSpec, SubscriptionSpec, TopicSpec, Topology
 
 # Every subscription declares its `$Default` rule (servicebus.DefaultRule), always under the same
@@ -33,6 +36,7 @@ class Messaging(pulumi.ComponentResource):
         public_network_access: str,
         topology: Topology,
         zone_redundant: bool = False,
+        customer_managed_key: CustomerManagedKey | None = None,
         namespace_opts: pulumi.ResourceOptions | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
@@ -53,6 +57,8 @@ class Messaging(pulumi.ComponentResource):
             public_network_access=public_network_access,
             # Premium only; replicas across availability zones, chosen when the namespace is created.
             zone_redundant=True if zone_redundant else None,
+            # Your key (Premium only; a Standard namespace keeps Microsoft's), read as the named identity.
+            **_encryption(customer_managed_key if sku == "Premium" else None),
             opts=child.merge(namespace_opts),
         )
         self.queues = {
@@ -184,3 +190,28 @@ def _correlation_args(rule: RuleSpec) -> servicebus.CorrelationFilterArgs | None
 
 def _property_text(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _encryption(key: CustomerManagedKey | None) -> dict[str, Any]:
+    """The namespace's identity and encryption arguments for a customer-managed key, none without."""
+    if key is None:
+        return {}
+    return {
+        "identity": servicebus.IdentityArgs(
+            type=servicebus.ManagedServiceIdentityType.USER_ASSIGNED,
+            user_assigned_identities=[key.identity_id],
+        ),
+        "encryption": servicebus.EncryptionArgs(
+            key_source=servicebus.KeySource.MICROSOFT_KEY_VAULT,
+            key_vault_properties=[
+                servicebus.KeyVaultPropertiesArgs(
+                    key_vault_uri=key.key_vault_uri,
+                    key_name=key.key_name,
+                    key_version=key.key_version,
+                    identity=servicebus.UserAssignedIdentityPropertiesArgs(
+                        user_assigned_identity=key.identity_id
+                    ),
+                )
+            ],
+        ),
+    }

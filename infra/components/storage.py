@@ -10,6 +10,7 @@ from claimcheck.policy import DEFAULT_PURPOSES
 from claimcheck.uploads import STAGING_PREFIX
 from pulumi_azure_native import storage
 
+from infra.encryption import CustomerManagedKey
 from infra.policy.rules import PURPOSES_METADATA
 from infra.topology import LifecycleSpec, Topology
 
@@ -23,8 +24,11 @@ def secure_storage_account(
     infrastructure_encryption: bool,
     public_network_access: str,
     opts: pulumi.ResourceOptions,
+    customer_managed_key: CustomerManagedKey | None = None,
 ) -> storage.StorageAccount:
-    """A StorageV2 account that only accepts Entra-authenticated HTTPS (TLS 1.2) requests."""
+    """A StorageV2 account that only accepts Entra-authenticated HTTPS (TLS 1.2) requests; encrypted with
+    Microsoft's keys, or with `customer_managed_key` read as its user-assigned identity."""
+    cmk = customer_managed_key
     return storage.StorageAccount(
         logical_name,
         resource_group_name=resource_group_name,
@@ -43,10 +47,29 @@ def secure_storage_account(
         is_sftp_enabled=False,
         # "Disabled" with private networking: only the VNet's private endpoints reach the account.
         public_network_access=public_network_access,
-        # Microsoft-managed keys, and with `infrastructure_encryption` a second AES-256 layer at the
-        # infrastructure level: Azure accepts it only when the account is created.
+        identity=(
+            storage.IdentityArgs(
+                type=storage.IdentityType.USER_ASSIGNED, user_assigned_identities=[cmk.identity_id]
+            )
+            if cmk
+            else None
+        ),
+        # Microsoft-managed keys (or yours, infra/encryption.py), and with `infrastructure_encryption` a
+        # second AES-256 layer at the infrastructure level: Azure accepts it only when the account is created.
         encryption=storage.EncryptionArgs(
-            key_source=storage.KeySource.MICROSOFT_STORAGE,
+            key_source=storage.KeySource.MICROSOFT_KEYVAULT if cmk else storage.KeySource.MICROSOFT_STORAGE,
+            key_vault_properties=(
+                storage.KeyVaultPropertiesArgs(
+                    key_vault_uri=cmk.key_vault_uri, key_name=cmk.key_name, key_version=cmk.key_version
+                )
+                if cmk
+                else None
+            ),
+            encryption_identity=(
+                storage.EncryptionIdentityArgs(encryption_user_assigned_identity=cmk.identity_id)
+                if cmk
+                else None
+            ),
             require_infrastructure_encryption=infrastructure_encryption,
             services=storage.EncryptionServicesArgs(
                 blob=storage.EncryptionServiceArgs(enabled=True, key_type=storage.KeyType.ACCOUNT),
@@ -73,6 +96,7 @@ class PayloadStorage(pulumi.ComponentResource):
         container_delete_retention_days: int,
         topology: Topology,
         immutable_containers: Mapping[str, int] | None = None,
+        customer_managed_key: CustomerManagedKey | None = None,
         account_opts: pulumi.ResourceOptions | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
@@ -86,6 +110,7 @@ class PayloadStorage(pulumi.ComponentResource):
             infrastructure_encryption=infrastructure_encryption,
             public_network_access=public_network_access,
             opts=child.merge(account_opts),
+            customer_managed_key=customer_managed_key,
         )
         account_name = self.account.name
         self.blob_service = storage.BlobServiceProperties(

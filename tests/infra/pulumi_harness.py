@@ -183,6 +183,17 @@ class AzureMocks(pulumi.runtime.Mocks):
                 "InstrumentationKey=00000000-0000-0000-0000-000000000000;"
                 "IngestionEndpoint=https://westeurope-5.in.applicationinsights.azure.com/"
             )
+        identity = outputs.get("identity")
+        if isinstance(identity, dict) and isinstance(identity.get("userAssignedIdentities"), list):
+            # ARM answers user-assigned identities as a map keyed by resource id (e.g. a namespace or
+            # account reading a customer-managed key as one).
+            outputs["identity"] = {
+                **identity,
+                "userAssignedIdentities": {
+                    assigned: {"principalId": APP_PRINCIPAL_ID, "clientId": APP_IDENTITY_CLIENT_ID}
+                    for assigned in identity["userAssignedIdentities"]
+                },
+            }
         self.resources.append(Registered(args.typ, args.name, resource_id, dict(args.inputs)))
         return resource_id, outputs
 
