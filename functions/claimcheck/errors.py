@@ -228,6 +228,19 @@ class RecordNotFound(StoreError):
     """A point read or conditional update found no record under the key."""
 
 
+# --- storage service ----------------------------------------------------------------------------------
+
+
+class StorageUnavailable(ClaimCheckError):
+    """Storage did not answer (refused, timed out, connection broken): an outage, retried with backoff.
+    The SDK's exception is the ``__cause__``; the message names its type, never its text."""
+
+
+class StorageFailed(ClaimCheckError):
+    """Storage answered with an error the core gives no meaning to (authorization, throttling, a server
+    error); the SDK's exception is the ``__cause__``."""
+
+
 # --- payload store ------------------------------------------------------------------------------------
 
 

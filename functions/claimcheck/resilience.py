@@ -19,6 +19,7 @@ from claimcheck.outcome import compute_backoff
 # Azure SDKs and the standard library. Matched by name so this module imports no SDK.
 _OUTAGE_NAMES = frozenset(
     {
+        "StorageUnavailable",  # claimcheck.errors: the storage adapters' wrapping of the two below
         "ServiceRequestError",  # azure-core: the request never got an answer (refused, DNS, reset)
         "ServiceResponseError",  # azure-core: the connection broke while reading the answer
         "ServiceBusConnectionError",

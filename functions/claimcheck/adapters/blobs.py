@@ -19,6 +19,7 @@ from azure.core import MatchConditions
 from azure.core.exceptions import ResourceExistsError, ResourceModifiedError, ResourceNotFoundError
 from azure.storage.blob import BlobBlock, ContentSettings
 
+from claimcheck.adapters.sdk_errors import storage_errors
 from claimcheck.concurrently import both, read_ahead
 from claimcheck.errors import ObjectChanged, ObjectEmpty, ObjectExists, ObjectMismatch, ObjectNotFound
 from claimcheck.integrity import (
@@ -58,99 +59,107 @@ class AzureBlobPayloadStore:
     def upload_provisional(
         self, ref: str, source: Readable, *, content_type: str, max_bytes: int
     ) -> UploadedObject:
-        blob = self._container.get_blob_client(ref)
-        reader = HashingReader(source, max_bytes=max_bytes)
-        first = read_up_to(reader, self._chunk_bytes)
-        if first:
-            check_declared_type(content_type, reader.head)
-        if 0 < len(first) < self._chunk_bytes:
-            # The whole object fits in one chunk: one Put Blob (same write-once condition, same tag)
-            # instead of a block and its commit, one round trip less.
+        with storage_errors("blob upload"):
+            blob = self._container.get_blob_client(ref)
+            reader = HashingReader(source, max_bytes=max_bytes)
+            first = read_up_to(reader, self._chunk_bytes)
+            if first:
+                check_declared_type(content_type, reader.head)
+            if 0 < len(first) < self._chunk_bytes:
+                # The whole object fits in one chunk: one Put Blob (same write-once condition, same tag)
+                # instead of a block and its commit, one round trip less.
+                try:
+                    written = blob.upload_blob(
+                        first,
+                        length=len(first),
+                        overwrite=False,
+                        content_settings=ContentSettings(content_type=content_type),
+                        tags={self._tag.name: self._tag.value},
+                        match_condition=MatchConditions.IfMissing,
+                    )
+                except (ResourceExistsError, ResourceModifiedError) as exc:
+                    raise ObjectExists("an object already exists under this reference") from exc
+                return UploadedObject(length=reader.length, sha256=reader.sha256, etag=str(written["etag"]))
+            block_ids: list[str] = []
+            chunk = first
+            while chunk:
+                block_id = base64.b64encode(f"{len(block_ids):08d}".encode()).decode("ascii")
+                # The next chunk is read and hashed while this one is on the wire (two chunks in memory).
+                _, chunk = both(
+                    functools.partial(blob.stage_block, block_id, chunk, length=len(chunk)),
+                    functools.partial(read_up_to, reader, self._chunk_bytes),
+                )
+                block_ids.append(block_id)
+            if not block_ids:
+                raise ObjectEmpty("the payload is empty")
             try:
-                written = blob.upload_blob(
-                    first,
-                    length=len(first),
-                    overwrite=False,
+                committed = blob.commit_block_list(
+                    [BlobBlock(block_id=block_id) for block_id in block_ids],
                     content_settings=ContentSettings(content_type=content_type),
                     tags={self._tag.name: self._tag.value},
                     match_condition=MatchConditions.IfMissing,
                 )
-            except (ResourceExistsError, ResourceModifiedError) as exc:
+            except ResourceExistsError as exc:
+                # Write-once: an existing object is never overwritten, whatever the caller intended.
                 raise ObjectExists("an object already exists under this reference") from exc
-            return UploadedObject(length=reader.length, sha256=reader.sha256, etag=str(written["etag"]))
-        block_ids: list[str] = []
-        chunk = first
-        while chunk:
-            block_id = base64.b64encode(f"{len(block_ids):08d}".encode()).decode("ascii")
-            # The next chunk is read and hashed while this one is on the wire (two chunks in memory).
-            _, chunk = both(
-                functools.partial(blob.stage_block, block_id, chunk, length=len(chunk)),
-                functools.partial(read_up_to, reader, self._chunk_bytes),
-            )
-            block_ids.append(block_id)
-        if not block_ids:
-            raise ObjectEmpty("the payload is empty")
-        try:
-            committed = blob.commit_block_list(
-                [BlobBlock(block_id=block_id) for block_id in block_ids],
-                content_settings=ContentSettings(content_type=content_type),
-                tags={self._tag.name: self._tag.value},
-                match_condition=MatchConditions.IfMissing,
-            )
-        except ResourceExistsError as exc:
-            # Write-once: an existing object is never overwritten, whatever the caller intended.
-            raise ObjectExists("an object already exists under this reference") from exc
-        return UploadedObject(length=reader.length, sha256=reader.sha256, etag=str(committed["etag"]))
+            return UploadedObject(length=reader.length, sha256=reader.sha256, etag=str(committed["etag"]))
 
     def activate(self, ref: str) -> None:
-        try:
-            self._container.get_blob_client(ref).set_blob_tags({self._tag.name: ACTIVE_TAG_VALUE})
-        except ResourceNotFoundError as exc:
-            raise ObjectNotFound(ref) from exc
+        with storage_errors("blob activate"):
+            try:
+                self._container.get_blob_client(ref).set_blob_tags({self._tag.name: ACTIVE_TAG_VALUE})
+            except ResourceNotFoundError as exc:
+                raise ObjectNotFound(ref) from exc
 
     def open_verified(self, ref: str, *, etag: str, length: int, sha256: str, content_type: str) -> BinaryIO:
-        blob = self._container.get_blob_client(ref)
-        try:
-            downloader = blob.download_blob(etag=etag, match_condition=MatchConditions.IfNotModified)
-        except ResourceNotFoundError as exc:
-            raise ObjectNotFound(ref) from exc
-        except ResourceModifiedError as exc:
-            # A conditional read of an absent blob may also answer 412 (Azurite does): tell them apart.
-            if not blob.exists():
+        with storage_errors("blob read"):
+            blob = self._container.get_blob_client(ref)
+            try:
+                downloader = blob.download_blob(etag=etag, match_condition=MatchConditions.IfNotModified)
+            except ResourceNotFoundError as exc:
                 raise ObjectNotFound(ref) from exc
-            raise ObjectChanged("the stored object changed after it was registered (ETag differs)") from exc
-        stored_type = downloader.properties.content_settings.content_type or ""
-        if base_content_type(stored_type) != base_content_type(content_type):
-            raise ObjectMismatch(
-                "content_type", "the stored object's content type differs from the registered one"
-            )
-        try:
-            chunks = downloader.chunks()
-            return spool_verified(
-                # Larger than one chunk: the next range is fetched while this one is verified and spooled.
-                read_ahead(chunks) if length > self._chunk_bytes else chunks,
-                expected_length=length,
-                expected_sha256=sha256,
-                content_type=content_type,
-            )
-        except ResourceModifiedError as exc:  # changed between two range reads
-            raise ObjectChanged("the stored object changed while it was being read") from exc
+            except ResourceModifiedError as exc:
+                # A conditional read of an absent blob may also answer 412 (Azurite does): tell them apart.
+                if not blob.exists():
+                    raise ObjectNotFound(ref) from exc
+                raise ObjectChanged(
+                    "the stored object changed after it was registered (ETag differs)"
+                ) from exc
+            stored_type = downloader.properties.content_settings.content_type or ""
+            if base_content_type(stored_type) != base_content_type(content_type):
+                raise ObjectMismatch(
+                    "content_type", "the stored object's content type differs from the registered one"
+                )
+            try:
+                chunks = downloader.chunks()
+                return spool_verified(
+                    # Larger than one chunk: the next range is fetched while this one is verified and spooled.
+                    read_ahead(chunks) if length > self._chunk_bytes else chunks,
+                    expected_length=length,
+                    expected_sha256=sha256,
+                    content_type=content_type,
+                )
+            except ResourceModifiedError as exc:  # changed between two range reads
+                raise ObjectChanged("the stored object changed while it was being read") from exc
 
     def exists(self, ref: str) -> bool:
-        return bool(self._container.get_blob_client(ref).exists())
+        with storage_errors("blob exists"):
+            return bool(self._container.get_blob_client(ref).exists())
 
     def delete(self, ref: str) -> bool:
-        try:
-            self._container.delete_blob(ref, delete_snapshots="include")
-        except ResourceNotFoundError:
-            return False
-        return True
+        with storage_errors("blob delete"):
+            try:
+                self._container.delete_blob(ref, delete_snapshots="include")
+            except ResourceNotFoundError:
+                return False
+            return True
 
     def provisional_objects(self) -> Iterator[ProvisionalObject]:
-        query = f"\"{self._tag.name}\"='{self._tag.value}'"
-        for found in self._container.find_blobs_by_tags(query):
-            try:
-                properties = self._container.get_blob_client(found.name).get_blob_properties()
-            except ResourceNotFoundError:
-                continue  # deleted since the index answered
-            yield ProvisionalObject(ref=found.name, created_at=properties.creation_time)
+        with storage_errors("blob tag search"):
+            query = f"\"{self._tag.name}\"='{self._tag.value}'"
+            for found in self._container.find_blobs_by_tags(query):
+                try:
+                    properties = self._container.get_blob_client(found.name).get_blob_properties()
+                except ResourceNotFoundError:
+                    continue  # deleted since the index answered
+                yield ProvisionalObject(ref=found.name, created_at=properties.creation_time)

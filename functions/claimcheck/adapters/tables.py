@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from azure.core import MatchConditions
 from azure.core.exceptions import ResourceExistsError, ResourceModifiedError, ResourceNotFoundError
 from azure.data.tables import EdmType, EntityProperty, UpdateMode
 
+from claimcheck.adapters.sdk_errors import storage_errors
 from claimcheck.errors import ConcurrencyConflict, RecordExists, RecordNotFound
 from claimcheck.storage import Key, StoredEntity
 
@@ -22,47 +24,56 @@ _FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class AzureEntityTable:
-    """One Azure table. Keys become PartitionKey/RowKey here and nowhere else; foreign errors become
-    the core's ``StoreError`` leaves, chained ``from``."""
+    """One Azure table. Keys become PartitionKey/RowKey here and nowhere else; SDK errors become the
+    core's ``StoreError`` leaves, or ``StorageUnavailable`` / ``StorageFailed`` (adapters.sdk_errors),
+    chained ``from``."""
 
     def __init__(self, client: TableClient) -> None:
         self._client = client
 
     def get(self, key: Key) -> StoredEntity | None:
-        try:
-            entity = self._client.get_entity(key.partition, key.row)
-        except ResourceNotFoundError:
-            return None
+        with self._errors("read"):
+            try:
+                entity = self._client.get_entity(key.partition, key.row)
+            except ResourceNotFoundError:
+                return None
         return _stored(entity)
 
     def insert_if_absent(self, key: Key, values: Mapping[str, Any]) -> str:
-        try:
-            metadata = self._client.create_entity(_encode(key, values))
-        except ResourceExistsError as exc:
-            raise RecordExists(f"{self._client.table_name}: key already taken") from exc
+        with self._errors("insert"):
+            try:
+                metadata = self._client.create_entity(_encode(key, values))
+            except ResourceExistsError as exc:
+                raise RecordExists(f"{self._client.table_name}: key already taken") from exc
         return str(metadata["etag"])
 
     def replace_if_match(self, key: Key, values: Mapping[str, Any], etag: str) -> str:
-        try:
-            metadata = self._client.update_entity(
-                _encode(key, values),
-                mode=UpdateMode.REPLACE,
-                etag=etag,
-                match_condition=MatchConditions.IfNotModified,
-            )
-        except ResourceModifiedError as exc:
-            raise ConcurrencyConflict(f"{self._client.table_name}: record changed since it was read") from exc
-        except ResourceNotFoundError as exc:
-            raise RecordNotFound(f"{self._client.table_name}: record is gone") from exc
+        with self._errors("replace"):
+            try:
+                metadata = self._client.update_entity(
+                    _encode(key, values),
+                    mode=UpdateMode.REPLACE,
+                    etag=etag,
+                    match_condition=MatchConditions.IfNotModified,
+                )
+            except ResourceModifiedError as exc:
+                raise ConcurrencyConflict(
+                    f"{self._client.table_name}: record changed since it was read"
+                ) from exc
+            except ResourceNotFoundError as exc:
+                raise RecordNotFound(f"{self._client.table_name}: record is gone") from exc
         return str(metadata["etag"])
 
     def delete_if_match(self, key: Key, etag: str) -> None:
-        try:
-            self._client.delete_entity(
-                key.partition, key.row, etag=etag, match_condition=MatchConditions.IfNotModified
-            )
-        except ResourceModifiedError as exc:
-            raise ConcurrencyConflict(f"{self._client.table_name}: record changed since it was read") from exc
+        with self._errors("delete"):
+            try:
+                self._client.delete_entity(
+                    key.partition, key.row, etag=etag, match_condition=MatchConditions.IfNotModified
+                )
+            except ResourceModifiedError as exc:
+                raise ConcurrencyConflict(
+                    f"{self._client.table_name}: record changed since it was read"
+                ) from exc
 
     def scan_where(self, field: str, values: Iterable[str]) -> Iterator[StoredEntity]:
         if not _FIELD.fullmatch(field) or field in _KEY_PROPERTIES:
@@ -72,8 +83,16 @@ class AzureEntityTable:
             return
         clauses = " or ".join(f"{field} eq @v{index}" for index in range(len(wanted)))
         parameters = {f"v{index}": value for index, value in enumerate(wanted)}
-        for entity in self._client.query_entities(clauses, parameters=parameters):
-            yield _stored(entity)
+        with self._errors("scan"):
+            for entity in self._client.query_entities(clauses, parameters=parameters):
+                yield _stored(entity)
+
+    @property
+    def _changed(self) -> str:
+        return f"{self._client.table_name}: record changed since it was read"
+
+    def _errors(self, operation: str) -> AbstractContextManager[None]:
+        return storage_errors(f"table {self._client.table_name} {operation}")
 
 
 def _encode(key: Key, values: Mapping[str, Any]) -> dict[str, Any]:

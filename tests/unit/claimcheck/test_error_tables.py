@@ -85,3 +85,21 @@ def test_the_producer_answers_store_refusals_with_http_leaves(
 def test_a_store_error_that_is_not_the_callers_doing_stays_itself() -> None:
     collision = ObjectExists("an object already exists under this reference")
     assert intake_answer(collision) is collision
+
+
+def test_the_adapter_edge_wraps_sdk_errors_without_their_text() -> None:
+    from azure.core.exceptions import HttpResponseError, ServiceRequestError
+    from claimcheck.adapters.sdk_errors import storage_errors
+    from claimcheck.errors import StorageFailed, StorageUnavailable
+    from claimcheck.resilience import is_outage
+
+    with pytest.raises(StorageUnavailable) as unreachable, storage_errors("table t read"):
+        raise ServiceRequestError("connection refused to https://account.example/?sig=secret")
+    assert isinstance(unreachable.value.__cause__, ServiceRequestError)
+    assert is_outage(unreachable.value)
+    assert "sig=" not in str(unreachable.value)
+    with pytest.raises(StorageFailed) as refused, storage_errors("blob read"):
+        raise HttpResponseError("AuthorizationFailure: https://account.example/?sig=secret")
+    assert not is_outage(refused.value)
+    assert "sig=" not in str(refused.value)
+    assert str(refused.value).startswith("blob read: storage refused (HttpResponseError")
