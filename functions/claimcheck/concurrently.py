@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TypeVar, cast
 
@@ -58,7 +58,7 @@ def both(first: Callable[[], A], second: Callable[[], B]) -> tuple[A, B]:
     return result, future.result()
 
 
-def read_ahead(items: Iterable[T]) -> Iterator[T]:
+def read_ahead(items: Iterable[T]) -> Generator[T, None, None]:
     """The items of ``items`` in order, each next one fetched on the pool while the caller works on
     the current one. Leaving the loop early waits for the fetch in flight (nothing runs on after)."""
     iterator = iter(items)
