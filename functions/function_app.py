@@ -430,8 +430,8 @@ def dead_letters() -> "QueueDeadLetters":
 def list_dead_letters(req: func.HttpRequest) -> func.HttpResponse:
     """Operators: the documents queue's dead-lettered messages, metadata only (reason, description,
     work item, tenant, purpose, delivery count), those of the caller's tenants (or with no tenant)."""
-    from azure.servicebus.exceptions import ServiceBusError
     from claimcheck.auth import AppRole
+    from claimcheck.errors import BrokerFailed, BrokerUnavailable
 
     caller = _gate(req, AppRole.OPERATE)
     if isinstance(caller, func.HttpResponse):
@@ -444,7 +444,7 @@ def list_dead_letters(req: func.HttpRequest) -> func.HttpResponse:
     try:
         desk = dead_letters()
         found = desk.list(DEAD_LETTER_BROWSE)
-    except ServiceBusError as error:
+    except (BrokerUnavailable, BrokerFailed) as error:
         return _bus_unavailable("dead-letter list", error)
     shown = [m for m in found if m.tenant is None or access.may_see_tenant(caller, m.tenant)][:limit]
     return _json(200, {"queue": desk.queue, "messages": [message.to_dict() for message in shown]})
@@ -455,9 +455,9 @@ def replay_dead_letter(req: func.HttpRequest) -> func.HttpResponse:
     """Operators: send a dead-lettered message back to the documents queue once (copy id
     ``<message id>.replay.<sequence number>``, as ``claimcheck-ops dlq replay``), then complete it.
     A message of a tenant the caller is not granted answers like one that is not there."""
-    from azure.servicebus.exceptions import ServiceBusError
     from claimcheck.adapters.dead_letter_queue import ReplayStatus
     from claimcheck.auth import AppRole
+    from claimcheck.errors import BrokerFailed, BrokerUnavailable
 
     caller = _gate(req, AppRole.OPERATE)
     if isinstance(caller, func.HttpResponse):
@@ -474,7 +474,7 @@ def replay_dead_letter(req: func.HttpRequest) -> func.HttpResponse:
         if found is None or (found.tenant is not None and not access.may_see_tenant(caller, found.tenant)):
             return _json(404, missing)
         result = desk.replay(sequence_number)
-    except ServiceBusError as error:
+    except (BrokerUnavailable, BrokerFailed) as error:
         return _bus_unavailable("replay", error)
     if result.status is ReplayStatus.NOT_FOUND:
         return _json(404, missing)
@@ -486,7 +486,7 @@ def replay_dead_letter(req: func.HttpRequest) -> func.HttpResponse:
 
 
 def _bus_unavailable(what: str, error: Exception) -> func.HttpResponse:
-    logger.warning("%s unavailable: %s", what, type(error).__name__)
+    logger.warning("%s unavailable: %s", what, error)  # the adapter's text: operation and SDK type only
     unavailable = {"error": "unavailable", "message": "Service Bus cannot be reached now; ask again later"}
     return _json(503, unavailable, {"Retry-After": str(STATUS_RETRY_AFTER)})
 

@@ -104,7 +104,7 @@ def _error_line(exc: Exception, entity: Entity | None) -> str:
 def _reported_errors(entity: Entity | None = None) -> Iterator[None]:
     """Expected failures as one `error:` line; `entity` is what a Service Bus command targeted."""
     from azure.core.exceptions import AzureError
-    from claimcheck.errors import StorageFailed, StorageUnavailable
+    from claimcheck.errors import BrokerFailed, BrokerUnavailable, StorageFailed, StorageUnavailable
 
     try:
         yield
@@ -114,7 +114,8 @@ def _reported_errors(entity: Entity | None = None) -> Iterator[None]:
         _fail(str(exc))
     except AzureError as exc:
         _fail(_error_line(exc, entity))
-    except (StorageUnavailable, StorageFailed) as exc:  # the claimcheck adapters' wrapping of an AzureError
+    # The claimcheck adapters' wrapping of an AzureError (adapters/sdk_errors.py).
+    except (StorageUnavailable, StorageFailed, BrokerUnavailable, BrokerFailed) as exc:
         cause = exc.__cause__
         _fail(_error_line(cause, entity) if isinstance(cause, AzureError) else str(exc))
     except Exception as exc:  # one line, never a traceback: the operator needs the cause, not frames

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from claimcheck.concurrently import both
+from claimcheck.errors import ClaimCheckError
 from claimcheck.policy import CleanupPolicy, PurposePolicy
 from claimcheck.registry import PayloadRecord, PayloadRegistry
 from claimcheck.routing import PayloadStores
@@ -51,7 +52,7 @@ class Cleaner:
             return
         try:
             self.after_effect(record, policy.cleanup, now=now)
-        except Exception as exc:
+        except ClaimCheckError as exc:  # a lost race (StoreError) or storage failing
             log.info("cleanup of %s left to reconciliation (%s)", record.ref, type(exc).__name__)
 
     def remove(self, record: PayloadRecord, *, why: str, now: datetime) -> PayloadRecord:

@@ -32,6 +32,7 @@ from claimcheck.deliveries import DeliveryCounter
 from claimcheck.envelope import Envelope, parse_envelope
 from claimcheck.errors import (
     AccessDenied,
+    ClaimCheckError,
     ConcurrencyConflict,
     ContentTypeMismatch,
     EnvelopeExpired,
@@ -171,7 +172,10 @@ class Consumer:
                 outcome = dead_letter_for(rejected)
             except RetryableError as waiting:
                 outcome = self._retry_or_give_up(message, str(waiting), waiting.gives_up_as)
-            except Exception as unexpected:  # storage or bus unavailable, a bug: retry, bounded
+            # The trigger's outermost boundary (the local host and the Functions binding call only this):
+            # an outage is waited out; anything else, a bug included, is logged with its frames and
+            # answered Retry, bounded by the delivery count, instead of escaping into the host.
+            except Exception as unexpected:
                 if is_outage(unexpected) and waited < outage_budget:
                     self._dependencies.failed(unexpected)  # logs the first failure of a streak only
                     failures += 1
@@ -466,7 +470,7 @@ class Consumer:
     def _mark_failed(self, envelope: Envelope, reason: DeadLetterReason) -> None:
         try:
             mark_failed(self._work_items, envelope, reason, now=self._clock())
-        except Exception as exc:  # the dead-letter itself must still happen
+        except ClaimCheckError as exc:  # storage failed: the dead-letter itself must still happen
             log.warning("could not record failure of %s: %s", envelope.work_item_id, type(exc).__name__)
 
     def _retry_or_give_up(self, message: InboundMessage, reason: str, last: DeadLetterReason) -> Outcome:

@@ -15,6 +15,7 @@ from claimcheck.deliveries import delivery_number
 from claimcheck.envelope import Envelope
 from claimcheck.errors import (
     AccessDenied,
+    ClaimCheckError,
     ContentTypeMismatch,
     EnvelopeExpired,
     IntegrityFailed,
@@ -91,7 +92,7 @@ def retry_or_give_up(
     """
     try:
         deliveries = delivery_number(message.delivery_count, count)
-    except Exception as exc:  # the count's store is down: retry; the broker's own bound still holds
+    except ClaimCheckError as exc:  # the count's store failed: retry; the broker's own bound still holds
         log.warning("could not count deliveries of message %s (%s)", message.message_id, type(exc).__name__)
         return Retry(reason, compute_backoff(1))
     if deliveries >= max_deliveries:

@@ -6,6 +6,8 @@ Three branches, each leaf with one meaning:
 - ``RetryableError`` leaves: the delivery may succeed later; the consumer answers ``Retry``.
 ``StoreError`` leaves report a refused state move or a lost optimistic-concurrency race: they always
 raise, so an illegal move or a lost race never passes silently.
+``StorageUnavailable``/``StorageFailed`` and ``BrokerUnavailable``/``BrokerFailed`` are what the
+storage and Service Bus adapters make of an SDK error they give no other meaning (adapters/sdk_errors.py).
 ``PayloadStoreError`` leaves are what the payload store (and the integrity checks it runs) says about an
 object, in storage terms (not found, exists, changed, mismatch of one field, too large, empty). They mean
 nothing to a caller by themselves: the producer answers them through one table (``producer.py``,
@@ -239,6 +241,19 @@ class StorageUnavailable(ClaimCheckError):
 class StorageFailed(ClaimCheckError):
     """Storage answered with an error the core gives no meaning to (authorization, throttling, a server
     error); the SDK's exception is the ``__cause__``."""
+
+
+# --- message broker ---------------------------------------------------------------------------------
+
+
+class BrokerUnavailable(ClaimCheckError):
+    """The message broker (or its management plane) did not answer: an outage, retried with backoff.
+    The SDK's exception is the ``__cause__``; the message names its type, never its text."""
+
+
+class BrokerFailed(ClaimCheckError):
+    """The broker answered with an error the core gives no meaning to (authorization, quota, an entity
+    missing, a message too large); the SDK's exception is the ``__cause__``."""
 
 
 # --- payload store ------------------------------------------------------------------------------------

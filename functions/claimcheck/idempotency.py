@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from claimcheck.errors import ConcurrencyConflict, EffectInProgress, RecordExists
+from claimcheck.errors import ClaimCheckError, ConcurrencyConflict, EffectInProgress, RecordExists
 from claimcheck.resilience import claim_wait_delay
 from claimcheck.storage import EntityTable, Key
 
@@ -139,7 +139,7 @@ class IdempotencyLedger:
         """``release``; if storage is down, the lease ends by itself within one lease time."""
         try:
             self.release(claim)
-        except Exception as exc:
+        except ClaimCheckError as exc:  # storage failed: the lease ends by itself
             log.warning("could not release claim %s (%s); its lease ends", claim.key[:12], type(exc).__name__)
 
     def release(self, claim: Claimed) -> None:
@@ -200,7 +200,7 @@ class ClaimHeartbeat:
                         self._claim.key[:12],
                     )
                     return
-                except Exception as exc:  # storage unreachable: the lease still runs; try next beat
+                except ClaimCheckError as exc:  # storage failed: the lease still runs; try next beat
                     if not failing:
                         log.warning(
                             "claim %s: lease renewal failed (%s); retrying each beat",

@@ -23,6 +23,7 @@ from claimcheck import telemetry
 from claimcheck.concurrently import both
 from claimcheck.envelope import IDENTIFIER, IDENTIFIER_RULE, Checksum, Envelope
 from claimcheck.errors import (
+    ClaimCheckError,
     ConcurrencyConflict,
     EmptyPayload,
     ForbiddenContentType,
@@ -344,7 +345,10 @@ class Producer:
                     **telemetry.message_context(),
                 )
                 self._bus.publish(self._settings.documents_queue, message)
-        except Exception as exc:
+        except (
+            ClaimCheckError,
+            CircuitOpen,
+        ) as exc:  # the bus's errors (adapters/sdk_errors.py), the breaker
             if isinstance(exc, CircuitOpen):
                 pass  # another request is trying the broker right now
             elif is_outage(exc):

@@ -29,7 +29,7 @@ from typing import Any
 
 from claimcheck.cleanup import Cleaner
 from claimcheck.deadletters import DeadLetterSource, dead_letter_alerts
-from claimcheck.errors import StoreError
+from claimcheck.errors import ClaimCheckError, StoreError
 from claimcheck.policy import CleanupPolicy, PurposePolicy
 from claimcheck.propagation import PropagationEntries, resolved_by
 from claimcheck.registry import PayloadRecord, PayloadRegistry
@@ -109,12 +109,14 @@ class Reconciler:
             except StoreError as exc:
                 report.conflicts.append(record.ref)
                 log.info("reconcile %s skipped: %s", record.ref, type(exc).__name__)
-            except Exception as exc:
+            except ClaimCheckError as exc:  # storage failed on this record: the others go on
                 report.errors.append(record.ref)
                 log.warning("reconcile %s failed (%s); retried next run", record.ref, type(exc).__name__)
         try:
             self._sweep_unregistered(now, report)
-        except Exception as exc:  # the listing itself failed; each object's own failure is caught inside
+        except (
+            ClaimCheckError
+        ) as exc:  # the listing itself failed; each object's own failure is caught inside
             report.errors.append("provisional-object sweep")
             log.warning("provisional-object sweep failed (%s); retried next run", type(exc).__name__)
         self._propagation_entries(now, report)
@@ -152,7 +154,7 @@ class Reconciler:
             return
         try:
             entries = list(self._propagation.open_entries())
-        except Exception as exc:  # the listing itself failed: the run goes on
+        except ClaimCheckError as exc:  # the listing itself failed: the run goes on
             report.errors.append("propagation entries")
             log.warning("propagation entries unavailable (%s); retried next run", type(exc).__name__)
             return
@@ -164,7 +166,7 @@ class Reconciler:
                     self._propagation.resolve(entry, now=now)
                     report.propagation_resolved.append(name)
                     continue
-            except Exception as exc:
+            except ClaimCheckError as exc:
                 report.errors.append(name)
                 log.warning("propagation entry %s failed (%s); retried next run", name, type(exc).__name__)
                 continue
@@ -179,7 +181,7 @@ class Reconciler:
             return
         try:
             counts = self._dead_letters.dead_letter_counts()
-        except Exception as exc:  # management plane unreachable or not permitted: the run goes on
+        except ClaimCheckError as exc:  # management plane unreachable or not permitted: the run goes on
             report.errors.append("dead-letter counts")
             log.warning("dead-letter counts unavailable (%s); retried next run", type(exc).__name__)
             return
@@ -287,7 +289,7 @@ class Reconciler:
                 self._cleaner.remove_unregistered(
                     found.ref, store, why="orphan: never registered nor published", now=now
                 )
-            except Exception as exc:
+            except ClaimCheckError as exc:
                 report.errors.append(found.ref)
                 log.warning("reconcile %s failed (%s); retried next run", found.ref, type(exc).__name__)
                 continue

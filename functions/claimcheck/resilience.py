@@ -22,6 +22,7 @@ _OUTAGE_NAMES = frozenset(
         "StorageUnavailable",  # claimcheck.errors: the storage adapters' wrapping of the two below
         "ServiceRequestError",  # azure-core: the request never got an answer (refused, DNS, reset)
         "ServiceResponseError",  # azure-core: the connection broke while reading the answer
+        "BrokerUnavailable",  # claimcheck.errors: the Service Bus adapters' wrapping of the three below
         "ServiceBusConnectionError",
         "ServiceBusCommunicationError",
         "OperationTimeoutError",

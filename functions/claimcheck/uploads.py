@@ -252,7 +252,7 @@ class DirectUploads:
         """Remove a committed staging blob; a failure only leaves it to the sweep."""
         try:
             self._staging.delete(name)
-        except Exception as exc:
+        except ClaimCheckError as exc:  # storage failed (adapters/sdk_errors.py)
             log.warning("staging object not removed (%s); the reconciliation sweep will", type(exc).__name__)
 
     def sweep(self, now: datetime | None = None) -> list[str]:
@@ -265,7 +265,7 @@ class DirectUploads:
             try:
                 if self._staging.delete(staged.name):
                     removed.append(staged.name)
-            except Exception as exc:
+            except ClaimCheckError as exc:  # storage failed on this one: the others go on
                 log.warning("staging object not removed (%s); retried next run", type(exc).__name__)
         log.info("upload sweep finished uncommitted_removed=%d", len(removed))
         return removed

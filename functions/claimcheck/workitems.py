@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from claimcheck.errors import (
+    ClaimCheckError,
     ConcurrencyConflict,
     ConflictDetected,
     PreconditionRequired,
@@ -393,7 +394,7 @@ class WorkItemStatus:
         else:
             try:
                 raised = self._entries.raise_entry(work_item_id, version, now=now)
-            except Exception as error:
+            except ClaimCheckError as error:  # storage failed: the next read tries again
                 log.warning(
                     "reconciliation entry for %s v%d not recorded (%s); the next read retries",
                     work_item_id,

@@ -4,7 +4,8 @@ Counts are the entities' runtime properties read with ``ServiceBusAdministration
 ``claimcheck-ops stats`` uses too (Azure, and the emulator's ATOM management plane locally); the age is
 the enqueue time of the first message peeked from the dead-letter subqueue (peek never locks or
 settles, and the subqueue keeps dead-letter order, so its first message is the oldest there).
-Both clients are built by the caller: managed identity on Azure, connection strings locally.
+Both clients are built by the caller: managed identity on Azure, connection strings locally. A failed
+read raises ``BrokerUnavailable`` or ``BrokerFailed`` (adapters/sdk_errors.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from datetime import datetime
 from azure.servicebus import ServiceBusClient, ServiceBusSubQueue
 from azure.servicebus.management import ServiceBusAdministrationClient
 
+from claimcheck.adapters.sdk_errors import bus_errors
 from claimcheck.deadletters import DeadLetterCount
 
 
@@ -33,6 +35,10 @@ class ServiceBusDeadLetters:
         self._subscriptions = tuple(subscriptions)
 
     def dead_letter_counts(self) -> list[DeadLetterCount]:
+        with bus_errors("dead-letter counts"):
+            return self._counts()
+
+    def _counts(self) -> list[DeadLetterCount]:
         counts = []
         for queue in self._queues:
             count = self._admin.get_queue_runtime_properties(queue).dead_letter_message_count or 0

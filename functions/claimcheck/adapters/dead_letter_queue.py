@@ -20,6 +20,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from claimcheck.adapters.sdk_errors import bus_errors
+
 if TYPE_CHECKING:
     from azure.servicebus import (
         ServiceBusClient,
@@ -276,25 +278,31 @@ def _present(receiver: ServiceBusReceiver, sequence_numbers: Sequence[int] | Non
 
 
 class QueueDeadLetters:
-    """The operator routes' view of one queue's dead-letter subqueue (the app's own client)."""
+    """The operator routes' view of one queue's dead-letter subqueue (the app's own client). A failure
+    of the whole call raises ``BrokerUnavailable`` or ``BrokerFailed`` (adapters/sdk_errors.py); a
+    replay's per-message failures are its ``ReplayResult``."""
 
     def __init__(self, client: ServiceBusClient, queue: str) -> None:
         self._client = client
         self.queue = queue
 
     def list(self, limit: int) -> list[DeadLettered]:
-        with self._receiver() as receiver:
+        with bus_errors("dead-letter list"), self._receiver() as receiver:
             return [dead_lettered(message) for message in peek_pages(receiver, limit)]
 
     def find(self, sequence_number: int) -> DeadLettered | None:
-        with self._receiver() as receiver:
+        with bus_errors("dead-letter peek"), self._receiver() as receiver:
             found = receiver.peek_messages(1, sequence_number=max(sequence_number, 1))
         if found and found[0].sequence_number == sequence_number:
             return dead_lettered(found[0])
         return None
 
     def replay(self, sequence_number: int) -> ReplayResult:
-        with self._receiver() as receiver, self._client.get_queue_sender(self.queue) as sender:
+        with (
+            bus_errors("dead-letter replay"),
+            self._receiver() as receiver,
+            self._client.get_queue_sender(self.queue) as sender,
+        ):
             [result] = replay_from(receiver, sender, self.queue, [sequence_number], limit=1)
         return result
 

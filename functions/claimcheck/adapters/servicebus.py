@@ -4,6 +4,7 @@ Identity-based on Azure (fully qualified namespace + a token credential, Default
 default) or a connection string locally (our emulator). A publish returns only after the broker
 settled the send, which is the "confirmed" the producer waits for before activating a reference; it
 fails after ``send_timeout`` seconds, retries included, so that no caller waits on a broker that is down.
+A failed send raises ``BrokerUnavailable`` or ``BrokerFailed`` (adapters/sdk_errors.py).
 
 SDK senders are not thread-safe, so each publish borrows an idle sender of its destination (or opens
 one) and returns it afterwards: concurrent publishes run side by side instead of queueing behind one
@@ -17,6 +18,7 @@ import threading
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
+from claimcheck.adapters.sdk_errors import bus_errors
 from claimcheck.messages import InboundMessage, OutboundMessage
 from claimcheck.settings import RESULTS_TOPIC
 
@@ -82,7 +84,8 @@ class ServiceBusBus:
         sender = self._borrow(destination)
         try:
             # A sender whose send failed is still reusable: the SDK reopens its link on the next send.
-            sender.send_messages(outgoing, timeout=self._send_timeout)
+            with bus_errors(f"publish to {destination}"):
+                sender.send_messages(outgoing, timeout=self._send_timeout)
         finally:
             self._give_back(destination, sender)
 

@@ -9,6 +9,7 @@ a service SAS signed with it.
 
 Reads stream the blob chunk by chunk (the client's ``max_chunk_get_size``), conditioned on the ETag
 the commit saw, so bytes replaced while the commit reads them fail the read instead of being copied.
+Other SDK errors leave as ``StorageUnavailable`` or ``StorageFailed`` (adapters/sdk_errors.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from azure.core import MatchConditions
 from azure.core.exceptions import ResourceModifiedError, ResourceNotFoundError
 from azure.storage.blob import BlobSasPermissions, UserDelegationKey, generate_blob_sas
 
+from claimcheck.adapters.sdk_errors import storage_errors
 from claimcheck.uploads import STAGING_PREFIX, StagedObject, UploadMismatch
 
 if TYPE_CHECKING:
@@ -66,34 +68,41 @@ class AzureBlobStagingArea:
         with self._lock:
             if self._key is None or self._key_expiry is None or self._key_expiry < expires_at:
                 self._key_expiry = expires_at + DELEGATION_KEY_LIFETIME
-                self._key = self._service.get_user_delegation_key(start, self._key_expiry)
+                with storage_errors("user delegation key"):
+                    self._key = self._service.get_user_delegation_key(start, self._key_expiry)
             return self._key
 
     def properties(self, name: str) -> StagedObject | None:
-        try:
-            found = self._container.get_blob_client(name).get_blob_properties()
-        except ResourceNotFoundError:
-            return None
+        with storage_errors("staging properties"):
+            try:
+                found = self._container.get_blob_client(name).get_blob_properties()
+            except ResourceNotFoundError:
+                return None
         return StagedObject(name, int(found.size), str(found.etag), found.creation_time)
 
     def open(self, name: str, *, etag: str) -> _ChunkReader:
         blob = self._container.get_blob_client(name)
-        try:
-            downloader = blob.download_blob(etag=etag, match_condition=MatchConditions.IfNotModified)
-        except (ResourceModifiedError, ResourceNotFoundError) as exc:
-            raise UploadMismatch("the uploaded object changed or vanished before it could be read") from exc
+        with storage_errors("staging read"):
+            try:
+                downloader = blob.download_blob(etag=etag, match_condition=MatchConditions.IfNotModified)
+            except (ResourceModifiedError, ResourceNotFoundError) as exc:
+                raise UploadMismatch(
+                    "the uploaded object changed or vanished before it could be read"
+                ) from exc
         return _ChunkReader(downloader.chunks())
 
     def delete(self, name: str) -> bool:
-        try:
-            self._container.delete_blob(name)
-        except ResourceNotFoundError:
-            return False
+        with storage_errors("staging delete"):
+            try:
+                self._container.delete_blob(name)
+            except ResourceNotFoundError:
+                return False
         return True
 
     def staged(self) -> Iterator[StagedObject]:
-        for found in self._container.list_blobs(name_starts_with=STAGING_PREFIX):
-            yield StagedObject(found.name, int(found.size), str(found.etag), found.creation_time)
+        with storage_errors("staging list"):
+            for found in self._container.list_blobs(name_starts_with=STAGING_PREFIX):
+                yield StagedObject(found.name, int(found.size), str(found.etag), found.creation_time)
 
 
 class _ChunkReader:
@@ -105,12 +114,14 @@ class _ChunkReader:
 
     def read(self, size: int = -1, /) -> bytes:
         if not self._pending:
-            try:
-                self._pending = next(self._chunks)
-            except StopIteration:
+            with storage_errors("staging read"):
+                try:
+                    chunk = next(self._chunks, None)
+                except ResourceModifiedError as exc:  # replaced between two range reads
+                    raise UploadMismatch("the uploaded object changed while it was being read") from exc
+            if chunk is None:
                 return b""
-            except ResourceModifiedError as exc:  # replaced between two range reads
-                raise UploadMismatch("the uploaded object changed while it was being read") from exc
+            self._pending = chunk
         if size < 0 or size >= len(self._pending):
             taken, self._pending = self._pending, b""
         else:

@@ -11,6 +11,7 @@ import pytest
 from claimcheck import ClaimCheck, Complete, DeadLetter, DeadLetterReason
 from claimcheck.adapters.blobs import AzureBlobPayloadStore
 from claimcheck.deadletters import DeadLetterCount
+from claimcheck.errors import BrokerUnavailable
 
 from tests.integration.claimcheck.conftest import Harness, document
 
@@ -239,7 +240,7 @@ class StaticDeadLetters:
 
     def dead_letter_counts(self) -> list[DeadLetterCount]:
         if self.counts is None:
-            raise ConnectionError("management plane unreachable")
+            raise BrokerUnavailable("dead-letter counts: Service Bus did not answer (ServiceRequestError)")
         return self.counts
 
 

@@ -103,3 +103,28 @@ def test_the_adapter_edge_wraps_sdk_errors_without_their_text() -> None:
     assert not is_outage(refused.value)
     assert "sig=" not in str(refused.value)
     assert str(refused.value).startswith("blob read: storage refused (HttpResponseError")
+
+
+def test_the_bus_adapter_edge_wraps_service_bus_errors_without_their_text() -> None:
+    from azure.core.exceptions import ResourceNotFoundError, ServiceRequestError
+    from azure.servicebus.exceptions import MessageSizeExceededError, ServiceBusConnectionError
+    from claimcheck.adapters.sdk_errors import bus_errors
+    from claimcheck.errors import BrokerFailed, BrokerUnavailable
+    from claimcheck.resilience import is_outage
+
+    for unreachable in (
+        ServiceBusConnectionError(message="amqps://ns.example/?sig=secret refused"),
+        ServiceRequestError("connection refused to https://ns.example/?sig=secret"),  # management plane
+    ):
+        with pytest.raises(BrokerUnavailable) as down, bus_errors("publish to documents"):
+            raise unreachable
+        assert down.value.__cause__ is unreachable
+        assert is_outage(down.value)
+        assert "sig=" not in str(down.value)
+    with pytest.raises(BrokerFailed) as refused, bus_errors("publish to documents"):
+        raise MessageSizeExceededError(message="body of 300 KB at https://ns.example/?sig=secret")
+    assert not is_outage(refused.value)
+    assert str(refused.value) == "publish to documents: Service Bus refused (MessageSizeExceededError)"
+    with pytest.raises(BrokerFailed) as missing, bus_errors("dead-letter counts"):
+        raise ResourceNotFoundError("queue https://ns.example/documents?sig=secret")
+    assert "sig=" not in str(missing.value)
