@@ -42,7 +42,12 @@ from claimcheck.http_api import (
     read_submission,
     status_etag,
 )
-from claimcheck.settings import DOCUMENTS_QUEUE, SERVICEBUS_CONNECTION, STORAGE_CONNECTION, SettingsError
+from claimcheck.settings import (
+    DOCUMENTS_QUEUE_SETTING,
+    SERVICEBUS_CONNECTION,
+    STORAGE_CONNECTION,
+    SettingsError,
+)
 from upload_routes import upload_routes
 
 if TYPE_CHECKING:
@@ -506,7 +511,9 @@ def get_openapi_document(req: func.HttpRequest) -> func.HttpResponse:
 
 @app.service_bus_queue_trigger(
     arg_name="message",
-    queue_name=DOCUMENTS_QUEUE,
+    # An app setting expression the host resolves: the topology's queue name (infra/ and the local stack
+    # write CLAIMCHECK_DOCUMENTS_QUEUE from it), never a second spelling here.
+    queue_name=f"%{DOCUMENTS_QUEUE_SETTING}%",
     connection=SERVICEBUS_CONNECTION,
     is_sessions_enabled=True,
     auto_complete_messages=False,

@@ -14,7 +14,6 @@ component, ingestion needs the Entra token that APPLICATIONINSIGHTS_AUTHENTICATI
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
@@ -22,14 +21,12 @@ from claimcheck.access import ACCESS_TABLE_SETTING, AccessTable
 from claimcheck.policy import DEFAULT_PURPOSES
 from claimcheck.settings import (
     AUDIENCE_SETTING,
-    IMMUTABLE_CONTAINERS_SETTING,
     ISSUER_SETTING,
     JWKS_URI_SETTING,
-    PROVISIONAL_TAG_NAME_SETTING,
-    PROVISIONAL_TAG_VALUE_SETTING,
-    PURPOSE_CONTAINERS_SETTING,
     SERVICEBUS_CONNECTION,
     STORAGE_CONNECTION,
+    ProvisionalTag,
+    Settings,
     consumer_settings,
 )
 
@@ -79,6 +76,32 @@ def service_bus_fqdn(endpoint: str) -> str:
     return host.split("/", 1)[0].split(":", 1)[0]
 
 
+def topology_settings(
+    topology: Topology, environment: str, immutable_containers: Mapping[str, int] | None = None
+) -> Settings:
+    """The app's settings as the topology and the stack give them (defaults for everything else): its
+    `to_env()` is what infra/ writes as app settings and the local stack into local.settings.json."""
+    bindings, tables, lifecycle = topology.bindings, topology.tables, topology.lifecycle
+    return Settings(
+        environment=environment,
+        documents_queue=bindings.documents_queue,
+        results_topic=bindings.results_topic,
+        payload_container=bindings.payload_container,
+        registry_table=tables.registry,
+        idempotency_table=tables.idempotency,
+        work_items_table=tables.work_items,
+        audit_table=tables.audit,
+        results_table=tables.results,
+        # The consumer dead-letters on the last delivery itself, so it must know the queue's limit.
+        max_delivery_count=topology.queue(bindings.documents_queue).max_delivery_count,
+        # The tag the lifecycle rule's orphan filter matches: from the topology, so an override reaches
+        # the rule and the app alike.
+        provisional_tag=ProvisionalTag(lifecycle.provisional_tag_name, lifecycle.provisional_tag_value),
+        purpose_containers=dict(bindings.purpose_containers),
+        immutable_containers=dict(immutable_containers or {}),
+    )
+
+
 def build_app_settings(
     endpoints: AppEndpoints,
     identity: AppIdentity,
@@ -87,29 +110,13 @@ def build_app_settings(
     consumed_purposes: Collection[str] = tuple(DEFAULT_PURPOSES),
     immutable_containers: Mapping[str, int] | None = None,
 ) -> dict[str, str]:
-    bindings, tables = topology.bindings, topology.tables
-    return identity_settings(identity, consumed_purposes) | {
+    return topology_settings(topology, environment, immutable_containers).to_env() | {
+        **identity_settings(identity, consumed_purposes),
         "AzureWebJobsStorage__accountName": endpoints.host_storage_account,
         f"{SERVICEBUS_CONNECTION}__fullyQualifiedNamespace": endpoints.service_bus_fqdn,
         f"{STORAGE_CONNECTION}__blobServiceUri": endpoints.payload_blob_uri.rstrip("/"),
         f"{STORAGE_CONNECTION}__tableServiceUri": endpoints.payload_table_uri.rstrip("/"),
         "APPLICATIONINSIGHTS_CONNECTION_STRING": endpoints.app_insights_connection_string,
-        "CLAIMCHECK_ENVIRONMENT": environment,
-        "CLAIMCHECK_DOCUMENTS_QUEUE": bindings.documents_queue,
-        "CLAIMCHECK_RESULTS_TOPIC": bindings.results_topic,
-        "CLAIMCHECK_PAYLOAD_CONTAINER": bindings.payload_container,
-        **payload_route_settings(topology, immutable_containers or {}),
-        "CLAIMCHECK_REGISTRY_TABLE": tables.registry,
-        "CLAIMCHECK_IDEMPOTENCY_TABLE": tables.idempotency,
-        "CLAIMCHECK_WORK_ITEMS_TABLE": tables.work_items,
-        "CLAIMCHECK_AUDIT_TABLE": tables.audit,
-        "CLAIMCHECK_RESULTS_TABLE": tables.results,
-        # The tag the lifecycle rule's orphan filter matches: from the topology, so an override reaches
-        # the rule and the app alike.
-        PROVISIONAL_TAG_NAME_SETTING: topology.lifecycle.provisional_tag_name,
-        PROVISIONAL_TAG_VALUE_SETTING: topology.lifecycle.provisional_tag_value,
-        # The consumer dead-letters on the last delivery itself, so it must know the queue's limit.
-        "CLAIMCHECK_MAX_DELIVERY_COUNT": str(topology.queue(bindings.documents_queue).max_delivery_count),
         # The Python worker (3.8-3.12) imports its own protobuf 4.x first; the Service Bus SDK-type
         # extension's settlement stubs (ServiceBusMessageActions) are protobuf 6 gencode and fail to
         # load against it. This setting makes the worker load the app's packages (protobuf 6, grpcio)
@@ -123,15 +130,6 @@ def build_app_settings(
         # Monitor distro (claimcheck.adapters.telemetry_setup, Entra ID as
         # APPLICATIONINSIGHTS_AUTHENTICATION_STRING says) instead of the host forwarding the worker's logs.
         "PYTHON_ENABLE_OPENTELEMETRY": "true",
-    }
-
-
-def payload_route_settings(topology: Topology, immutable_containers: Mapping[str, int]) -> dict[str, str]:
-    """Which container each purpose with its own writes to, and which containers are locked for how many
-    days (claimcheck.routing): from the topology and the stack's WORM switch, as infra/ declares them."""
-    return {
-        PURPOSE_CONTAINERS_SETTING: json.dumps(dict(sorted(topology.bindings.purpose_containers.items()))),
-        IMMUTABLE_CONTAINERS_SETTING: json.dumps(dict(sorted(immutable_containers.items()))),
     }
 
 

@@ -48,7 +48,7 @@ from claimcheck.settings import (
     Settings,
 )
 
-from infra.app_settings import payload_route_settings
+from infra.app_settings import topology_settings
 from infra.emulator_config import write_emulator_config
 from infra.topology import Topology, load_topology
 from local.azurite import Azurite, AzuriteNotInstalled, start_azurite
@@ -324,14 +324,17 @@ def start_stack(
         emulator = _emulator_process(folder, config_path, emulator_port or free_port(), management_port)
         emulator.start()
         bus_connection = connection_string(emulator.port, DEFAULT_KEY, host="127.0.0.1")
+        # The app's settings from the one table (claimcheck.settings.SETTINGS) as the topology gives them,
+        # exactly as infra/ writes them on Azure: entity names (the trigger binds its queue through one),
+        # the queue's delivery limit, the provisional tag, evidence in its own container (no lock:
+        # Azurite has no immutability policies).
         identity_settings = {
+            **topology_settings(topology or load_topology(), "local").to_env(),
             ISSUER_SETTING: minter.issuer,
             AUDIENCE_SETTING: minter.audience,
             JWKS_URI_SETTING: jwks_url(minter.base_url, minter.directory_tenant),
             ACCESS_TABLE_SETTING: local_access_table().to_json(),
             **local_consumer_settings(),
-            # Evidence in its own container, as on Azure; no lock (Azurite has no immutability policies).
-            **payload_route_settings(topology or load_topology(), {}),
         }
         settings_path = _write_local_settings(
             folder, azurite.connection_string, bus_connection, {**identity_settings, **(app_settings or {})}
@@ -414,7 +417,6 @@ def _write_local_settings(folder: Path, storage: str, servicebus: str, extra: Ma
         "AzureWebJobsStorage": storage,
         SERVICEBUS_CONNECTION: servicebus,
         STORAGE_CONNECTION: storage,
-        "CLAIMCHECK_ENVIRONMENT": "local",
         **telemetry_settings(folder),
         **extra,
     }

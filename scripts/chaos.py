@@ -39,7 +39,7 @@ from typing import Any
 import requests
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from claimcheck.outcome import compute_backoff
-from claimcheck.settings import DOCUMENTS_QUEUE, RESULTS_TOPIC, Settings
+from claimcheck.settings import DOCUMENTS_QUEUE, RESULTS_TOPIC, SETTING_NAMES, Settings
 from claimcheck.testing import InMemoryBus
 
 from local.stack import LocalStack, start_stack
@@ -50,7 +50,7 @@ CALLER = "local-tests"
 TENANTS = ("t-chaos-a", "t-chaos-b", "t-chaos-c")
 COMPONENTS = ("host", "emulator", "azurite")
 # A short lease and visibility grace so that a run settles in about a minute after its last crash.
-APP_SETTINGS = {"CLAIMCHECK_CLAIM_LEASE_SECONDS": "9", "CLAIMCHECK_VISIBILITY_GRACE_SECONDS": "20"}
+APP_SETTINGS = {SETTING_NAMES["claim_lease_seconds"]: "9", SETTING_NAMES["visibility_grace_seconds"]: "20"}
 
 
 @dataclass(frozen=True)

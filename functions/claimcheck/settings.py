@@ -10,9 +10,9 @@ import json
 import os
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from types import MappingProxyType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from claimcheck.errors import ClaimCheckError
 
@@ -24,6 +24,9 @@ STORAGE_CONNECTION = "PayloadStorage"
 
 # Default entity names; the topology spec (infra/topology/spec.py) is their source of truth.
 DOCUMENTS_QUEUE = "documents"
+# The trigger binds to this app setting (`%CLAIMCHECK_DOCUMENTS_QUEUE%`), resolved by the host: the
+# topology's queue name reaches the trigger through it, on Azure and on the local host alike.
+DOCUMENTS_QUEUE_SETTING = "CLAIMCHECK_DOCUMENTS_QUEUE"
 RESULTS_TOPIC = "results"
 PAYLOAD_CONTAINER = "payloads"
 REGISTRY_TABLE = "payloadregistry"
@@ -149,48 +152,126 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """The settings from app settings (``os.environ`` by default), row by row of ``SETTINGS``: an
+        unset or empty setting takes the row's default; a malformed one is a SettingsError naming it."""
         values = os.environ if env is None else env
-        return cls(
-            environment=values.get("CLAIMCHECK_ENVIRONMENT", "local"),
-            documents_queue=values.get("CLAIMCHECK_DOCUMENTS_QUEUE", DOCUMENTS_QUEUE),
-            results_topic=values.get("CLAIMCHECK_RESULTS_TOPIC", RESULTS_TOPIC),
-            payload_container=values.get("CLAIMCHECK_PAYLOAD_CONTAINER", PAYLOAD_CONTAINER),
-            registry_table=values.get("CLAIMCHECK_REGISTRY_TABLE", REGISTRY_TABLE),
-            idempotency_table=values.get("CLAIMCHECK_IDEMPOTENCY_TABLE", IDEMPOTENCY_TABLE),
-            work_items_table=values.get("CLAIMCHECK_WORK_ITEMS_TABLE", WORK_ITEMS_TABLE),
-            audit_table=values.get("CLAIMCHECK_AUDIT_TABLE", AUDIT_TABLE),
-            inline_threshold_bytes=_positive_int(values, "CLAIMCHECK_INLINE_THRESHOLD_BYTES", 16 * 1024),
-            max_payload_bytes=_positive_int(values, "CLAIMCHECK_MAX_PAYLOAD_BYTES", 2 * 1024**3),
-            results_table=values.get("CLAIMCHECK_RESULTS_TABLE", RESULTS_TABLE),
-            max_delivery_count=_positive_int(values, "CLAIMCHECK_MAX_DELIVERY_COUNT", 5),
-            visibility_grace_seconds=_positive_int(values, "CLAIMCHECK_VISIBILITY_GRACE_SECONDS", 120),
-            visibility_polls=_positive_int(values, "CLAIMCHECK_VISIBILITY_POLLS", 6),
-            orphan_grace_seconds=_positive_int(values, "CLAIMCHECK_ORPHAN_GRACE_SECONDS", 3600),
-            interrupted_cleanup_grace_seconds=_positive_int(
-                values, "CLAIMCHECK_INTERRUPTED_CLEANUP_GRACE_SECONDS", 300
-            ),
-            dead_letter_alert_age_seconds=_positive_int(
-                values, "CLAIMCHECK_DEAD_LETTER_ALERT_AGE_SECONDS", 3600
-            ),
-            claim_lease_seconds=_positive_int(values, "CLAIMCHECK_CLAIM_LEASE_SECONDS", 30),
-            claim_wait_seconds=_positive_int(values, "CLAIMCHECK_CLAIM_WAIT_SECONDS", 120),
-            outage_wait_seconds=_positive_int(values, "CLAIMCHECK_OUTAGE_WAIT_SECONDS", 60),
-            publish_timeout_seconds=_positive_int(values, "CLAIMCHECK_PUBLISH_TIMEOUT_SECONDS", 5),
-            publish_cool_down_seconds=_positive_int(values, "CLAIMCHECK_PUBLISH_COOL_DOWN_SECONDS", 5),
-            idempotency_window_seconds=_positive_int(
-                values, "CLAIMCHECK_IDEMPOTENCY_WINDOW_SECONDS", 24 * 3600
-            ),
-            visibility_window_seconds=_positive_int(values, "CLAIMCHECK_VISIBILITY_WINDOW_SECONDS", 30),
-            consumer_identity=values.get(CONSUMER_IDENTITY_SETTING) or DEFAULT_CONSUMER_IDENTITY,
-            purpose_consumers=_purpose_consumers(values.get(PURPOSE_CONSUMERS_SETTING)),
-            provisional_tag=_provisional_tag(values),
-            purpose_containers=(
-                _json_mapping(values, PURPOSE_CONTAINERS_SETTING, _container_name)
-                if values.get(PURPOSE_CONTAINERS_SETTING)
-                else DEFAULT_PURPOSE_CONTAINERS
-            ),
-            immutable_containers=_json_mapping(values, IMMUTABLE_CONTAINERS_SETTING, _whole_days),
-        )
+        parsed: dict[str, Any] = {}
+        for row in SETTINGS:
+            raw = values.get(row.name)
+            parsed[row.field] = row.parse(row.name, raw) if raw else row.default()
+        tag = ProvisionalTag(parsed.pop("provisional_tag.name"), parsed.pop("provisional_tag.value"))
+        return cls(**parsed, provisional_tag=_checked_tag(tag))
+
+    def to_env(self) -> dict[str, str]:
+        """Every setting of ``SETTINGS`` as the app reads it back (``from_env(s.to_env()) == s``): what
+        infra/ writes as app settings and the local stack into local.settings.json."""
+        return {row.name: row.format(_attribute(self, row.field)) for row in SETTINGS}
+
+
+def _attribute(settings: Settings, path: str) -> Any:
+    value: Any = settings
+    for part in path.split("."):
+        value = getattr(value, part)
+    return value
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One row of the settings table: the ``Settings`` field (``a.b`` for a part of one), the app
+    setting's name, its parser (name, text) -> value, and back to text. The default is the field's own
+    (``default_value`` where the dataclass has none, e.g. the environment)."""
+
+    field: str
+    name: str
+    parse: Callable[[str, str], Any]
+    format: Callable[[Any], str] = str
+    default_value: Any = None
+
+    def default(self) -> Any:
+        if self.default_value is not None:
+            return self.default_value
+        owner, _, part = self.field.partition(".")
+        declared = next(f for f in fields(Settings) if f.name == owner)
+        value = declared.default_factory() if declared.default is MISSING else declared.default  # type: ignore[misc]
+        return getattr(value, part) if part else value
+
+
+def _text(name: str, raw: str) -> str:
+    return raw
+
+
+def _positive(name: str, raw: str) -> int:
+    try:
+        number = int(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a whole number, got {raw!r}") from None
+    if number <= 0:
+        raise SettingsError(f"{name} must be positive, got {number}")
+    return number
+
+
+def _json(value: Mapping[str, Any]) -> str:
+    return json.dumps(
+        {key: sorted(item) if isinstance(item, frozenset) else item for key, item in sorted(value.items())},
+        separators=(",", ":"),
+    )
+
+
+def _number(field_name: str, name: str) -> Setting:
+    return Setting(field_name, name, _positive)
+
+
+def _name(field_name: str, name: str) -> Setting:
+    return Setting(field_name, name, _text)
+
+
+# The one table of the app's settings (issue 11): Settings.from_env and Settings.to_env read it, infra/
+# (infra/app_settings.py) and the local stack (local/stack.py) write Settings.to_env() of the settings
+# their topology gives, and every other module names a setting through SETTING_NAMES.
+SETTINGS: tuple[Setting, ...] = (
+    Setting("environment", "CLAIMCHECK_ENVIRONMENT", _text, default_value="local"),
+    _name("documents_queue", DOCUMENTS_QUEUE_SETTING),
+    _name("results_topic", "CLAIMCHECK_RESULTS_TOPIC"),
+    _name("payload_container", "CLAIMCHECK_PAYLOAD_CONTAINER"),
+    _name("registry_table", "CLAIMCHECK_REGISTRY_TABLE"),
+    _name("idempotency_table", "CLAIMCHECK_IDEMPOTENCY_TABLE"),
+    _name("work_items_table", "CLAIMCHECK_WORK_ITEMS_TABLE"),
+    _name("audit_table", "CLAIMCHECK_AUDIT_TABLE"),
+    _name("results_table", "CLAIMCHECK_RESULTS_TABLE"),
+    _number("inline_threshold_bytes", "CLAIMCHECK_INLINE_THRESHOLD_BYTES"),
+    _number("max_payload_bytes", "CLAIMCHECK_MAX_PAYLOAD_BYTES"),
+    _number("max_delivery_count", "CLAIMCHECK_MAX_DELIVERY_COUNT"),
+    _number("visibility_grace_seconds", "CLAIMCHECK_VISIBILITY_GRACE_SECONDS"),
+    _number("visibility_polls", "CLAIMCHECK_VISIBILITY_POLLS"),
+    _number("orphan_grace_seconds", "CLAIMCHECK_ORPHAN_GRACE_SECONDS"),
+    _number("interrupted_cleanup_grace_seconds", "CLAIMCHECK_INTERRUPTED_CLEANUP_GRACE_SECONDS"),
+    _number("dead_letter_alert_age_seconds", "CLAIMCHECK_DEAD_LETTER_ALERT_AGE_SECONDS"),
+    _number("claim_lease_seconds", "CLAIMCHECK_CLAIM_LEASE_SECONDS"),
+    _number("claim_wait_seconds", "CLAIMCHECK_CLAIM_WAIT_SECONDS"),
+    _number("outage_wait_seconds", "CLAIMCHECK_OUTAGE_WAIT_SECONDS"),
+    _number("publish_timeout_seconds", "CLAIMCHECK_PUBLISH_TIMEOUT_SECONDS"),
+    _number("publish_cool_down_seconds", "CLAIMCHECK_PUBLISH_COOL_DOWN_SECONDS"),
+    _number("idempotency_window_seconds", "CLAIMCHECK_IDEMPOTENCY_WINDOW_SECONDS"),
+    _number("visibility_window_seconds", "CLAIMCHECK_VISIBILITY_WINDOW_SECONDS"),
+    _name("consumer_identity", CONSUMER_IDENTITY_SETTING),
+    Setting("purpose_consumers", PURPOSE_CONSUMERS_SETTING, lambda _, raw: _purpose_consumers(raw), _json),
+    _name("provisional_tag.name", PROVISIONAL_TAG_NAME_SETTING),
+    _name("provisional_tag.value", PROVISIONAL_TAG_VALUE_SETTING),
+    Setting(
+        "purpose_containers",
+        PURPOSE_CONTAINERS_SETTING,
+        lambda name, raw: _json_mapping({name: raw}, name, _container_name),
+        _json,
+    ),
+    Setting(
+        "immutable_containers",
+        IMMUTABLE_CONTAINERS_SETTING,
+        lambda name, raw: _json_mapping({name: raw}, name, _whole_days),
+        _json,
+    ),
+)
+# Field -> app setting name, for code that names a setting (scripts, tests, infra): never a literal.
+SETTING_NAMES: Mapping[str, str] = MappingProxyType({row.field: row.name for row in SETTINGS})
 
 
 # Azure Blob container names: 3-63 lower-case letters, digits and single hyphens, starting alphanumeric.
@@ -231,11 +312,7 @@ def _json_mapping(
 _BLOB_TAG = re.compile(r"^[A-Za-z0-9 +\-./:=_]{1,128}$")
 
 
-def _provisional_tag(values: Mapping[str, str]) -> ProvisionalTag:
-    tag = ProvisionalTag(
-        name=values.get(PROVISIONAL_TAG_NAME_SETTING) or PROVISIONAL_TAG_NAME,
-        value=values.get(PROVISIONAL_TAG_VALUE_SETTING) or PROVISIONAL_TAG_VALUE,
-    )
+def _checked_tag(tag: ProvisionalTag) -> ProvisionalTag:
     checked = ((PROVISIONAL_TAG_NAME_SETTING, tag.name), (PROVISIONAL_TAG_VALUE_SETTING, tag.value))
     for setting, text in checked:
         if not _BLOB_TAG.fullmatch(text):
@@ -286,16 +363,3 @@ def _purpose_consumers(raw: str | None) -> dict[str, frozenset[str]]:
     ):
         raise SettingsError(f"{PURPOSE_CONSUMERS_SETTING} must map each purpose to a list of identities")
     return {str(purpose): frozenset(readers) for purpose, readers in parsed.items()}
-
-
-def _positive_int(values: Mapping[str, str], name: str, default: int) -> int:
-    raw = values.get(name)
-    if raw is None:
-        return default
-    try:
-        number = int(raw)
-    except ValueError:
-        raise SettingsError(f"{name} must be a whole number, got {raw!r}") from None
-    if number <= 0:
-        raise SettingsError(f"{name} must be positive, got {number}")
-    return number

@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import json
+import os
+import re
 import sys
 import typing
 from collections.abc import Callable, Collection
@@ -131,7 +133,7 @@ def _describe(function: func.Function) -> TriggeredFunction:
     triggers = [binding for binding in bindings if str(binding["type"]).endswith("Trigger")]
     if len(triggers) != 1:
         raise FunctionAppError(f"function {name} must have exactly one trigger, found {len(triggers)}")
-    trigger = triggers[0]
+    trigger = {key: _resolve_app_settings(name, key, value) for key, value in triggers[0].items()}
     kind = trigger["type"]
     if kind == "httpTrigger":
         methods = trigger.get("methods")
@@ -174,6 +176,26 @@ def _describe(function: func.Function) -> TriggeredFunction:
             run_on_startup=bool(trigger.get("runOnStartup", False)),
         )
     raise FunctionAppError(f"function {name}: trigger type {kind!r} is not supported by the local host")
+
+
+_APP_SETTING_EXPRESSION = re.compile(r"%([^%]+)%")
+
+
+def _resolve_app_settings(function: str, key: str, value: Any) -> Any:
+    """`%NAME%` in a binding property is the app setting NAME, as the Functions host resolves it (e.g.
+    the queue of a Service Bus trigger); an unset one fails the function's indexing, naming it."""
+    if not isinstance(value, str):
+        return value
+
+    def setting(match: re.Match[str]) -> str:
+        found = os.environ.get(match.group(1))
+        if found is None:
+            raise FunctionAppError(
+                f"function {function}: {key} {value!r} names app setting {match.group(1)!r}, which is not set"
+            )
+        return found
+
+    return _APP_SETTING_EXPRESSION.sub(setting, value)
 
 
 def _parameter_annotation(handler: Callable[..., Any], parameter_name: str) -> object:

@@ -10,6 +10,7 @@ import pytest
 from azure.servicebus import ServiceBusClient
 from claimcheck.adapters.servicebus import ServiceBusBus
 from claimcheck.messages import OutboundMessage
+from claimcheck.settings import SETTING_NAMES
 
 from infra.topology import load_topology
 from local.stack import LocalStack, start_stack
@@ -37,10 +38,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
         work_dir=tmp_path_factory.mktemp("stack"),
         topology=load_topology(TEST_TOPOLOGY),
         app_settings={
-            "CLAIMCHECK_MAX_PAYLOAD_BYTES": str(MAX_PAYLOAD_BYTES),
+            SETTING_NAMES["max_payload_bytes"]: str(MAX_PAYLOAD_BYTES),
             # A crashed attempt's claim ends within this; the live one renews it every third of it.
-            "CLAIMCHECK_CLAIM_LEASE_SECONDS": str(CLAIM_LEASE_SECONDS),
-            "CLAIMCHECK_VISIBILITY_WINDOW_SECONDS": str(VISIBILITY_WINDOW_SECONDS),
+            SETTING_NAMES["claim_lease_seconds"]: str(CLAIM_LEASE_SECONDS),
+            SETTING_NAMES["visibility_window_seconds"]: str(VISIBILITY_WINDOW_SECONDS),
         },
     ) as running:
         banners = banners_of(running)

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from claimcheck.client import ClaimCheckClient
+from claimcheck.settings import SETTING_NAMES
 
 from infra.topology import load_topology
 from local.stack import LocalStack, start_stack
@@ -118,7 +119,7 @@ def large_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack
     with start_stack(
         work_dir=work_dir,
         topology=load_topology(TEST_TOPOLOGY),
-        app_settings={"CLAIMCHECK_MAX_PAYLOAD_BYTES": str(2 * GIB)},
+        app_settings={SETTING_NAMES["max_payload_bytes"]: str(2 * GIB)},
     ) as running:
         yield running
     # Azurite's data folder now holds two copies of the gigabyte: give the disk back (logs stay).

@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
-import azure.functions as func
+import json
+from dataclasses import fields, replace
+from pathlib import Path
 
-from infra.app_settings import AppEndpoints, AppIdentity, build_app_settings
+import azure.functions as func
+import pytest
+from claimcheck.settings import DOCUMENTS_QUEUE_SETTING, SETTINGS, ProvisionalTag, Settings
+
+from infra.app_settings import AppEndpoints, AppIdentity, build_app_settings, topology_settings
 from infra.bindings import check_bindings, functions_metadata
+from infra.emulator_config import write_emulator_config
 from infra.topology import Topology, load_topology
 from local.functions_host import DEFAULT_APP
-from local.functions_host.app_loader import import_app
+from local.functions_host.app_loader import (
+    FunctionAppError,
+    ServiceBusFunction,
+    import_app,
+    load_function_app,
+)
 
 TOPOLOGY = load_topology()
 
@@ -127,6 +139,57 @@ def test_real_function_app_matches_the_topology() -> None:
     """functions/function_app.py's bindings match the default topology and the infra's app settings."""
     metadata = functions_metadata(import_app(DEFAULT_APP))
     assert check_bindings(metadata, TOPOLOGY, _app_settings()) == []
+    # The trigger names the queue only through the app setting the topology fills.
     assert any(
-        binding.get("queueName") == "documents" for function in metadata for binding in function.bindings
+        binding.get("queueName") == f"%{DOCUMENTS_QUEUE_SETTING}%"
+        for function in metadata
+        for binding in function.bindings
     )
+
+
+def test_a_renamed_queue_reaches_the_trigger_the_app_settings_and_the_emulator_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One source: renaming the documents queue in the topology moves the app setting the trigger's
+    `%CLAIMCHECK_DOCUMENTS_QUEUE%` expression names (Azure's host and our local host resolve it), the
+    infra app settings, the local stack's settings and the emulator's Config.json; nothing else changes."""
+    renamed = load_topology(
+        {"queues": [{"name": "intake", "requiresSession": True}], "bindings": {"documentsQueue": "intake"}}
+    )
+    azure = _app_settings(renamed)
+    local = topology_settings(renamed, "local").to_env()
+    assert azure[DOCUMENTS_QUEUE_SETTING] == local[DOCUMENTS_QUEUE_SETTING] == "intake"
+    assert Settings.from_env(azure).documents_queue == "intake"
+    # The deployed app, checked as the host resolves it against the infra's app settings.
+    assert check_bindings(functions_metadata(import_app(DEFAULT_APP)), renamed, azure) == []
+    # The local host indexes the same app with the local stack's settings applied.
+    for name, value in local.items():
+        monkeypatch.setenv(name, value)
+    (consumer,) = [
+        function
+        for function in load_function_app(DEFAULT_APP).functions
+        if isinstance(function, ServiceBusFunction)
+    ]
+    assert consumer.queue_name == "intake"
+    config = json.loads(write_emulator_config(renamed, tmp_path / "Config.json", clamp=False).read_text())
+    (namespace,) = config["UserConfig"]["Namespaces"]
+    assert "intake" in {queue["Name"] for queue in namespace["Queues"]}
+    # Without the setting the local host refuses to index, naming it (as Azure's host does).
+    monkeypatch.delenv(DOCUMENTS_QUEUE_SETTING)
+    with pytest.raises(FunctionAppError, match=DOCUMENTS_QUEUE_SETTING):
+        load_function_app(DEFAULT_APP)
+
+
+def test_the_settings_table_round_trips_and_names_every_field() -> None:
+    """from_env(to_env(s)) == s for settings unlike the defaults; every Settings field has one row."""
+    changed = replace(
+        topology_settings(load_topology({"bindings": {"purposeContainers": {}}}), "prod", {"evidence": 30}),
+        visibility_polls=9,
+        purpose_consumers={"evidence-archive": frozenset({"a", "b"})},
+        provisional_tag=ProvisionalTag("cc-publish", "pending"),
+    )
+    assert Settings.from_env(changed.to_env()) == changed
+    assert Settings.from_env({}) == Settings.from_env(Settings.from_env({}).to_env())
+    covered = {row.field.split(".")[0] for row in SETTINGS}
+    assert covered == {declared.name for declared in fields(Settings)}
+    assert len({row.name for row in SETTINGS}) == len(SETTINGS)

@@ -13,7 +13,7 @@ from azure.data.tables import TableServiceClient
 from azure.storage.blob import BlobServiceClient
 from claimcheck import ClaimCheck, DeadLetter, DeadLetterReason, InboundMessage, Settings
 from claimcheck.adapters.azure import provision_storage
-from claimcheck.settings import DOCUMENTS_QUEUE, PURPOSE_CONTAINERS_SETTING
+from claimcheck.settings import DOCUMENTS_QUEUE
 from claimcheck.testing import InMemoryBus
 
 from scripts.ops_reconcile import LOCAL_KEY_HOLDER
@@ -25,16 +25,8 @@ DOCUMENT = b"The Supplier shall deliver the goods. " * 1000
 
 
 def _settings_env(settings: Settings) -> dict[str, str]:
-    return {
-        "CLAIMCHECK_ENVIRONMENT": settings.environment,
-        "CLAIMCHECK_PAYLOAD_CONTAINER": settings.payload_container,
-        "CLAIMCHECK_REGISTRY_TABLE": settings.registry_table,
-        "CLAIMCHECK_IDEMPOTENCY_TABLE": settings.idempotency_table,
-        "CLAIMCHECK_WORK_ITEMS_TABLE": settings.work_items_table,
-        "CLAIMCHECK_AUDIT_TABLE": settings.audit_table,
-        "CLAIMCHECK_RESULTS_TABLE": settings.results_table,
-        PURPOSE_CONTAINERS_SETTING: json.dumps(dict(settings.purpose_containers)),
-    }
+    """What an operator exports: the app's settings, from the one table."""
+    return settings.to_env()
 
 
 @pytest.fixture
