@@ -192,7 +192,8 @@ class Setting:
             return self.default_value
         owner, _, part = self.field.partition(".")
         declared = next(f for f in fields(Settings) if f.name == owner)
-        value = declared.default_factory() if declared.default is MISSING else declared.default  # type: ignore[misc]
+        factory = declared.default_factory
+        value = factory() if declared.default is MISSING and callable(factory) else declared.default
         return getattr(value, part) if part else value
 
 

@@ -11,12 +11,11 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import json
-import os
 import re
 import sys
 import typing
-from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
@@ -51,6 +50,18 @@ class ServiceBusFunction:
     auto_complete_messages: bool | None  # None: host.json decides
     message_actions_arg: str | None  # the parameter typed ServiceBusMessageActions, if any
     trigger_annotation: object  # the trigger parameter's type, which the extension's converter decodes into
+
+    def resolved(self, environ: Mapping[str, str]) -> ServiceBusFunction:
+        """The function with `%NAME%` app setting expressions in its entity names replaced by their
+        values, as the Functions host does before it listens (an unset one is refused, naming it)."""
+        return replace(
+            self,
+            queue_name=_resolve_app_settings(self.name, "queueName", self.queue_name, environ),
+            topic_name=_resolve_app_settings(self.name, "topicName", self.topic_name, environ),
+            subscription_name=_resolve_app_settings(
+                self.name, "subscriptionName", self.subscription_name, environ
+            ),
+        )
 
     @property
     def entity(self) -> str:
@@ -133,7 +144,7 @@ def _describe(function: func.Function) -> TriggeredFunction:
     triggers = [binding for binding in bindings if str(binding["type"]).endswith("Trigger")]
     if len(triggers) != 1:
         raise FunctionAppError(f"function {name} must have exactly one trigger, found {len(triggers)}")
-    trigger = {key: _resolve_app_settings(name, key, value) for key, value in triggers[0].items()}
+    trigger = triggers[0]
     kind = trigger["type"]
     if kind == "httpTrigger":
         methods = trigger.get("methods")
@@ -181,14 +192,16 @@ def _describe(function: func.Function) -> TriggeredFunction:
 _APP_SETTING_EXPRESSION = re.compile(r"%([^%]+)%")
 
 
-def _resolve_app_settings(function: str, key: str, value: Any) -> Any:
+def _resolve_app_settings(
+    function: str, key: str, value: str | None, environ: Mapping[str, str]
+) -> str | None:
     """`%NAME%` in a binding property is the app setting NAME, as the Functions host resolves it (e.g.
-    the queue of a Service Bus trigger); an unset one fails the function's indexing, naming it."""
-    if not isinstance(value, str):
+    the queue of a Service Bus trigger); an unset one stops the function's listener, naming it."""
+    if value is None:
         return value
 
     def setting(match: re.Match[str]) -> str:
-        found = os.environ.get(match.group(1))
+        found = environ.get(match.group(1))
         if found is None:
             raise FunctionAppError(
                 f"function {function}: {key} {value!r} names app setting {match.group(1)!r}, which is not set"

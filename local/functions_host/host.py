@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -109,7 +110,10 @@ def start_host(
     running = RunningHost(app=app, options=options, http=http)
     try:
         for bus_function in app.of_type(ServiceBusFunction):
-            listener = ServiceBusListener(bus_function, service_bus or options.service_bus)
+            # The host resolves `%NAME%` entity names from the app settings applied above.
+            listener = ServiceBusListener(
+                bus_function.resolved(os.environ), service_bus or options.service_bus
+            )
             running.listeners.append(listener)
             listener.start()
         for timer_function in app.of_type(TimerFunction):

@@ -147,9 +147,7 @@ def test_real_function_app_matches_the_topology() -> None:
     )
 
 
-def test_a_renamed_queue_reaches_the_trigger_the_app_settings_and_the_emulator_config(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_renamed_queue_reaches_the_trigger_the_app_settings_and_the_emulator_config(tmp_path: Path) -> None:
     """One source: renaming the documents queue in the topology moves the app setting the trigger's
     `%CLAIMCHECK_DOCUMENTS_QUEUE%` expression names (Azure's host and our local host resolve it), the
     infra app settings, the local stack's settings and the emulator's Config.json; nothing else changes."""
@@ -162,22 +160,16 @@ def test_a_renamed_queue_reaches_the_trigger_the_app_settings_and_the_emulator_c
     assert Settings.from_env(azure).documents_queue == "intake"
     # The deployed app, checked as the host resolves it against the infra's app settings.
     assert check_bindings(functions_metadata(import_app(DEFAULT_APP)), renamed, azure) == []
-    # The local host indexes the same app with the local stack's settings applied.
-    for name, value in local.items():
-        monkeypatch.setenv(name, value)
-    (consumer,) = [
-        function
-        for function in load_function_app(DEFAULT_APP).functions
-        if isinstance(function, ServiceBusFunction)
-    ]
-    assert consumer.queue_name == "intake"
+    # The local host resolves the trigger's expression with the local stack's settings before it listens.
+    (consumer,) = load_function_app(DEFAULT_APP).of_type(ServiceBusFunction)
+    assert consumer.queue_name == f"%{DOCUMENTS_QUEUE_SETTING}%"
+    assert consumer.resolved(local).queue_name == "intake"
     config = json.loads(write_emulator_config(renamed, tmp_path / "Config.json", clamp=False).read_text())
     (namespace,) = config["UserConfig"]["Namespaces"]
     assert "intake" in {queue["Name"] for queue in namespace["Queues"]}
-    # Without the setting the local host refuses to index, naming it (as Azure's host does).
-    monkeypatch.delenv(DOCUMENTS_QUEUE_SETTING)
+    # Without the setting the local host refuses to listen, naming it (Azure's host refuses to index).
     with pytest.raises(FunctionAppError, match=DOCUMENTS_QUEUE_SETTING):
-        load_function_app(DEFAULT_APP)
+        consumer.resolved({})
 
 
 def test_the_settings_table_round_trips_and_names_every_field() -> None:
