@@ -16,7 +16,12 @@ import pytest
 from claimcheck import Complete, DeadLetter, DeadLetterReason, InboundMessage, Settings
 from claimcheck.policy import DEFAULT_PURPOSES
 from claimcheck.service import with_consumers
-from claimcheck.settings import SettingsError, consumer_settings
+from claimcheck.settings import (
+    CONSUMER_IDENTITY_SETTING,
+    PURPOSE_CONSUMERS_SETTING,
+    SettingsError,
+    consumer_settings,
+)
 
 from tests.integration.claimcheck.conftest import Harness, document
 from tests.integration.claimcheck.test_consumer import submit
@@ -130,14 +135,14 @@ def test_allowed_consumers_per_purpose_come_from_settings(make_harness: Build) -
 
 def test_purpose_consumer_settings_are_parsed_and_checked() -> None:
     env = {
-        "CLAIMCHECK_CONSUMER_IDENTITY": "func-a",
-        "CLAIMCHECK_PURPOSE_CONSUMERS": json.dumps({"contract-review": ["func-a", "func-b"]}),
+        CONSUMER_IDENTITY_SETTING: "func-a",
+        PURPOSE_CONSUMERS_SETTING: json.dumps({"contract-review": ["func-a", "func-b"]}),
     }
     settings = Settings.from_env(env)
     assert settings.consumer_identity == "func-a"
     assert settings.purpose_consumers == {"contract-review": frozenset({"func-a", "func-b"})}
-    with pytest.raises(SettingsError, match="CLAIMCHECK_PURPOSE_CONSUMERS"):
-        Settings.from_env({"CLAIMCHECK_PURPOSE_CONSUMERS": '{"contract-review": "func-a"}'})
+    with pytest.raises(SettingsError, match=PURPOSE_CONSUMERS_SETTING):
+        Settings.from_env({PURPOSE_CONSUMERS_SETTING: '{"contract-review": "func-a"}'})
     with pytest.raises(SettingsError, match=r"unknown purposes \['gossip'\]"):
         with_consumers({}, {"gossip": frozenset({"x"})})
 
@@ -147,7 +152,7 @@ def test_consumer_settings_read_back_as_that_identity_for_every_purpose() -> Non
     settings = Settings.from_env(consumer_settings("principal-1", DEFAULT_PURPOSES))
     assert settings.consumer_identity == "principal-1"
     assert settings.purpose_consumers == {purpose: frozenset({"principal-1"}) for purpose in DEFAULT_PURPOSES}
-    with pytest.raises(SettingsError, match="CLAIMCHECK_CONSUMER_IDENTITY"):
+    with pytest.raises(SettingsError, match=CONSUMER_IDENTITY_SETTING):
         consumer_settings("", DEFAULT_PURPOSES)
     with pytest.raises(SettingsError, match=r"unknown purposes \['gossip'\]"):
         consumer_settings("principal-1", DEFAULT_PURPOSES, ["gossip"])

@@ -13,7 +13,7 @@ from azure.data.tables import TableServiceClient
 from azure.storage.blob import BlobServiceClient
 from claimcheck import ClaimCheck, DeadLetter, DeadLetterReason, InboundMessage, Settings
 from claimcheck.adapters.azure import provision_storage
-from claimcheck.settings import DOCUMENTS_QUEUE
+from claimcheck.settings import DOCUMENTS_QUEUE, SETTING_NAMES
 from claimcheck.testing import InMemoryBus
 
 from scripts.ops_reconcile import LOCAL_KEY_HOLDER
@@ -69,7 +69,7 @@ def test_reconcile_prints_the_report(
     claimcheck, _, env = world
     ref = _submit(claimcheck, "wi-ops-missing")
     container = BlobServiceClient.from_connection_string(storage_connection_string).get_container_client(
-        env["CLAIMCHECK_PAYLOAD_CONTAINER"]
+        env[SETTING_NAMES["payload_container"]]
     )
     container.delete_blob(ref)
     result = run_ops("reconcile", env=env)
@@ -112,7 +112,7 @@ def test_revoke_blocks_reads_and_records_the_proven_identity(
     assert isinstance(outcome, DeadLetter)
     assert outcome.reason is DeadLetterReason.ACCESS_DENIED
     tables = TableServiceClient.from_connection_string(storage_connection_string)
-    (row,) = tables.get_table_client(env["CLAIMCHECK_REGISTRY_TABLE"]).list_entities()
+    (row,) = tables.get_table_client(env[SETTING_NAMES["registry_table"]]).list_entities()
     assert (row["PartitionKey"], row["state"]) == (ref, "access_denied")
 
 
@@ -149,7 +149,7 @@ def test_reconcile_reports_dead_letters_per_entity_with_an_alert_past_the_age(
             env=env
             | {
                 "CLAIMCHECK_SERVICEBUS_MANAGEMENT_CONNECTION": emulator.management,
-                "CLAIMCHECK_DEAD_LETTER_ALERT_AGE_SECONDS": "1",
+                SETTING_NAMES["dead_letter_alert_age_seconds"]: "1",
             },
         )
     assert result.exit_code == 0, result.output
