@@ -185,3 +185,10 @@ def test_the_settings_table_round_trips_and_names_every_field() -> None:
     covered = {row.field.split(".")[0] for row in SETTINGS}
     assert covered == {declared.name for declared in fields(Settings)}
     assert len({row.name for row in SETTINGS}) == len(SETTINGS)
+
+
+def test_the_example_local_settings_resolve_the_trigger() -> None:
+    """functions/local.settings.example.json (Core Tools by hand) sets what the trigger's expression names."""
+    example = json.loads(DEFAULT_APP.with_name("local.settings.example.json").read_text())["Values"]
+    (consumer,) = load_function_app(DEFAULT_APP).of_type(ServiceBusFunction)
+    assert consumer.resolved(example).queue_name == TOPOLOGY.bindings.documents_queue
