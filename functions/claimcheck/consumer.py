@@ -1,5 +1,7 @@
 """The consumer pipeline: envelope → resolve → authorize → fetch + verify → analyze → idempotent
 result write → result event → cleanup; answers an ``Outcome`` for the Function App to settle.
+Resolving and authorizing a delivery (may it run, is it a duplicate, is it ahead of the producer?) is
+``admission.py``.
 
 Every failure is classified into one of three answers: ``DeadLetter`` (a ``MessageRejected`` leaf,
 with its reason), ``Retry`` with backoff (a ``RetryableError`` or an unexpected I/O failure), or,
@@ -17,11 +19,11 @@ from datetime import datetime, timedelta
 from typing import Any, BinaryIO
 
 from claimcheck import telemetry
+from claimcheck.admission import Admission, Duplicate
 from claimcheck.analysis import AnalysisError, AnalysisResult, Analyzer
 from claimcheck.cleanup import Cleaner
 from claimcheck.concurrently import both
 from claimcheck.consumer_outcomes import (
-    DENIALS,
     dead_letter_for,
     is_integrity_failure,
     mark_failed,
@@ -34,18 +36,13 @@ from claimcheck.errors import (
     AccessDenied,
     ClaimCheckError,
     ConcurrencyConflict,
-    ContentTypeMismatch,
     EnvelopeExpired,
-    IntegrityFailed,
     MessageRejected,
-    NotYetVisible,
     ObjectNotFound,
-    PayloadMissing,
     PayloadStoreError,
     ProcessingFailed,
     RecordExists,
     RetryableError,
-    VersionMismatch,
 )
 from claimcheck.idempotency import (
     AlreadyDone,
@@ -59,9 +56,6 @@ from claimcheck.messages import Bus, InboundMessage
 from claimcheck.outcome import Complete, DeadLetter, DeadLetterReason, Outcome, compute_backoff
 from claimcheck.policy import (
     PurposePolicy,
-    ReadRequest,
-    Verdict,
-    authorize,
     base_content_type,
 )
 from claimcheck.registry import PayloadRecord, PayloadRegistry
@@ -77,24 +71,8 @@ from claimcheck.workitems import WorkItemRecord, WorkItemStore
 log = logging.getLogger(__name__)
 
 RESULT_EFFECT = "analysis-result"
-_POLL_BASE = timedelta(milliseconds=50)
-_POLL_MAX = timedelta(seconds=1)
 _OUTAGE_BASE = timedelta(milliseconds=500)
 _OUTAGE_MAX = timedelta(seconds=5)
-
-
-@dataclass(frozen=True)
-class Duplicate:
-    """This delivery repeats an effect that already exists: complete it and do nothing else."""
-
-
-DUPLICATE = Duplicate()
-
-
-@dataclass(frozen=True)
-class _Admitted:
-    record: PayloadRecord | None  # None for an inline payload
-    work_item: WorkItemRecord | None  # the row as read while admitting: its ETag conditions the moves
 
 
 @dataclass(frozen=True)
@@ -140,6 +118,17 @@ class Consumer:
         self._identity = identity
         self._clock = clock
         self._sleep = sleep
+        self._admission = Admission(
+            settings=settings,
+            registry=registry,
+            work_items=work_items,
+            ledger=ledger,
+            cleaner=cleaner,
+            purposes=purposes,
+            identity=identity,
+            clock=clock,
+            sleep=sleep,
+        )
         # Shared by all deliveries: an outage is logged once when it starts and once when it ends.
         self._dependencies = FailureStreak("the consumer's storage or Service Bus", log)
 
@@ -222,7 +211,7 @@ class Consumer:
         key = idempotency_key(
             envelope.work_item_id, envelope.payload_version, envelope.purpose, RESULT_EFFECT
         )
-        admitted = self._poll_until_visible(lambda: self._admit(envelope, policy, key))
+        admitted = self._admission.admit(envelope, policy, key)
         if isinstance(admitted, Duplicate):
             return Complete()
         record = admitted.record
@@ -254,108 +243,6 @@ class Consumer:
     def _claim(self, key: str) -> Claimed | AlreadyDone:
         budget = timedelta(seconds=self._settings.claim_wait_seconds)
         return self._ledger.claim_waiting(key, clock=self._clock, sleep=self._sleep, budget=budget)
-
-    def _poll_until_visible(self, admit: Callable[[], _Admitted | Duplicate]) -> _Admitted | Duplicate:
-        """Bounded polling (DESIGN §5): a message may arrive milliseconds before the producer confirms
-        its version; wait with backoff a few times in-process before answering Retry."""
-        attempt, waited = 1, 0.0
-        try:
-            while True:
-                try:
-                    return admit()
-                except NotYetVisible:
-                    if attempt >= self._settings.visibility_polls:
-                        raise
-                    delay = compute_backoff(attempt, base=_POLL_BASE, max_backoff=_POLL_MAX).total_seconds()
-                    self._sleep(delay)
-                    waited += delay
-                    attempt += 1
-        finally:
-            if waited:
-                telemetry.waited_for_visibility(waited)
-
-    def _admit(self, envelope: Envelope, policy: PurposePolicy, key: str) -> _Admitted | Duplicate:
-        """Resolve and authorize, or learn that this delivery duplicates an existing effect.
-
-        The registry record and the work item row are independent point reads: both go at once.
-        """
-        now = self._clock()
-        ref = envelope.payload_ref
-        with stage(Stage.RESOLVE):
-            found, work_item = both(
-                lambda: None if ref is None else self._registry.get(ref),
-                lambda: self._work_items.get(envelope.work_item_id),
-            )
-        record: PayloadRecord | None = None
-        if ref is not None:
-            resolved = self._resolve(envelope, found, key, now)
-            if isinstance(resolved, Duplicate):
-                return resolved
-            record = resolved
-        self._check_inline_policy(envelope, policy)
-        return self._check_confirmed_version(envelope, work_item, key, now) or _Admitted(record, work_item)
-
-    def _resolve(
-        self, envelope: Envelope, record: PayloadRecord | None, key: str, now: datetime
-    ) -> PayloadRecord | Duplicate:
-        assert envelope.payload_ref is not None
-        request = ReadRequest(
-            identity=self._identity,
-            work_item_id=envelope.work_item_id,
-            tenant_id=envelope.tenant_id,
-            purpose=envelope.purpose,
-            environment=envelope.environment,
-            classification=envelope.classification.value,
-            version=envelope.payload_version,
-            content_type=envelope.content_type,
-            expires_at=envelope.expires_at,
-            now=now,
-        )
-        with stage(Stage.AUTHORIZE):
-            verdict, reason = authorize(request, None if record is None else record.facts(), self._purposes)
-        if verdict is Verdict.ALLOW:
-            assert record is not None
-            if (record.content_length, record.sha256) != (envelope.content_length, envelope.checksum.value):
-                raise IntegrityFailed("the envelope's length or checksum differs from the registered object")
-            return record
-        if verdict is not Verdict.UNRESOLVABLE and self._ledger.lookup(key) is not None:
-            if record is not None and record.state is PayloadState.PROCESSED:
-                self._cleaner.finish_interrupted(record, self._purposes, now=now)
-            return DUPLICATE  # of a completed effect: the object may be processed or gone
-        if verdict is Verdict.NOT_YET_VISIBLE:
-            assert record is not None
-            self._retry_within_grace(record.created_at, now, "the producer has not confirmed this version")
-        raise DENIALS[verdict](reason)
-
-    def _check_inline_policy(self, envelope: Envelope, policy: PurposePolicy) -> None:
-        if envelope.payload_inline is None:
-            return
-        if envelope.classification.sensitive or envelope.classification not in policy.classifications:
-            raise AccessDenied("policy does not allow this classification inline for this purpose")
-        if base_content_type(envelope.content_type) not in policy.content_types:
-            raise ContentTypeMismatch("the declared content type is not allowed for this purpose")
-
-    def _check_confirmed_version(
-        self, envelope: Envelope, work_item: WorkItemRecord | None, key: str, now: datetime
-    ) -> Duplicate | None:
-        """Process only the version the producer confirmed (None: go on). An older version has been
-        superseded (dead-letter), unless its effect already exists: then this delivery is a duplicate."""
-        if work_item is not None and work_item.tenant_id != envelope.tenant_id:
-            raise AccessDenied("reference does not resolve for this tenant, purpose and environment")
-        confirmed = 0 if work_item is None else work_item.version
-        if confirmed < envelope.payload_version:
-            self._retry_within_grace(envelope.created_at, now, "the work item version is not confirmed yet")
-            raise PayloadMissing("the producer never confirmed this version (publish not completed)")
-        if confirmed > envelope.payload_version:
-            if self._ledger.lookup(key) is not None:
-                return DUPLICATE
-            raise VersionMismatch(f"version {envelope.payload_version} was superseded by version {confirmed}")
-        return None
-
-    def _retry_within_grace(self, since: datetime, now: datetime, why: str) -> None:
-        """Inside the grace window, not yet visible means retry (raise); after it, the caller classifies."""
-        if now < since + timedelta(seconds=self._settings.visibility_grace_seconds):
-            raise NotYetVisible(why)
 
     def _run(self, work: _Work) -> tuple[dict[str, Any], WorkItemRecord | None]:
         """Analyze and record the effect; answers the summary and the work item row as last written."""

@@ -1,0 +1,181 @@
+"""Admission of one delivery (DESIGN §5): resolve its reference and work item, authorize the read, and
+learn whether it may run, duplicates an effect that already exists, or is ahead of the producer's
+confirmation (polled a few times in-process, then ``NotYetVisible``). A delivery that may never run
+raises a ``MessageRejected`` leaf; the consumer (``consumer.py``) runs what is admitted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from claimcheck import telemetry
+from claimcheck.cleanup import Cleaner
+from claimcheck.concurrently import both
+from claimcheck.consumer_outcomes import DENIALS
+from claimcheck.envelope import Envelope
+from claimcheck.errors import (
+    AccessDenied,
+    ContentTypeMismatch,
+    IntegrityFailed,
+    NotYetVisible,
+    PayloadMissing,
+    VersionMismatch,
+)
+from claimcheck.idempotency import IdempotencyLedger
+from claimcheck.outcome import compute_backoff
+from claimcheck.policy import PurposePolicy, ReadRequest, Verdict, authorize, base_content_type
+from claimcheck.registry import PayloadRecord, PayloadRegistry
+from claimcheck.settings import Settings
+from claimcheck.states import PayloadState
+from claimcheck.telemetry import Stage, stage
+from claimcheck.workitems import WorkItemRecord, WorkItemStore
+
+_POLL_BASE = timedelta(milliseconds=50)
+_POLL_MAX = timedelta(seconds=1)
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    """This delivery repeats an effect that already exists: complete it and do nothing else."""
+
+
+DUPLICATE = Duplicate()
+
+
+@dataclass(frozen=True)
+class Admitted:
+    record: PayloadRecord | None  # None for an inline payload
+    work_item: WorkItemRecord | None  # the row as read while admitting: its ETag conditions the moves
+
+
+class Admission:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        registry: PayloadRegistry,
+        work_items: WorkItemStore,
+        ledger: IdempotencyLedger,
+        cleaner: Cleaner,
+        purposes: Mapping[str, PurposePolicy],
+        identity: str,
+        clock: Callable[[], datetime],
+        sleep: Callable[[float], None],
+    ) -> None:
+        self._settings = settings
+        self._registry = registry
+        self._work_items = work_items
+        self._ledger = ledger
+        self._cleaner = cleaner
+        self._purposes = purposes
+        self._identity = identity
+        self._clock = clock
+        self._sleep = sleep
+
+    def admit(self, envelope: Envelope, policy: PurposePolicy, key: str) -> Admitted | Duplicate:
+        """Admitted (what was read, to run on), or Duplicate; raises when the delivery may not run."""
+        return self._poll_until_visible(lambda: self._admit(envelope, policy, key))
+
+    def _poll_until_visible(self, admit: Callable[[], Admitted | Duplicate]) -> Admitted | Duplicate:
+        """Bounded polling (DESIGN §5): a message may arrive milliseconds before the producer confirms
+        its version; wait with backoff a few times in-process before answering Retry."""
+        attempt, waited = 1, 0.0
+        try:
+            while True:
+                try:
+                    return admit()
+                except NotYetVisible:
+                    if attempt >= self._settings.visibility_polls:
+                        raise
+                    delay = compute_backoff(attempt, base=_POLL_BASE, max_backoff=_POLL_MAX).total_seconds()
+                    self._sleep(delay)
+                    waited += delay
+                    attempt += 1
+        finally:
+            if waited:
+                telemetry.waited_for_visibility(waited)
+
+    def _admit(self, envelope: Envelope, policy: PurposePolicy, key: str) -> Admitted | Duplicate:
+        """Resolve and authorize, or learn that this delivery duplicates an existing effect.
+
+        The registry record and the work item row are independent point reads: both go at once.
+        """
+        now = self._clock()
+        ref = envelope.payload_ref
+        with stage(Stage.RESOLVE):
+            found, work_item = both(
+                lambda: None if ref is None else self._registry.get(ref),
+                lambda: self._work_items.get(envelope.work_item_id),
+            )
+        record: PayloadRecord | None = None
+        if ref is not None:
+            resolved = self._resolve(envelope, found, key, now)
+            if isinstance(resolved, Duplicate):
+                return resolved
+            record = resolved
+        self._check_inline_policy(envelope, policy)
+        return self._check_confirmed_version(envelope, work_item, key, now) or Admitted(record, work_item)
+
+    def _resolve(
+        self, envelope: Envelope, record: PayloadRecord | None, key: str, now: datetime
+    ) -> PayloadRecord | Duplicate:
+        assert envelope.payload_ref is not None
+        request = ReadRequest(
+            identity=self._identity,
+            work_item_id=envelope.work_item_id,
+            tenant_id=envelope.tenant_id,
+            purpose=envelope.purpose,
+            environment=envelope.environment,
+            classification=envelope.classification.value,
+            version=envelope.payload_version,
+            content_type=envelope.content_type,
+            expires_at=envelope.expires_at,
+            now=now,
+        )
+        with stage(Stage.AUTHORIZE):
+            verdict, reason = authorize(request, None if record is None else record.facts(), self._purposes)
+        if verdict is Verdict.ALLOW:
+            assert record is not None
+            if (record.content_length, record.sha256) != (envelope.content_length, envelope.checksum.value):
+                raise IntegrityFailed("the envelope's length or checksum differs from the registered object")
+            return record
+        if verdict is not Verdict.UNRESOLVABLE and self._ledger.lookup(key) is not None:
+            if record is not None and record.state is PayloadState.PROCESSED:
+                self._cleaner.finish_interrupted(record, self._purposes, now=now)
+            return DUPLICATE  # of a completed effect: the object may be processed or gone
+        if verdict is Verdict.NOT_YET_VISIBLE:
+            assert record is not None
+            self._retry_within_grace(record.created_at, now, "the producer has not confirmed this version")
+        raise DENIALS[verdict](reason)
+
+    def _check_inline_policy(self, envelope: Envelope, policy: PurposePolicy) -> None:
+        if envelope.payload_inline is None:
+            return
+        if envelope.classification.sensitive or envelope.classification not in policy.classifications:
+            raise AccessDenied("policy does not allow this classification inline for this purpose")
+        if base_content_type(envelope.content_type) not in policy.content_types:
+            raise ContentTypeMismatch("the declared content type is not allowed for this purpose")
+
+    def _check_confirmed_version(
+        self, envelope: Envelope, work_item: WorkItemRecord | None, key: str, now: datetime
+    ) -> Duplicate | None:
+        """Process only the version the producer confirmed (None: go on). An older version has been
+        superseded (dead-letter), unless its effect already exists: then this delivery is a duplicate."""
+        if work_item is not None and work_item.tenant_id != envelope.tenant_id:
+            raise AccessDenied("reference does not resolve for this tenant, purpose and environment")
+        confirmed = 0 if work_item is None else work_item.version
+        if confirmed < envelope.payload_version:
+            self._retry_within_grace(envelope.created_at, now, "the work item version is not confirmed yet")
+            raise PayloadMissing("the producer never confirmed this version (publish not completed)")
+        if confirmed > envelope.payload_version:
+            if self._ledger.lookup(key) is not None:
+                return DUPLICATE
+            raise VersionMismatch(f"version {envelope.payload_version} was superseded by version {confirmed}")
+        return None
+
+    def _retry_within_grace(self, since: datetime, now: datetime, why: str) -> None:
+        """Inside the grace window, not yet visible means retry (raise); after it, the caller classifies."""
+        if now < since + timedelta(seconds=self._settings.visibility_grace_seconds):
+            raise NotYetVisible(why)
