@@ -321,7 +321,7 @@ def get_work_item(req: func.HttpRequest) -> func.HttpResponse:
 
     try:
         view = claimcheck().status.get(work_item_id, min_version=min_version, tenant_visible=visible)
-    except Exception as error:
+    except Exception as error:  # the HTTP trigger's boundary: only an outage is answered here (503)
         if not is_outage(error):
             raise
         # No authoritative read, so no answer at all: a stale one could make an agent write again.
@@ -390,7 +390,7 @@ def get_work_item_result(req: func.HttpRequest) -> func.HttpResponse:
             if results is None or wanted < 1
             else results.get(work_item_id, wanted, tenant_visible=visible)
         )
-    except Exception as error:
+    except Exception as error:  # the HTTP trigger's boundary: only an outage is answered here (503)
         if not is_outage(error):
             raise
         logger.warning("result read of %s unavailable: %s", work_item_id, type(error).__name__)

@@ -247,7 +247,8 @@ class Producer:
             return both(reserve, upload)
         except BaseException:
             if stored:
-                with contextlib.suppress(Exception):
+                # Storage failing too: the reconciler's sweep removes the unregistered object.
+                with contextlib.suppress(ClaimCheckError):
                     self._stores.for_purpose(purpose).delete(ref)
             raise
 
