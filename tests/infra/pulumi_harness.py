@@ -6,6 +6,7 @@ scopes can be asserted), the namespace endpoint, storage endpoints, the Function
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Callable
@@ -229,6 +230,16 @@ class ProgramRun:
         return matches[0]
 
 
+def _ensure_event_loop() -> None:
+    """Pulumi's mocks build futures on the thread's current event loop. A test that ran `asyncio.run()`
+    earlier in the session (the MCP client's, the SDK conformance tests') leaves the main thread with none
+    set, and Pulumi then fails with "There is no current event loop"; give the thread a fresh one."""
+    try:
+        asyncio.get_event_loop_policy().get_event_loop()
+    except RuntimeError:
+        asyncio.set_event_loop(asyncio.new_event_loop())
+
+
 def run_program(
     program: Callable[[], dict[str, Any] | None],
     *,
@@ -241,6 +252,7 @@ def run_program(
     The config goes where the Pulumi language host puts it for a real run: the PULUMI_CONFIG
     environment variable, a JSON object of strings (structured values JSON-encoded).
     """
+    _ensure_event_loop()
     mocks = AzureMocks(subscription_id)
     monitor = RecordingMonitor(mocks)
     pulumi.runtime.set_mocks(mocks, project="claimcheck", stack=stack, preview=False, monitor=monitor)
