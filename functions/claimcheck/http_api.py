@@ -130,7 +130,10 @@ def read_submission(headers: Mapping[str, str], body: bytes) -> Submission:
     if content_type.lower().startswith("multipart/form-data"):
         document, content_type, form = read_multipart(content_type, body)
         fields.update(form)
-    if fields.get("work_item_id"):
+    if "work_item_id" not in fields and "x-work-item-id" in lowered:
+        # An empty header names no work item: refused like any malformed id, never taken as "new one".
+        fields["work_item_id"] = lowered["x-work-item-id"]
+    if "work_item_id" in fields:
         check_work_item_id(str(fields["work_item_id"]))
     if "review_required" in fields:
         fields["review_required"] = _flag("review_required", str(fields["review_required"]))

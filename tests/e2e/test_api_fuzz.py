@@ -100,15 +100,27 @@ def _granted_tenant(value: object) -> st.SearchStrategy[object]:
 def _granted_tenant_in_headers(context: Any, headers: Any) -> st.SearchStrategy[Any]:
     if not isinstance(headers, dict):
         return st.just(headers)
+    generated = _number_of(headers)
     headers = _fresh_intake_controls(headers)
     reading = context.operation is not None and context.operation.method.upper() == "GET"
-    if reading and "X-Tenant-Id" in headers and _number_of(headers) % 2:
+    if reading and "X-Tenant-Id" in headers and generated % 2:
         # A status read narrowed to another tenant is a 404 like an unknown id: half the reads are not
         # narrowed, so the stateful read after a 202 can reach that very work item.
         headers = {name: value for name, value in headers.items() if name != "X-Tenant-Id"}
+    if not reading and generated % 2:
+        # An intake without a tenant, purpose or classification is one documented 400 each, and leaving
+        # optional headers out is the generator's most common draw: half of the intakes get the absent ones
+        # (a purpose and classification the caller is granted), so that enough submissions are accepted
+        # for the stateful links to be followed. Present values, well-formed or not, stay as generated.
+        headers = {**INTAKE_DEFAULTS, **headers}
     if "X-Tenant-Id" not in headers:
-        return st.just(headers)
+        if reading or generated % 2 == 0:
+            return st.just(headers)
+        return st.sampled_from(GRANTED_TENANTS).map(lambda tenant: {**headers, "X-Tenant-Id": tenant})
     return _granted_tenant(headers["X-Tenant-Id"]).map(lambda tenant: {**headers, "X-Tenant-Id": tenant})
+
+
+INTAKE_DEFAULTS = {"X-Purpose": "bulk-ingest", "X-Classification": "internal"}
 
 
 # Derandomized generation repeats the same few Idempotency-Keys, and a key already used for other content
@@ -123,20 +135,23 @@ def _number_of(headers: dict[str, Any]) -> int:
     return int.from_bytes(hashlib.sha256(described.encode()).digest()[:8], "big")
 
 
-# A generated X-Work-Item-Id names a work item that the first run of a case created: replayed, the same
-# request would be a 428 (a new version needs If-Match) where it was a 202, so a well-formed id gets a
-# fresh suffix per request and the replay creates its own work item, answered as the first one was.
-_WORK_ITEMS = itertools.count()
+# A generated X-Work-Item-Id or Idempotency-Key names what the first run of a case created: replayed, the
+# same request would be a 428 (a new version needs If-Match) or a replayed receipt where it was a 202, so a
+# well-formed id or key gets a fresh suffix per request and the replay creates its own work item, answered
+# as the first one was. The choices above are drawn from the generated headers (before the suffixes), so a
+# replay makes the same ones.
+_REQUESTS = itertools.count()
 
 
 def _fresh_intake_controls(headers: dict[str, Any]) -> dict[str, Any]:
+    call = _number_of(headers)
+    fresh = next(_REQUESTS)
     work_item = headers.get("X-Work-Item-Id")
     if isinstance(work_item, str) and IDENTIFIER.fullmatch(work_item):
-        headers = {**headers, "X-Work-Item-Id": f"{work_item[:40]}-{next(_WORK_ITEMS)}"}
-    call = _number_of(headers)
+        headers = {**headers, "X-Work-Item-Id": f"{work_item[:40]}-{fresh}"}
     key, if_match = headers.get("Idempotency-Key"), headers.get("If-Match")
     if isinstance(key, str) and re.fullmatch(r"[!-~]{1,200}", key):
-        headers = {**headers, "Idempotency-Key": f"{key}-{call}"}
+        headers = {**headers, "Idempotency-Key": f"{key[:180]}-{fresh}"}
     if isinstance(if_match, str) and parse_if_match_or_none(if_match) is not None and call % 2:
         headers = {name: value for name, value in headers.items() if name != "If-Match"}
     if "If-None-Match" in headers and call % 4:  # '*' is a 304 for any existing work item
