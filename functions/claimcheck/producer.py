@@ -130,7 +130,7 @@ class Producer:
         """Accept one document; raise an ``IntakeRejected`` leaf for bad input (nothing is kept then).
 
         ``if_match``/``require_if_match``: the conditional write of DESIGN §5 (the HTTP route always
-        requires it for an existing work item; ``WorkItemStore.reserve_version`` checks it).
+        requires it for an existing work item; ``WorkItemStore.reserve`` checks it).
         """
         declared = len(source) if isinstance(source, bytes) else None
         policy, level = check_intake(
