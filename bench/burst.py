@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import threading
 import time
@@ -29,12 +30,14 @@ from pathlib import Path
 import requests
 from azure.servicebus import ServiceBusClient
 
+from bench.cpu import CpuMeter
 from local.stack import LocalStack, start_stack
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "contracts"
 DOCUMENTS = ("service-agreement.txt", "urgent-notice.txt")
 # The local issuer's test identity: its access-table grant covers every tenant id starting with "t-".
 IDENTITY = "local-tests"
+BENCH_PROCESS = "bench (clients)"
 
 
 @dataclass
@@ -94,12 +97,13 @@ def run(
                 timeline,
             )
 
-        started = time.perf_counter()
-        with ThreadPoolExecutor(max_workers=clients) as pool:
-            work_item_ids = list(pool.map(send, range(documents)))
-        sent = time.perf_counter()
-        finished = _wait(timeline, len(timeline.sent_at), timeout)
-        ended = time.perf_counter()
+        with CpuMeter(_component_pids(stack), own_only=frozenset({BENCH_PROCESS})) as cpu:
+            started = time.perf_counter()
+            with ThreadPoolExecutor(max_workers=clients) as pool:
+                work_item_ids = list(pool.map(send, range(documents)))
+            sent = time.perf_counter()
+            finished = _wait(timeline, len(timeline.sent_at), timeout)
+            ended = time.perf_counter()
         time.sleep(1.0)  # a duplicate result event would arrive right behind the first
         stop.set()
         listener.join()
@@ -128,6 +132,20 @@ def run(
     print(f"final states: {dict(Counter(states.values()))}; duplicate result events: {duplicates}")
     expected = all(state == "completed" for state in states.values()) and done == documents and not duplicates
     print(f"every document ended as expected: {'yes' if expected else 'NO'}")
+    print(cpu.report())
+
+
+def _component_pids(stack: LocalStack) -> dict[str, int]:
+    """The processes that do the burst's work: the stack's components and this bench (its HTTP clients
+    and the audit listener are threads of this process)."""
+    pids = {
+        "functions host": stack.host.process,
+        "Service Bus emulator": stack.emulator.process,
+        "token issuer": stack.issuer.process,
+        "Azurite": stack.azurite.process,
+    }
+    found = {name: process.pid for name, process in pids.items() if process is not None}
+    return {**found, BENCH_PROCESS: os.getpid()}
 
 
 def _submit(
