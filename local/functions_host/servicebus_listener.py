@@ -25,7 +25,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from azure.servicebus import (
     NEXT_AVAILABLE_SESSION,
@@ -43,6 +43,7 @@ from local.functions_host.app_loader import ServiceBusFunction
 from local.functions_host.binding_data import trigger_argument
 from local.functions_host.host_config import ServiceBusOptions
 from local.functions_host.invocation import invoke
+from local.functions_host.phase_clock import PhaseClock
 from local.functions_host.settlement import HeldMessage, settle, settlement_server
 
 logger = logging.getLogger(__name__)
@@ -84,6 +85,10 @@ class ServiceBusListener:
         self._client = ServiceBusClient.from_connection_string(connection_string, retry_total=retries)
         self._renewer = self._lock_renewer()
         self._stopping = threading.Event()
+        self.clock = PhaseClock()
+        # Session receivers being closed in the background (see _release_in_background).
+        self._releases: set[threading.Thread] = set()
+        self._releases_changed = threading.Lock()
         # One streak for all of this function's workers: the broker being down is logged once, and its
         # return once (with the number of failed attempts), however many workers notice it.
         # Each worker backs off by its own consecutive failures (a shared count would grow with the
@@ -126,8 +131,14 @@ class ServiceBusListener:
         deadline = time.monotonic() + _WORKER_EXIT_SECONDS
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
+        # Then the sessions still being released (a worker that just stopped may have started one).
+        with self._releases_changed:
+            releasing = list(self._releases)
+        for thread in releasing:
+            thread.join(max(0.0, deadline - time.monotonic()))
         self._renewer.close(wait=False)
         self._client.close()
+        logger.info("function %s: workers' time: %s", self.function.name, self.clock.summary())
 
     def _lock_renewer(self) -> AutoLockRenewer:
         return AutoLockRenewer(
@@ -168,8 +179,11 @@ class ServiceBusListener:
         while not self._stopping.is_set():
             asked = time.monotonic()
             try:
-                # One renewer per session, stopped before the receiver closes.
-                with self._receiver(session=True) as receiver:
+                receiver = self._receiver(session=True)
+                with self.clock.timing("accept"):
+                    receiver.__enter__()
+                try:
+                    # One renewer per session, stopped before the receiver closes.
                     renewer = self._lock_renewer()
                     try:
                         self._drain_session(receiver, renewer)
@@ -179,19 +193,43 @@ class ServiceBusListener:
                         # up to 0.5 s). A renewal runs only near the lock's expiry; one racing this
                         # close fails inside the renewer and is dropped (the session is released).
                         renewer.close(wait=False)
-                # Closing the receiver releases the session (and whatever the function left unsettled).
+                finally:
+                    self._release_in_background(receiver)
             except OperationTimeoutError:
+                self.clock.count("no session within the poll")
                 self._broker_answered(asked)  # the broker answered: no session was available within the poll
                 continue
             except Exception as error:  # a worker must outlive broker restarts
                 self._pause_after(error)
+
+    def _release_in_background(self, receiver: ServiceBusReceiver) -> None:
+        """Close the session's receiver on a thread of its own, so the worker accepts the next session
+        at once. Closing releases the session (and whatever the function left unsettled) within
+        milliseconds, but then the SDK joins the receiver's keep-alive thread, which sleeps a second
+        at a time: that join cost every session half a second of a worker's time on average."""
+
+        def release() -> None:
+            try:
+                with self.clock.timing("release"):
+                    receiver.close()
+            except Exception as error:  # the broker went away: the session's lock lapses on its own
+                logger.info("function %s: releasing a session failed: %s", self.function.name, error)
+            finally:
+                with self._releases_changed:
+                    self._releases.discard(thread)
+
+        thread = threading.Thread(target=release, name=f"sb-{self.function.name}-release", daemon=True)
+        with self._releases_changed:
+            self._releases.add(thread)
+        thread.start()
 
     def _drain_session(self, receiver: ServiceBusReceiver, renewer: AutoLockRenewer) -> None:
         """Handle one session's messages in order until it stays idle for sessionIdleTimeout (or the
         function asks for its release)."""
         # The first receive opens the link, which is what accepts the next available session.
         asked = time.monotonic()
-        messages = receiver.receive_messages(max_message_count=1, max_wait_time=_POLL_SECONDS)
+        with self.clock.timing("first receive"):
+            messages = receiver.receive_messages(max_message_count=1, max_wait_time=_POLL_SECONDS)
         self._broker_answered(asked)
         renewer.register(receiver, receiver.session)
         with self._settlements.holding_session(receiver) as session:
@@ -199,7 +237,9 @@ class ServiceBusListener:
             idle_since = time.monotonic()
             while True:
                 for message in messages:
-                    self._handle(receiver, message)
+                    self._note_queue_wait(message)
+                    with self.clock.timing("invoke"):
+                        self._handle(receiver, message)
                     idle_since = time.monotonic()
                 idle_left = idle_limit - (time.monotonic() - idle_since)
                 if self._stopping.is_set() or session.release_requested.is_set() or idle_left <= 0:
@@ -207,10 +247,19 @@ class ServiceBusListener:
                 # Wait no longer than the idle time left: a short sessionIdleTimeout releases the session
                 # (and frees this worker for the next one) when it says, not at the next poll.
                 asked = time.monotonic()
-                messages = receiver.receive_messages(
-                    max_message_count=1, max_wait_time=min(_POLL_SECONDS, idle_left)
-                )
+                with self.clock.timing("wait for next message"):
+                    messages = receiver.receive_messages(
+                        max_message_count=1, max_wait_time=min(_POLL_SECONDS, idle_left)
+                    )
                 self._broker_answered(asked)
+
+    def _note_queue_wait(self, message: ServiceBusReceivedMessage) -> None:
+        """How long the message sat in the queue before a worker got it (broker and host share a clock
+        locally; on one machine the figure is exact to the broker's millisecond)."""
+        enqueued = message.enqueued_time_utc
+        if enqueued is not None:
+            waited = datetime.now(UTC) - enqueued.astimezone(UTC)
+            self.clock.add("queued", max(0.0, waited.total_seconds()))
 
     def _handle(self, receiver: ServiceBusReceiver, message: ServiceBusReceivedMessage) -> None:
         with self._in_flight_changed:

@@ -1,0 +1,49 @@
+"""Where a trigger's workers spend their time: wall seconds per phase, summed over all workers.
+
+The listener logs the totals when it stops, so a bench run (or anyone reading the host log) sees
+what the workers waited on: accepting a session, invoking the function, waiting for a session's
+next message, releasing the session.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+class PhaseClock:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seconds: dict[str, float] = {}
+        self._counts: dict[str, int] = {}
+
+    @contextmanager
+    def timing(self, phase: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add(phase, time.perf_counter() - started)
+
+    def add(self, phase: str, seconds: float) -> None:
+        with self._lock:
+            self._seconds[phase] = self._seconds.get(phase, 0.0) + seconds
+            self._counts[phase] = self._counts.get(phase, 0) + 1
+
+    def count(self, event: str) -> None:
+        """An event without a duration (e.g. an accept that found no session)."""
+        with self._lock:
+            self._counts[event] = self._counts.get(event, 0) + 1
+
+    def summary(self) -> str:
+        """``phase 12.3 s / 200 (62 ms each), event x5, ...`` in the order first seen."""
+        with self._lock:
+            return ", ".join(self._line(name, count) for name, count in self._counts.items())
+
+    def _line(self, name: str, count: int) -> str:
+        if name not in self._seconds:
+            return f"{name} x{count}"
+        seconds = self._seconds[name]
+        return f"{name} {seconds:.1f} s / {count} ({seconds / count * 1000:.0f} ms each)"
