@@ -36,6 +36,7 @@ from claimcheck.http_api import (
     INTAKE_CONTROL_HEADERS,
     BadRequest,
     check_work_item_id,
+    inline_body,
     none_match,
     parse_if_match,
     parse_min_version,
@@ -77,6 +78,7 @@ _claimcheck: "ClaimCheck | None" = None
 _claimcheck_lock = threading.Lock()
 _identity: "tuple[TokenRules, SigningKeys, AccessTable] | None" = None
 _dead_letters: "QueueDeadLetters | None" = None
+_inline_cap: int | None = None
 
 # Operator routes: at most this many dead-lettered messages per answer, browsed from this many.
 DEAD_LETTER_PAGE = 100
@@ -159,6 +161,17 @@ def identity() -> "tuple[TokenRules, SigningKeys, AccessTable]":
         return _identity
 
 
+def inline_cap() -> int:
+    """POST /documents' largest request body (``Settings.max_inline_request_bytes``), read on first use."""
+    global _inline_cap
+    with _claimcheck_lock:
+        if _inline_cap is None:
+            from claimcheck.settings import Settings
+
+            _inline_cap = Settings.from_env(os.environ).max_inline_request_bytes
+        return _inline_cap
+
+
 def _gate(req: func.HttpRequest, *roles: "AppRole") -> "Caller | func.HttpResponse":
     """The caller a valid bearer token proves, if it holds one of ``roles``; else the refusal to answer.
 
@@ -224,7 +237,10 @@ def submit_document(req: func.HttpRequest) -> func.HttpResponse:
     if isinstance(caller, func.HttpResponse):
         return caller
     try:
-        submission = read_submission(req.headers, req.get_body())
+        # Above the inline cap the answer is 413 use_direct_upload, decided from Content-Length before
+        # the body is read (the local host then never reads it); nothing is stored or published.
+        received = inline_body(req.headers.get("content-length"), req.get_body, inline_cap())
+        submission = read_submission(req.headers, received)
         if_match = parse_if_match(req.headers.get(INTAKE_CONTROL_HEADERS[1]))
         raw_key = req.headers.get(INTAKE_CONTROL_HEADERS[0])
         key = None if raw_key is None else _checked(check_idempotency_key, raw_key)

@@ -63,6 +63,9 @@ REMEDIES: Mapping[str, str] = {
     "work_item_conflict": "That work item id belongs to another submission or a concurrent write took "
     "the version: call get_status and decide again.",
     "payload_too_large": "The document is larger than the stack accepts: it cannot be submitted as is.",
+    "use_direct_upload": "The document is too large to send in one request and nothing was stored: this "
+    "tool sends documents that large through the direct upload by itself, so report that the server's "
+    "inline limit is below its client's threshold.",
     "forbidden_content_type": "The purpose does not allow that content type, or the bytes are not of "
     "the declared type: fix content_type or choose the right purpose.",
     "unknown_purpose": "Use one of the purposes listed in this tool's schema.",

@@ -64,6 +64,14 @@ class PayloadTooLarge(IntakeRejected):
     http_status = 413
 
 
+class UseDirectUpload(IntakeRejected):
+    """A request body above ``POST /documents``' inline cap (``Settings.max_inline_request_bytes``),
+    refused before it is read: a document that large comes through the direct upload (claimcheck.uploads)."""
+
+    code = "use_direct_upload"
+    http_status = 413
+
+
 class ForbiddenContentType(IntakeRejected):
     code = "forbidden_content_type"
     http_status = 415

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from multipart import MultipartError, MultipartSegment, PushMultipartParser, parse_options_header
 
 from claimcheck.envelope import IDENTIFIER, IDENTIFIER_RULE
+from claimcheck.errors import UseDirectUpload
 
 # Header → submit() keyword. Multipart requests may carry the same values as form fields instead.
 HEADER_FIELDS = {
@@ -48,6 +49,8 @@ MAX_PART_HEADER_BYTES = 4096
 MAX_PART_HEADERS = 8
 # Form field values are short identifiers and flags; a longer one is refused rather than buffered.
 MAX_FIELD_BYTES = 1024
+# A Content-Length value: digits only (int() would also take "+1", " 1" or "1_000").
+_CONTENT_LENGTH = re.compile(r"[0-9]{1,19}")
 # ``min_version`` is a version number, not an arbitrarily long digit string for int() to chew on.
 MIN_VERSION = re.compile(r"[0-9]{1,18}")
 # Multipart is fed to the parser in slices, so its memory stays bounded by the slice, not the body.
@@ -115,6 +118,30 @@ def none_match(raw: str | None, etag: str) -> bool:
         return False
     candidates = [part.strip().removeprefix("W/") for part in raw.split(",")]
     return "*" in candidates or etag in candidates
+
+
+def inline_body(content_length: str | None, read: Callable[[], bytes], cap: int) -> bytes:
+    """Intake's request body, at most ``cap`` bytes: a declared ``Content-Length`` above it is refused
+    (``UseDirectUpload``) before ``read`` is called, so no byte of it is read; a body without one
+    (chunked) is refused once read if longer (the host reads such a body within its own limit, which the
+    local stack sets to this cap, and Azure's front end to 100 MB)."""
+    if content_length is not None:
+        if not _CONTENT_LENGTH.fullmatch(content_length.strip()):
+            raise BadRequest("Content-Length must be a whole number")
+        if int(content_length) > cap:
+            raise UseDirectUpload(_too_large_for_inline(f"this one declares {int(content_length)}", cap))
+    body = read()
+    if len(body) > cap:
+        raise UseDirectUpload(_too_large_for_inline(f"this one has {len(body)}", cap))
+    return body
+
+
+def _too_large_for_inline(size: str, cap: int) -> str:
+    return (
+        f"POST /api/documents takes request bodies up to {cap} bytes and {size}: send the document "
+        "with the direct upload instead (POST /api/uploads, put the bytes to its upload_url, then "
+        "POST /api/uploads/{upload_id}/commit; ClaimCheckClient.submit does this by itself)"
+    )
 
 
 def read_submission(headers: Mapping[str, str], body: bytes) -> Submission:

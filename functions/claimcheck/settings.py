@@ -76,6 +76,14 @@ PURPOSE_CONTAINERS_SETTING = "CLAIMCHECK_PURPOSE_CONTAINERS"
 IMMUTABLE_CONTAINERS_SETTING = "CLAIMCHECK_IMMUTABLE_CONTAINERS"
 
 
+# The largest request body POST /api/documents takes (CLAIMCHECK_MAX_INLINE_REQUEST_BYTES); larger documents
+# go through the direct upload (claimcheck.uploads), and ClaimCheckClient switches to it above this same
+# number, so the client and the API cannot disagree. Well under the Functions front end's request limit
+# (FUNCTIONS_REQUEST_LIMIT_BYTES, 100 MB), which a configured cap may not exceed.
+INLINE_REQUEST_MAX_BYTES = 32 * 1024 * 1024
+FUNCTIONS_REQUEST_LIMIT_BYTES = 100 * 1024 * 1024
+
+
 _Value = TypeVar("_Value")
 
 
@@ -106,6 +114,8 @@ class Settings:
     results_table: str = RESULTS_TABLE
     inline_threshold_bytes: int = 16 * 1024
     max_payload_bytes: int = 2 * 1024 * 1024 * 1024
+    # POST /api/documents refuses a larger body before reading it (413 use_direct_upload).
+    max_inline_request_bytes: int = INLINE_REQUEST_MAX_BYTES
     # The consumer dead-letters on this delivery itself (with a precise reason) instead of letting
     # the broker do it with a generic MaxDeliveryCountExceeded; matches the queue's MaxDeliveryCount.
     max_delivery_count: int = 5
@@ -211,6 +221,16 @@ def _positive(name: str, raw: str) -> int:
     return number
 
 
+def _inline_cap(name: str, raw: str) -> int:
+    number = _positive(name, raw)
+    if number > FUNCTIONS_REQUEST_LIMIT_BYTES:
+        raise SettingsError(
+            f"{name} must be at most {FUNCTIONS_REQUEST_LIMIT_BYTES} (the Functions HTTP request limit), "
+            f"got {number}"
+        )
+    return number
+
+
 def _json(value: Mapping[str, Any]) -> str:
     return json.dumps(
         {key: sorted(item) if isinstance(item, frozenset) else item for key, item in sorted(value.items())},
@@ -241,6 +261,7 @@ SETTINGS: tuple[Setting, ...] = (
     _name("results_table", "CLAIMCHECK_RESULTS_TABLE"),
     _number("inline_threshold_bytes", "CLAIMCHECK_INLINE_THRESHOLD_BYTES"),
     _number("max_payload_bytes", "CLAIMCHECK_MAX_PAYLOAD_BYTES"),
+    Setting("max_inline_request_bytes", "CLAIMCHECK_MAX_INLINE_REQUEST_BYTES", _inline_cap),
     _number("max_delivery_count", "CLAIMCHECK_MAX_DELIVERY_COUNT"),
     _number("visibility_grace_seconds", "CLAIMCHECK_VISIBILITY_GRACE_SECONDS"),
     _number("visibility_polls", "CLAIMCHECK_VISIBILITY_POLLS"),

@@ -7,8 +7,9 @@ import contextlib
 
 import pytest
 import requests
+from claimcheck.client import DIRECT_UPLOAD_THRESHOLD
 from claimcheck.envelope import parse_envelope
-from claimcheck.errors import InvalidEnvelope, UnsupportedSchemaVersion
+from claimcheck.errors import InvalidEnvelope, UnsupportedSchemaVersion, UseDirectUpload
 from claimcheck.http_api import (
     DOCUMENT_PART,
     FORM_FIELDS,
@@ -17,6 +18,7 @@ from claimcheck.http_api import (
     MAX_PART_HEADER_BYTES,
     BadRequest,
     check_work_item_id,
+    inline_body,
     none_match,
     parse_if_match,
     parse_min_version,
@@ -24,6 +26,7 @@ from claimcheck.http_api import (
     read_submission,
     status_etag,
 )
+from claimcheck.settings import FUNCTIONS_REQUEST_LIMIT_BYTES, SETTING_NAMES, Settings, SettingsError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -240,3 +243,56 @@ def test_if_none_match_matches_the_current_etag_only() -> None:
     assert none_match(f"W/{etag}", etag)
     assert not none_match(status_etag(2, b"{ }"), etag)
     assert not none_match(None, etag)
+
+
+# --- the inline cap of POST /documents -------------------------------------------------------------------
+
+
+class _Body:
+    """A body reader that records whether it was called (inline_body must not read an over-cap body)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.read = False
+
+    def __call__(self) -> bytes:
+        self.read = True
+        return self.data
+
+
+def test_a_declared_length_over_the_inline_cap_is_refused_without_reading_the_body() -> None:
+    body = _Body(b"x" * 11)
+    with pytest.raises(UseDirectUpload) as refused:
+        inline_body("11", body, cap=10)
+    assert not body.read
+    assert (refused.value.code, refused.value.http_status) == ("use_direct_upload", 413)
+    assert "up to 10 bytes" in str(refused.value)
+    assert "POST /api/uploads" in str(refused.value)
+
+
+def test_a_body_at_the_inline_cap_is_read() -> None:
+    assert inline_body("10", _Body(b"x" * 10), cap=10) == b"x" * 10
+    assert inline_body(None, _Body(b"x" * 10), cap=10) == b"x" * 10
+
+
+def test_a_body_without_content_length_is_refused_once_read_if_over_the_cap() -> None:
+    """A chunked body (no Content-Length): the host read it within its own limit; over the cap it is
+    refused all the same, so the cap holds whatever the transfer encoding."""
+    with pytest.raises(UseDirectUpload, match="this one has 11"):
+        inline_body(None, _Body(b"x" * 11), cap=10)
+
+
+@pytest.mark.parametrize("declared", ["", "-1", "+5", "1_0", "ten", "1" * 20])
+def test_a_malformed_content_length_is_a_400(declared: str) -> None:
+    with pytest.raises(BadRequest, match="Content-Length"):
+        inline_body(declared, _Body(b""), cap=10)
+
+
+def test_the_inline_cap_is_the_clients_threshold_and_a_setting_named_when_refused() -> None:
+    """One number: the client switches to the direct upload exactly where the API's default cap ends."""
+    name = SETTING_NAMES["max_inline_request_bytes"]
+    assert Settings.from_env({}).max_inline_request_bytes == DIRECT_UPLOAD_THRESHOLD
+    assert Settings.from_env({name: "1024"}).max_inline_request_bytes == 1024
+    for bad in ("0", "lots", str(FUNCTIONS_REQUEST_LIMIT_BYTES + 1)):
+        with pytest.raises(SettingsError, match=name):
+            Settings.from_env({name: bad})
