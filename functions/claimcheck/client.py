@@ -26,12 +26,14 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from claimcheck.blob_upload import UploadFailed, put_blocks
+from claimcheck.errors import UseDirectUpload
 from claimcheck.outcome import compute_backoff
+from claimcheck.settings import INLINE_REQUEST_MAX_BYTES
 
 # Above this many bytes ``submit`` uses the direct upload (a write-only grant, the bytes straight to Blob
-# Storage, then a verified commit): well under the platform's 100 MB request limit, and the API's
-# memory never holds the document.
-DIRECT_UPLOAD_THRESHOLD = 32 * 1024 * 1024
+# Storage, then a verified commit): the API's default inline cap (POST /documents refuses a larger body
+# with 413 use_direct_upload), well under the platform's 100 MB request limit.
+DIRECT_UPLOAD_THRESHOLD = INLINE_REQUEST_MAX_BYTES
 
 # Answers after which the same request may succeed: the key makes resending it safe.
 _RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
@@ -145,6 +147,10 @@ class ClaimCheckClient:
                 answer = self._call("POST", "/documents", headers | {"Content-Length": str(length)}, body)
             if answer.status == 202:
                 return _receipt(answer, key)
+            if answer.body.get("error") == UseDirectUpload.code and _Body.rewindable(source):
+                # The API's inline cap is below this client's threshold; it stored nothing, so the same
+                # document (and key) goes through the direct upload instead.
+                return self._submit_direct(source, headers, key, max_attempts, give_up_at)
             retryable = answer.status in _RETRYABLE_STATUSES or answer.body.get("error") in _RETRYABLE_CODES
             if not retryable or not _Body.rewindable(source) or attempt == max_attempts:
                 raise ApiError(answer.status, answer.body)

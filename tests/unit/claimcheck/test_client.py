@@ -162,6 +162,31 @@ def test_above_the_threshold_submit_grants_puts_blocks_and_commits_what_it_sent(
     assert b"<Latest>" in server.seen[4][2]
 
 
+def test_an_inline_refusal_for_size_sends_the_same_document_through_the_direct_upload(serve: Any) -> None:
+    """An API whose inline cap is below this client's threshold answers 413 use_direct_upload (nothing
+    stored); the client then grants, puts and commits the same bytes under the same key."""
+    document = b"0123456789"
+    server = serve([(413, {}, {"error": "use_direct_upload", "message": "too large for inline"})])
+    server.script += [(201, {}, _grant(server, 16)), (201, {}, {}), (201, {}, {}), (202, {}, RECEIPT)]
+    client = ClaimCheckClient(f"http://127.0.0.1:{server.server_address[1]}/api", lambda: "token")
+    receipt = client.submit(
+        document,
+        tenant_id="acme",
+        purpose="bulk-ingest",
+        classification="internal",
+        content_type="text/plain",
+    )
+    paths = [path.split("?")[0] for path, _, _ in server.seen]
+    assert paths[:2] == ["/api/documents", "/api/uploads"]
+    assert paths[-1] == f"/api/uploads/up_{'a' * 27}/commit"
+    assert (
+        server.seen[-1][1]["Idempotency-Key"]
+        == server.seen[0][1]["Idempotency-Key"]
+        == receipt.idempotency_key
+    )
+    assert server.seen[-1][1]["X-Upload-Sha256"] == hashlib.sha256(document).hexdigest()
+
+
 def test_a_refused_block_is_an_api_error_that_never_carries_the_grant(serve: Any) -> None:
     server = serve([])
     server.script += [(201, {}, _grant(server, 4)), (403, {}, {"error": "AuthenticationFailed"})]
