@@ -341,7 +341,8 @@ def start_stack(
         )
         # The deploy side's job, as infra/ does on Azure: the app expects its container and tables.
         local_values = json.loads(settings_path.read_text(encoding="utf-8"))["Values"]
-        provision_storage(Settings.from_env(local_values), azurite.connection_string)
+        configured = Settings.from_env(local_values)
+        provision_storage(configured, azurite.connection_string)
         port = host_port or free_port()
         host = ChildProcess(
             name="functions host",
@@ -355,6 +356,10 @@ def start_stack(
                 str(port),
                 "--settings",
                 str(settings_path),
+                # The host reads no request body above intake's inline cap (a larger Content-Length
+                # reaches the app unread, which answers 413 use_direct_upload): its memory stays bounded.
+                "--max-body-bytes",
+                str(configured.max_inline_request_bytes),
             ],
             port=port,
             log_path=folder / "functions-host.log",

@@ -18,6 +18,7 @@ import logging
 import re
 import socket
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -42,6 +43,12 @@ LISTEN_BACKLOG = 1024
 CONNECTION_IDLE_TIMEOUT = 30.0
 # What a refused request is told to wait before trying again.
 RETRY_AFTER_SECONDS = 1
+# After answering a request whose body was left unread (over the body limit), the rest of the body is
+# read and thrown away, a slice at a time, for at most this long (and this long without a byte): closing
+# with unread bytes would reset the connection and a client still sending would lose the answer.
+LINGER_SECONDS = 30.0
+LINGER_IDLE_SECONDS = 2.0
+_LINGER_SLICE = 64 * 1024
 
 _CONTENT_LENGTH = re.compile(r"[0-9]{1,19}")
 _PARAMETER = re.compile(r"\{(?P<star>\*)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::[^}?]*)?(?P<optional>\?)?\}")
@@ -99,6 +106,18 @@ class RouteTable:
 
 class _RequestTooLarge(Exception):
     pass
+
+
+class _UnreadBodyRequest(func.HttpRequest):
+    """A request whose declared body is over the host's limit: the host read none of it, and a function
+    that asks for it gets the host's 413. A function may refuse it from its headers first (intake answers
+    ``use_direct_upload`` from Content-Length), as it would under a host that streams the body."""
+
+    def get_body(self) -> bytes:
+        raise _RequestTooLarge
+
+    def get_json(self) -> Any:
+        raise _RequestTooLarge
 
 
 class InvocationSlots:
@@ -179,6 +198,8 @@ class _Handler(BaseHTTPRequestHandler):
     server: FunctionsHttpServer
     protocol_version = "HTTP/1.1"
     timeout = CONNECTION_IDLE_TIMEOUT
+    # Set when an over-limit body's Expect: 100-continue got no 100 (the client then sends no body).
+    _body_withheld = False
 
     def __getattr__(self, name: str) -> Any:
         # Every method token reaches the router, which answers 405 for a method no function accepts
@@ -218,27 +239,25 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body = self._read_body()
         except _RequestTooLarge:
-            self.close_connection = True
-            self._send_json(
-                413,
-                {
-                    "error": "payload_too_large",
-                    "message": f"request bodies are limited to {self.server.max_body_bytes} bytes",
-                },
-            )
+            self._refuse_too_large()
+            self._discard_rest()
             return
         except ValueError as error:
             self.close_connection = True
             self._send_json(400, {"error": "bad_request", "message": str(error)})
             return
-        request = func.HttpRequest(
+        # None: a Content-Length over the limit, left unread (the function sees the headers only).
+        request_type = func.HttpRequest if body is not None else _UnreadBodyRequest
+        request = request_type(
             method=self.command,
             url=f"http://{self.headers.get('Host', 'localhost')}{self.path}",
             headers=dict(self.headers.items()),
             params=dict(parse_qsl(url.query, keep_blank_values=True)),
             route_params=route_params,
-            body=body,
+            body=body or b"",
         )
+        if body is None:
+            self.close_connection = True  # the unread body stays on the connection
         if not self.server.slots.acquire():
             self._send_json(
                 503,
@@ -248,6 +267,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             response = invoke(function.handler, {function.arg_name: request})
+        except _RequestTooLarge:
+            self._refuse_too_large()
+            self._discard_rest()
+            return
         except Exception:
             logger.exception("function %s failed", function.name)
             self._send_json(
@@ -257,8 +280,30 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self.server.slots.release()
         self._send_response(_as_response(response, function.name))
+        if body is None:
+            self._discard_rest()
 
-    def _read_body(self) -> bytes:
+    def handle_expect_100(self) -> bool:
+        """``Expect: 100-continue`` with a body over the limit: no 100, so the client never sends the
+        body and gets the final answer instead (RFC 9110 §10.1.1)."""
+        if self._declared_length_over_limit():
+            self._body_withheld = True
+            return True
+        return super().handle_expect_100()
+
+    def _declared_length(self) -> int | None:
+        length_text = self.headers.get("Content-Length")
+        if length_text is None or not _CONTENT_LENGTH.fullmatch(length_text):
+            return None
+        return int(length_text)
+
+    def _declared_length_over_limit(self) -> bool:
+        length = self._declared_length()
+        return length is not None and length > self.server.max_body_bytes
+
+    def _read_body(self) -> bytes | None:
+        """The body, or None for a Content-Length over the limit (nothing of it is read). A chunked body
+        is read up to the limit and refused past it, before the chunk that would cross it is read."""
         limit = self.server.max_body_bytes
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             return self._read_chunked(limit)
@@ -269,8 +314,35 @@ class _Handler(BaseHTTPRequestHandler):
             raise ValueError("Content-Length must be a whole number")
         length = int(length_text)
         if length > limit:
-            raise _RequestTooLarge
+            return None
         return self.rfile.read(length)
+
+    def _refuse_too_large(self) -> None:
+        self.close_connection = True
+        self._send_json(
+            413,
+            {
+                "error": "payload_too_large",
+                "message": f"request bodies are limited to {self.server.max_body_bytes} bytes",
+            },
+        )
+
+    def _discard_rest(self) -> None:
+        """Read and drop what the client still sends of a refused body (bounded in time, one slice in
+        memory), so that closing does not reset the connection before the client has read the answer."""
+        if self._body_withheld:
+            return  # no 100 was sent, so the client sends no body
+        remaining = self._declared_length()
+        deadline = time.monotonic() + LINGER_SECONDS
+        with contextlib.suppress(OSError, ValueError):
+            self.connection.settimeout(LINGER_IDLE_SECONDS)
+            while (remaining is None or remaining > 0) and time.monotonic() < deadline:
+                wanted = _LINGER_SLICE if remaining is None else min(_LINGER_SLICE, remaining)
+                dropped = self.rfile.read1(wanted)
+                if not dropped:
+                    return
+                if remaining is not None:
+                    remaining -= len(dropped)
 
     def _read_chunked(self, limit: int) -> bytes:
         chunks: list[bytes] = []

@@ -64,7 +64,7 @@ def test_failing_function_answers_generic_500(http_host: RunningHost) -> None:
 
 
 def test_body_over_the_limit_is_refused_with_413(http_host: RunningHost) -> None:
-    """A body larger than the configured maximum is refused before the function runs."""
+    """A body larger than the configured maximum is never read: the function asking for it gets a 413."""
     response = requests.post(f"{http_host.base_url}/echo/big", data=b"x" * (64 * 1024 + 1), timeout=10)
     assert response.status_code == 413
     assert response.json()["error"] == "payload_too_large"

@@ -36,6 +36,13 @@ def echo(req: func.HttpRequest) -> func.HttpResponse:
     return func.HttpResponse(json.dumps(document), status_code=201, mimetype="application/json")
 
 
+@app.route(route="declared", methods=["POST"])
+def declared(req: func.HttpRequest) -> func.HttpResponse:
+    """Answers from the headers alone and never reads the body, as intake refuses an oversized one."""
+    document = {"declared": req.headers.get("content-length")}
+    return func.HttpResponse(json.dumps(document), status_code=413, mimetype="application/json")
+
+
 @app.route(route="explode", methods=["GET"])
 def explode(req: func.HttpRequest) -> func.HttpResponse:
     raise RuntimeError("secret-internal-detail")

@@ -1,0 +1,76 @@
+"""The host never reads a request body over its limit: a larger Content-Length reaches the function with
+the headers only (it may refuse from them, as intake does), ``Expect: 100-continue`` gets its final answer
+instead of a 100, and a chunked body is refused before the chunk that would cross the limit is read.
+Whatever the client still sends after the answer is dropped, so it reads the answer instead of a reset."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from local.functions_host import RunningHost, start_host
+
+from .conftest import SAMPLE_APP
+
+LIMIT = 64 * 1024
+
+
+@pytest.fixture
+def limited_host() -> Iterator[RunningHost]:
+    with start_host(SAMPLE_APP, port=0, only=["echo", "declared"], max_body_bytes=LIMIT) as host:
+        yield host
+
+
+def _exchange(host: RunningHost, head: bytes, body: bytes = b"") -> tuple[int, bytes]:
+    """Send ``head`` then ``body`` (all of it: the host drops what it does not read) and read one answer."""
+    with socket.create_connection(("127.0.0.1", host.port), timeout=30) as connection:
+        connection.sendall(head + body)
+        connection.shutdown(socket.SHUT_WR)  # all sent: the host's drop of the rest ends at once
+        received = b""
+        while chunk := connection.recv(65536):
+            received += chunk
+    status_line, _, rest = received.partition(b"\r\n")
+    return int(status_line.split()[1]), rest.partition(b"\r\n\r\n")[2]
+
+
+def _post(path: str, length: int, *extra: str) -> bytes:
+    lines = [f"POST /api/{path} HTTP/1.1", "Host: localhost", f"Content-Length: {length}", *extra]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def test_a_body_over_the_limit_reaches_the_function_unread(limited_host: RunningHost) -> None:
+    """The function answers from Content-Length; the 4 MiB sent after the headers are dropped, not kept."""
+    size = 4 * 1024 * 1024
+    status, body = _exchange(limited_host, _post("declared", size), b"x" * size)
+    assert (status, json.loads(body)) == (413, {"declared": str(size)})
+
+
+def test_a_function_that_reads_an_over_limit_body_gets_the_host_413(limited_host: RunningHost) -> None:
+    status, body = _exchange(limited_host, _post("echo/big", LIMIT + 1), b"x" * (LIMIT + 1))
+    assert (status, json.loads(body)["error"]) == (413, "payload_too_large")
+
+
+def test_a_body_at_the_limit_is_read_in_full(limited_host: RunningHost) -> None:
+    status, body = _exchange(limited_host, _post("echo/exact", LIMIT), b"x" * LIMIT)
+    assert (status, json.loads(body)["size"]) == (201, LIMIT)
+
+
+def test_expect_100_continue_over_the_limit_gets_the_final_answer_without_a_100(
+    limited_host: RunningHost,
+) -> None:
+    """The client waits for a 100 before sending; it gets the refusal instead and sends nothing."""
+    head = _post("declared", 1024**3, "Expect: 100-continue")
+    status, body = _exchange(limited_host, head)
+    assert (status, json.loads(body)) == (413, {"declared": str(1024**3)})
+
+
+def test_a_chunked_body_is_refused_before_the_chunk_that_crosses_the_limit(limited_host: RunningHost) -> None:
+    """Two chunks of LIMIT/2 fit; the third declares more than is left and is refused unread."""
+    half = LIMIT // 2
+    chunk = f"{half:x}\r\n".encode() + b"x" * half + b"\r\n"
+    head = b"POST /api/echo/chunked HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n"
+    status, body = _exchange(limited_host, head, chunk * 3 + b"0\r\n\r\n")
+    assert (status, json.loads(body)["error"]) == (413, "payload_too_large")
