@@ -26,6 +26,9 @@ TEST_TOPOLOGY = {
 
 # Small enough that the 413 test sends little, large enough for every sample.
 MAX_PAYLOAD_BYTES = 1024 * 1024
+# POST /documents' inline cap (and so the host's body limit): above MAX_PAYLOAD_BYTES, so that an
+# oversized document sent inline still meets the policy's payload_too_large, and small to send.
+MAX_INLINE_REQUEST_BYTES = 2 * MAX_PAYLOAD_BYTES
 CLAIM_LEASE_SECONDS = 9
 # A short visibility deadline, so that propagation_exceeded is reached in seconds (test_read_after_write).
 VISIBILITY_WINDOW_SECONDS = 8
@@ -39,6 +42,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
         topology=load_topology(TEST_TOPOLOGY),
         app_settings={
             SETTING_NAMES["max_payload_bytes"]: str(MAX_PAYLOAD_BYTES),
+            SETTING_NAMES["max_inline_request_bytes"]: str(MAX_INLINE_REQUEST_BYTES),
             # A crashed attempt's claim ends within this; the live one renews it every third of it.
             SETTING_NAMES["claim_lease_seconds"]: str(CLAIM_LEASE_SECONDS),
             SETTING_NAMES["visibility_window_seconds"]: str(VISIBILITY_WINDOW_SECONDS),
