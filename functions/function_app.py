@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     from claimcheck.access import AccessTable
     from claimcheck.adapters.dead_letter_queue import QueueDeadLetters
     from claimcheck.auth import AppRole, Caller, SigningKeys, TokenRules
+    from claimcheck.dead_letter_scope import DeadLetterScope
     from claimcheck.workitems import IntakeReceipt
 
 logger = logging.getLogger("claimcheck.function_app")
@@ -450,9 +452,11 @@ def dead_letters() -> "QueueDeadLetters":
 @app.route(route="dead-letters", methods=["GET"])
 def list_dead_letters(req: func.HttpRequest) -> func.HttpResponse:
     """Operators: the documents queue's dead-lettered messages, metadata only (reason, description,
-    work item, tenant, purpose, delivery count), those of the caller's tenants (or with no tenant)."""
+    work item, tenant, purpose, delivery count), those attributed to one of the caller's tenants by
+    the work item's own record (claimcheck.dead_letter_scope): a message's stated tenant decides
+    nothing, and one the record does not confirm is shown to no caller of this route."""
     from claimcheck.auth import AppRole
-    from claimcheck.errors import BrokerFailed, BrokerUnavailable
+    from claimcheck.errors import BrokerFailed, BrokerUnavailable, StorageFailed, StorageUnavailable
 
     caller = _gate(req, AppRole.OPERATE)
     if isinstance(caller, func.HttpResponse):
@@ -461,13 +465,16 @@ def list_dead_letters(req: func.HttpRequest) -> func.HttpResponse:
         limit = min(parse_min_version(req.params.get("limit"), "limit") or DEAD_LETTER_PAGE, DEAD_LETTER_PAGE)
     except BadRequest as bad:
         return _json(400, {"error": bad.code, "message": str(bad)})
-    access = identity()[2]
     try:
         desk = dead_letters()
         found = desk.list(DEAD_LETTER_BROWSE)
+        scope = _dead_letter_scope(caller)
+        # Lazily: the records of work items past the page are not read.
+        shown = list(islice((m for m in found if scope.shows(m.work_item_id, m.tenant)), limit))
     except (BrokerUnavailable, BrokerFailed) as error:
-        return _bus_unavailable("dead-letter list", error)
-    shown = [m for m in found if m.tenant is None or access.may_see_tenant(caller, m.tenant)][:limit]
+        return _unavailable("dead-letter list", error)
+    except (StorageUnavailable, StorageFailed) as error:
+        return _unavailable("dead-letter attribution", error, "Storage")
     return _json(200, {"queue": desk.queue, "messages": [message.to_dict() for message in shown]})
 
 
@@ -475,10 +482,11 @@ def list_dead_letters(req: func.HttpRequest) -> func.HttpResponse:
 def replay_dead_letter(req: func.HttpRequest) -> func.HttpResponse:
     """Operators: send a dead-lettered message back to the documents queue once (copy id
     ``<message id>.replay.<sequence number>``, as ``claimcheck-ops dlq replay``), then complete it.
-    A message of a tenant the caller is not granted answers like one that is not there."""
+    A message the caller may not see (the list route's rule) answers exactly like one that is not
+    there, and is left untouched."""
     from claimcheck.adapters.dead_letter_queue import ReplayStatus
     from claimcheck.auth import AppRole
-    from claimcheck.errors import BrokerFailed, BrokerUnavailable
+    from claimcheck.errors import BrokerFailed, BrokerUnavailable, StorageFailed, StorageUnavailable
 
     caller = _gate(req, AppRole.OPERATE)
     if isinstance(caller, func.HttpResponse):
@@ -487,16 +495,19 @@ def replay_dead_letter(req: func.HttpRequest) -> func.HttpResponse:
         sequence_number = parse_min_version(req.route_params["sequence_number"], "sequence_number") or 0
     except BadRequest as bad:
         return _json(400, {"error": bad.code, "message": str(bad)})
-    access = identity()[2]
     missing = {"error": "not_found", "message": f"no dead-lettered message {sequence_number}"}
     try:
         desk = dead_letters()
         found = desk.find(sequence_number)
-        if found is None or (found.tenant is not None and not access.may_see_tenant(caller, found.tenant)):
+        if found is None or not _dead_letter_scope(caller).shows(found.work_item_id, found.tenant):
             return _json(404, missing)
+        # The sequence number names that one message for its whole life: the replay moves the message
+        # just checked, never another.
         result = desk.replay(sequence_number)
     except (BrokerUnavailable, BrokerFailed) as error:
-        return _bus_unavailable("replay", error)
+        return _unavailable("replay", error)
+    except (StorageUnavailable, StorageFailed) as error:
+        return _unavailable("dead-letter attribution", error, "Storage")
     if result.status is ReplayStatus.NOT_FOUND:
         return _json(404, missing)
     if result.status is ReplayStatus.SEND_FAILED:
@@ -506,9 +517,20 @@ def replay_dead_letter(req: func.HttpRequest) -> func.HttpResponse:
     return _json(200, result.to_dict())
 
 
-def _bus_unavailable(what: str, error: Exception) -> func.HttpResponse:
+def _dead_letter_scope(caller: "Caller") -> "DeadLetterScope":
+    """What ``caller`` may see of the dead-letter queue: attributed by the work items' own records."""
+    from claimcheck.dead_letter_scope import DeadLetterScope
+
+    access = identity()[2]
+    return DeadLetterScope(
+        claimcheck().status.recorded_tenant, lambda tenant: access.may_see_tenant(caller, tenant)
+    )
+
+
+def _unavailable(what: str, error: Exception, service: str = "Service Bus") -> func.HttpResponse:
+    """503 when Service Bus (the queue) or Storage (the work items' records) does not answer."""
     logger.warning("%s unavailable: %s", what, error)  # the adapter's text: operation and SDK type only
-    unavailable = {"error": "unavailable", "message": "Service Bus cannot be reached now; ask again later"}
+    unavailable = {"error": "unavailable", "message": f"{service} cannot be reached now; ask again later"}
     return _json(503, unavailable, {"Retry-After": str(STATUS_RETRY_AFTER)})
 
 
