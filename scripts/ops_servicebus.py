@@ -1,33 +1,42 @@
 """Service Bus operations behind `claimcheck-ops`: peek, dead-letter inspection, replay and counts.
 
-Everything here returns metadata only. A message body is read in exactly one place, `_replay_copy`,
-to send it back unchanged; it is never returned, printed or put in an error message.
+Everything here returns metadata only; a message body is never returned, printed or put in an error
+message. The replay itself (and the paged peek) is the Function App's own, claimcheck/adapters/
+dead_letter_replay.py: one implementation for the operator route and this CLI, so both send the same
+copy under the same id. functions/ is on the path wherever the CLI runs (scripts/__init__.py).
 
 The Azure SDK is imported inside functions so that `claimcheck-ops --help` stays fast.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager, suppress
-from dataclasses import dataclass, field, replace
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any
+
+from claimcheck.adapters.dead_letter_replay import (
+    DEAD_LETTER_PROPERTIES,
+    ReplayResult,
+    ReplayStatus,
+    first_line,
+    peek_pages,
+    replay_from,
+    text_of,
+)
 
 from scripts.ops_errors import OpsError
 
 if TYPE_CHECKING:
     from azure.servicebus import (
         ServiceBusClient,
-        ServiceBusMessage,
         ServiceBusReceivedMessage,
         ServiceBusReceiver,
-        ServiceBusSender,
         ServiceBusSessionFilter,
     )
+
+__all__ = ["ReplayResult", "ReplayStatus", "first_line", "peek_pages"]  # what the CLI's modules import here
 
 # Application properties whose values `dlq show` prints: the routing values producers set so filters
 # never parse the body (DESIGN.md §4), plus trace context. Any other property is listed by name only,
@@ -46,13 +55,6 @@ ROUTING_PROPERTIES = (
     "tracestate",
 )
 HIDDEN_VALUE = "(value not shown)"
-# Set by the broker on dead-lettering; a replayed copy must not carry them into the live entity.
-_DEAD_LETTER_PROPERTIES = frozenset({"DeadLetterReason", "DeadLetterErrorDescription"})
-_MAX_MESSAGE_ID_LENGTH = 128  # Service Bus limit
-_PEEK_PAGE = 100
-_RECEIVE_BATCH = 20
-_MAX_BROWSE = 100_000  # bounds a presence check on a huge DLQ
-_RECEIVE_WAIT_SECONDS = 5.0
 # How long accepting the next available session may wait before we conclude there is none left.
 _SESSION_WAIT_SECONDS = 0.5
 
@@ -150,33 +152,6 @@ class MessageDetail:
     application_properties: dict[str, str] = field(default_factory=dict)
 
 
-class ReplayStatus(StrEnum):
-    REPLAYED = "replayed"
-    NOT_FOUND = "not_found"
-    SEND_FAILED = "send_failed"
-    SENT_NOT_COMPLETED = "sent_not_completed"
-
-
-@dataclass(frozen=True)
-class ReplayResult:
-    sequence_number: int
-    status: ReplayStatus
-    detail: str
-    original_message_id: str | None = None
-    replay_message_id: str | None = None
-    destination: str | None = None
-
-
-def first_line(exc: Exception) -> str:
-    """An SDK error's first line, without the `b"..."` wrapping pyamqp puts around the broker's text."""
-    line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    return re.sub(r"""\bb(["'])(.*?)\1""", r"\2", line)
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
 def summarize(message: ServiceBusReceivedMessage) -> MessageSummary:
     state = message.state
     return MessageSummary(
@@ -186,7 +161,7 @@ def summarize(message: ServiceBusReceivedMessage) -> MessageSummary:
         correlation_id=message.correlation_id,
         enqueued_time=message.enqueued_time_utc,
         delivery_count=message.delivery_count,
-        state=state.name.lower() if hasattr(state, "name") else _text(state),
+        state=state.name.lower() if hasattr(state, "name") else text_of(state),
         subject=message.subject,
         content_type=message.content_type,
         dead_letter_reason=message.dead_letter_reason,
@@ -197,10 +172,10 @@ def summarize(message: ServiceBusReceivedMessage) -> MessageSummary:
 def describe(message: ServiceBusReceivedMessage) -> MessageDetail:
     properties: dict[str, str] = {}
     for raw_key, raw_value in (message.application_properties or {}).items():
-        key = _text(raw_key)
-        if key in _DEAD_LETTER_PROPERTIES:
+        key = text_of(raw_key)
+        if key in DEAD_LETTER_PROPERTIES:
             continue  # already shown as reason / description
-        properties[key] = _text(raw_value) if key in ROUTING_PROPERTIES else HIDDEN_VALUE
+        properties[key] = text_of(raw_value) if key in ROUTING_PROPERTIES else HIDDEN_VALUE
     ttl = message.time_to_live
     return MessageDetail(
         summary=summarize(message),
@@ -237,21 +212,6 @@ def receiver_for(
         receiver = client.get_queue_receiver(entity.name, **options)
     with receiver:
         yield receiver
-
-
-def peek_pages(
-    receiver: ServiceBusReceiver, limit: int, start: int = 1
-) -> Iterator[ServiceBusReceivedMessage]:
-    """Peek up to `limit` messages from sequence number `start` on, page by page (no lock taken)."""
-    next_sequence = max(start, 1)  # 0 would make the SDK resume after its last received message
-    remaining = limit
-    while remaining > 0:
-        page = receiver.peek_messages(min(remaining, _PEEK_PAGE), sequence_number=next_sequence)
-        if not page:
-            return
-        yield from page
-        remaining -= len(page)
-        next_sequence = int(page[-1].sequence_number or 0) + 1
 
 
 def peek(
@@ -319,136 +279,12 @@ def show_dead_letter(client: ServiceBusClient, entity: Entity, sequence_number: 
     return None
 
 
-def replay_message_id(original_message_id: str | None, dead_letter_sequence_number: int) -> str:
-    """The copy's message id: the same for every replay of one DLQ message, so the broker de-duplicates."""
-    candidate = f"{original_message_id or 'message'}.replay.{dead_letter_sequence_number}"
-    if len(candidate) <= _MAX_MESSAGE_ID_LENGTH:
-        return candidate
-    digest = hashlib.sha256((original_message_id or "").encode("utf-8")).hexdigest()[:64]
-    return f"{digest}.replay.{dead_letter_sequence_number}"
-
-
-def _replay_copy(message: ServiceBusReceivedMessage) -> ServiceBusMessage:
-    from azure.servicebus import ServiceBusMessage
-    from azure.servicebus.amqp import AmqpMessageBodyType
-
-    if message.body_type != AmqpMessageBodyType.DATA:
-        raise OpsError(f"its AMQP body type is {message.body_type.value}; replay copies data bodies only")
-    properties: dict[str | bytes, Any] = {
-        _text(key): _text(value) if isinstance(value, bytes) else value
-        for key, value in (message.application_properties or {}).items()
-        if _text(key) not in _DEAD_LETTER_PROPERTIES
-    }
-    return ServiceBusMessage(
-        b"".join(message.body),
-        application_properties=properties,
-        session_id=message.session_id,
-        message_id=replay_message_id(message.message_id, int(message.sequence_number or 0)),
-        time_to_live=message.time_to_live,
-        content_type=message.content_type,
-        correlation_id=message.correlation_id,
-        subject=message.subject,
-        to=message.to,
-        reply_to=message.reply_to,
-        reply_to_session_id=message.reply_to_session_id,
-    )
-
-
-def _replay_one(
-    receiver: ServiceBusReceiver,
-    sender: ServiceBusSender,
-    message: ServiceBusReceivedMessage,
-    destination: str,
-) -> ReplayResult:
-    from azure.servicebus.exceptions import ServiceBusError
-
-    not_sent = ReplayResult(
-        sequence_number=int(message.sequence_number or 0),
-        status=ReplayStatus.SEND_FAILED,
-        detail="",
-        original_message_id=message.message_id,
-    )
-    try:
-        copy = _replay_copy(message)
-        sender.send_messages(copy)
-    except (OpsError, ServiceBusError) as exc:
-        with suppress(ServiceBusError):  # else the lock expires; the message stays in the DLQ either way
-            receiver.abandon_message(message)
-        return replace(not_sent, detail=f"not sent, left in the DLQ: {first_line(exc)}")
-    sent = replace(not_sent, replay_message_id=copy.message_id, destination=destination)
-    try:
-        receiver.complete_message(message)
-    except ServiceBusError as exc:
-        return replace(
-            sent,
-            status=ReplayStatus.SENT_NOT_COMPLETED,
-            detail=f"sent, but the DLQ message could not be completed ({first_line(exc)}); "
-            "run the replay again: the copy has the same message id, so duplicate detection drops it",
-        )
-    return replace(sent, status=ReplayStatus.REPLAYED, detail=f"sent to {destination}")
-
-
 def replay(
     client: ServiceBusClient, entity: Entity, sequence_numbers: Sequence[int] | None, *, limit: int
 ) -> list[ReplayResult]:
-    """Move dead-lettered messages back to their entity (a subscription's go to its topic).
-
-    `sequence_numbers=None` means every message in the DLQ now (at most `limit`). Only sequence
-    numbers that a peek finds in the DLQ are received. Each is received in peek-lock, its copy sent,
-    then completed. Service Bus cannot receive by sequence number, so messages met on the way that
-    are not wanted stay locked until the end and are then abandoned: they remain in the DLQ, their
-    delivery count one higher.
-    """
-    from azure.servicebus.exceptions import ServiceBusError
-
-    results = {
-        number: ReplayResult(
-            sequence_number=number,
-            status=ReplayStatus.NOT_FOUND,
-            detail="not in the dead-letter queue (replayed or removed, or locked by another receiver)",
-        )
-        for number in sequence_numbers or ()
-    }
-    held: list[ServiceBusReceivedMessage] = []
+    """Move dead-lettered messages back to their entity (a subscription's go to its topic), exactly as
+    the operator route does (claimcheck.adapters.dead_letter_replay.replay_from: peek-lock, send the
+    copy, then complete; messages met on the way stay dead-lettered)."""
     sender_factory = client.get_topic_sender if entity.subscription else client.get_queue_sender
     with receiver_for(client, entity, dead_letter=True) as receiver, sender_factory(entity.name) as sender:
-        wanted = _dead_lettered(receiver, sequence_numbers, limit)
-        try:
-            while wanted:
-                batch = receiver.receive_messages(
-                    max_message_count=min(len(wanted), _RECEIVE_BATCH), max_wait_time=_RECEIVE_WAIT_SECONDS
-                )
-                if not batch:
-                    break
-                for message in batch:
-                    sequence_number = int(message.sequence_number or 0)
-                    if sequence_number in wanted:
-                        wanted.discard(sequence_number)
-                        results[sequence_number] = _replay_one(receiver, sender, message, entity.name)
-                    else:
-                        held.append(message)
-        finally:
-            for message in held:
-                # If abandoning fails the lock expires on its own; the message stays in the DLQ either way.
-                with suppress(ServiceBusError):
-                    receiver.abandon_message(message)
-    return [results[number] for number in sorted(results)]
-
-
-def _dead_lettered(
-    receiver: ServiceBusReceiver, sequence_numbers: Sequence[int] | None, limit: int
-) -> set[int]:
-    """Which of `sequence_numbers` (None: any, at most `limit`) a peek finds in the DLQ right now."""
-    if sequence_numbers is None:
-        return {int(message.sequence_number or 0) for message in peek_pages(receiver, limit)}
-    if not sequence_numbers:
-        return set()
-    found: set[int] = set()
-    highest = max(sequence_numbers)
-    for message in peek_pages(receiver, limit=_MAX_BROWSE, start=min(sequence_numbers)):
-        sequence_number = int(message.sequence_number or 0)
-        if sequence_number > highest:
-            break
-        if sequence_number in sequence_numbers:
-            found.add(sequence_number)
-    return found
+        return replay_from(receiver, sender, entity.name, sequence_numbers, limit=limit)
