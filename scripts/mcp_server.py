@@ -130,6 +130,13 @@ class CachedToken:
                 self._expires = float(claims_of(self._token).get("exp", 0) or 0)
             return self._token
 
+    def refresh(self) -> None:
+        """Fetch a new token now: the API refused the current one before its expiry (revoked, or its
+        signing key rotated), so the expiry it states no longer says whether it is good."""
+        with self._lock:
+            self._token = self._fetch()
+            self._expires = float(claims_of(self._token).get("exp", 0) or 0)
+
     def roles(self) -> frozenset[str]:
         """The app roles the current token carries (to list only the tools this identity may use)."""
         return frozenset(str(role) for role in claims_of(self()).get("roles", []) or [])
@@ -146,14 +153,16 @@ def claims_of(token: str) -> dict[str, Any]:
     return claims if isinstance(claims, dict) else {}
 
 
-def build_server(tools: AgentTools, *, operator: bool = False) -> MCPServer:
-    """The MCP server with the agent tools (and, for an operator identity, the operator tools)."""
+def build_server(tools: AgentTools, *, operator: bool = False, token: CachedToken | None = None) -> MCPServer:
+    """The MCP server with the agent tools (and, for an operator identity, the operator tools).
+
+    ``token``: the tools' token; on a 401 it is fetched again and the call made once more."""
     server = MCPServer("claimcheck", instructions=INSTRUCTIONS, log_level="INFO")
 
     def refusing(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """The tool's answer, or its refusal as an MCP tool error. Logs codes and ids only."""
         try:
-            answer = call()
+            answer = _once_more_after_a_401(call, token)
         except ToolRefusal as refusal:
             logger.info("refused: %s (HTTP %s)", refusal.code, refusal.status)
             raise ToolError(refusal.text()) from None
@@ -244,6 +253,26 @@ def build_server(tools: AgentTools, *, operator: bool = False) -> MCPServer:
     if operator:
         _add_operator_tools(server, tools, refusing)
     return server
+
+
+def _once_more_after_a_401(call: Callable[[], dict[str, Any]], token: CachedToken | None) -> dict[str, Any]:
+    """``call()``; after a 401 (a token refused before the expiry it states: revoked, or its signing key
+    rotated) a new token and ``call()`` once more. Once: a second 401 is the refusal, never a loop.
+
+    Calling again is safe for every tool: the API refuses a bad token before doing anything, a
+    submission carries the same idempotency key, and a replay's copy the same message id."""
+    try:
+        return call()
+    except ToolRefusal as refusal:
+        if refusal.status != 401 or token is None:
+            raise
+        logger.info("refused: unauthenticated (HTTP 401); fetching a new token, then calling once more")
+        try:
+            token.refresh()
+        except OpsError as error:  # no new token: the refusal stands (the error names no secret)
+            logger.warning("no new token: %s", error)
+            raise refusal from None
+    return call()
 
 
 class DeadLetter(BaseModel):
@@ -339,7 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     tools = AgentTools(client, roots=args.root or [Path.cwd()])
     operator = str(AppRole.OPERATE) in roles
-    server = build_server(tools, operator=operator)
+    server = build_server(tools, operator=operator, token=token)
     logger.info("serving %s over %s (operator tools: %s)", args.api, args.transport, operator)
     if args.transport == "stdio":
         server.run("stdio")

@@ -25,11 +25,12 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult
 
-from local.identity import identity_named
+from local.identity import SigningKey, TokenMinter, identity_named
 from local.ports import free_port, wait_for_port
 from local.stack import LocalStack
-from scripts.mcp_server import build_server
+from scripts.mcp_server import CachedToken, build_server
 from scripts.mcp_tools import AgentTools
+from scripts.ops_token import TokenSource
 
 from .journey import SAMPLES, TEST_IDENTITY
 from .log_scan import SESSION_NEEDLES, forms_of, leaks
@@ -283,6 +284,49 @@ def test_expired_token_is_a_clear_tool_error(stack: LocalStack) -> None:
     )
     assert answer.status_code == 401
     assert answer.json()["error"] == refusal["error"]
+
+
+def test_a_token_refused_before_its_expiry_is_fetched_again_and_the_call_made_once_more(
+    stack: LocalStack,
+) -> None:
+    """A 401 in mid-lifetime (the token revoked, its signing key rotated away): the server fetches a new
+    token from the local issuer and calls once more; when that one is refused too, the tool says so,
+    after exactly one new token (no loop)."""
+    from claimcheck.client import ClaimCheckClient
+
+    issuer = TokenSource(issuer=stack.minter.issuer, client_id=TEST_IDENTITY)
+    # Valid for an hour by its own claims, so the cache keeps it; signed with a key the API never
+    # published, under the issuer's real kid: to the API, a token it no longer accepts.
+    stranger = TokenMinter(SigningKey.generate(), stack.minter.base_url)
+    refused = stranger.sign(stack.minter.claims(identity_named(TEST_IDENTITY)), kid=stack.minter.key.kid)
+    work_item_id = f"wi-mcp-{uuid.uuid4().hex[:12]}"
+
+    def status_through(tokens: list[str]) -> dict[str, Any]:
+        """get_status as the server answers it, the tokens fetched in turn (the last one repeated)."""
+        fetched: list[str] = []
+
+        def fetch() -> str:
+            token = tokens[min(len(fetched), len(tokens) - 1)]
+            fetched.append(token)
+            return issuer.token(stack.api_url) if token == "issuer" else token
+
+        token = CachedToken(fetch)
+        tools = AgentTools(ClaimCheckClient(stack.api_url, token), roots=[SAMPLES])
+
+        async def call() -> dict[str, Any]:
+            async with Client(build_server(tools, token=token)) as client:
+                return _error(await client.call_tool("get_status", {"work_item_id": work_item_id}))
+
+        return {"refusal": asyncio.run(call()), "fetched": len(fetched)}
+
+    # The second token, the issuer's, gets through: the unknown id answers not_found.
+    recovered = status_through([refused, "issuer"])
+    assert (recovered["refusal"]["error"], recovered["refusal"]["http_status"]) == ("not_found", 404)
+    assert recovered["fetched"] == 2
+    # Refused again after the one new token: the 401 is the answer, and no third token is fetched.
+    stuck = status_through([refused])
+    assert (stuck["refusal"]["error"], stuck["refusal"]["http_status"]) == ("unauthenticated", 401)
+    assert stuck["fetched"] == 2
 
 
 def test_operator_tools_list_and_replay_a_dead_letter_exactly_once(stack: LocalStack, tmp_path: Path) -> None:

@@ -152,3 +152,6 @@ def test_the_token_is_fetched_again_only_near_its_expiry() -> None:
     assert token() == fetched[1]
     assert token.roles() == {"Documents.Submit", "Operations.Manage"}
     assert claims_of("not a token") == {}
+    token.refresh()  # refused by the API long before its expiry: a new one at once, then cached
+    assert token() == token() == fetched[2]
+    assert len(fetched) == 3
