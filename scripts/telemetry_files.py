@@ -4,14 +4,16 @@ library only; `claimcheck-ops trace`, the demo and the end-to-end tests share it
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import statistics
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-from claimcheck.adapters.telemetry_setup import METRICS_FILE, SPANS_FILE
+from claimcheck.adapters.telemetry_setup import METRICS_FILE, SPANS_FILE, rotated
 from claimcheck.telemetry import CONSUME_SPAN, INTAKE_SPAN, STAGE, WORK_ITEM_ID, Stage
 
 _ROOTS = (INTAKE_SPAN, CONSUME_SPAN)
@@ -66,22 +68,32 @@ def _attributes(raw: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
 
 
 def _lines(path: Path) -> Iterator[dict[str, Any]]:
-    with path.open(encoding="utf-8") as lines:
-        for line in lines:
-            line = line.strip()
-            if line:
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a line being written right now
+    """The batches of a telemetry file and of its rotated predecessor (``<name>.1``), oldest first.
+
+    The current file is opened first: if it is rotated before the predecessor is opened, the
+    predecessor is the very file already open (same inode) and is read once, not twice."""
+    with contextlib.ExitStack() as files:
+        opened: list[TextIO] = []
+        for candidate in (path, rotated(path)):
+            try:
+                handle = files.enter_context(candidate.open(encoding="utf-8"))
+            except FileNotFoundError:
+                continue
+            if all(os.fstat(handle.fileno()).st_ino != os.fstat(seen.fileno()).st_ino for seen in opened):
+                opened.append(handle)
+        for oldest_first in reversed(opened):
+            for line in oldest_first:
+                line = line.strip()
+                if line:
+                    try:
+                        yield json.loads(line)
+                    except json.JSONDecodeError:
+                        continue  # a line being written right now
 
 
 def read_spans(directory: Path) -> list[SpanRecord]:
-    path = directory / SPANS_FILE
-    if not path.exists():
-        return []
     records = []
-    for batch in _lines(path):
+    for batch in _lines(directory / SPANS_FILE):
         for resource in batch.get("resourceSpans", []):
             for scope in resource.get("scopeSpans", []):
                 for span in scope.get("spans", []):
@@ -103,11 +115,8 @@ def read_spans(directory: Path) -> list[SpanRecord]:
 
 
 def read_metric_points(directory: Path) -> list[MetricPoint]:
-    path = directory / METRICS_FILE
-    if not path.exists():
-        return []
     points = []
-    for batch in _lines(path):
+    for batch in _lines(directory / METRICS_FILE):
         for resource in batch.get("resourceMetrics", []):
             for scope in resource.get("scopeMetrics", []):
                 for metric in scope.get("metrics", []):

@@ -61,7 +61,7 @@ def stack_logs(work_dir: Path, banners: set[str]) -> dict[Path, str]:
     """Every log file under the stack's folder: host, emulator, token issuer and Azurite (run with
     --silent, so its log holds start-up lines, never requests; data files are not logs), and every
     exported span and metric (the host's OTLP JSON lines under telemetry/)."""
-    paths = [*work_dir.rglob("*.log"), *(work_dir / TELEMETRY_DIR).glob("*.jsonl")]
+    paths = [*work_dir.rglob("*.log"), *(work_dir / TELEMETRY_DIR).glob("*.jsonl*")]
     return {
         path: "\n".join(
             line

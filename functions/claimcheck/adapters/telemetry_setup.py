@@ -5,6 +5,9 @@ cold start does not pay for the SDK or the Azure Monitor distro).
 - ``CLAIMCHECK_TELEMETRY_DIR`` set (the local stack sets ``.local-stack/telemetry``): OTLP JSON lines,
   ``spans.jsonl`` and ``metrics.jsonl`` (delta temporality: each line is one export interval; an
   interval without measurements writes nothing). ``claimcheck-ops trace`` and ``make demo`` read them.
+  Each file is bounded (``CLAIMCHECK_TELEMETRY_FILE_MAX_BYTES``, 8 MiB by default): a line that would
+  take it past that moves it to ``<name>.1`` (replacing the older one) and starts it afresh, so a stack
+  that runs for days keeps about the last 2 x that of each, and the readers read both files.
   The SDK's own variables tune it (``OTEL_BSP_SCHEDULE_DELAY``, ``OTEL_METRIC_EXPORT_INTERVAL``).
 - else ``APPLICATIONINSIGHTS_CONNECTION_STRING`` set (Azure): the Azure Monitor OpenTelemetry distro,
   authenticated with Entra ID as ``APPLICATIONINSIGHTS_AUTHENTICATION_STRING`` says
@@ -19,10 +22,14 @@ Only this module imports the SDK; ``claimcheck.telemetry`` records through the A
 
 from __future__ import annotations
 
+import io
+import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from logging.handlers import RotatingFileHandler
 from pathlib import Path
+from typing import IO, cast
 
 from claimcheck.settings import SettingsError
 
@@ -31,6 +38,8 @@ CONNECTION_STRING_SETTING = "APPLICATIONINSIGHTS_CONNECTION_STRING"
 AUTHENTICATION_STRING_SETTING = "APPLICATIONINSIGHTS_AUTHENTICATION_STRING"
 SPANS_FILE = "spans.jsonl"
 METRICS_FILE = "metrics.jsonl"
+FILE_MAX_BYTES_SETTING = "CLAIMCHECK_TELEMETRY_FILE_MAX_BYTES"
+DEFAULT_FILE_MAX_BYTES = 8 * 1024 * 1024  # at ~9 KB of spans per document: the last ~1,800 documents
 SERVICE_NAME = "claimcheck-functions"
 
 # The distro's instrumentations (its "library names"), all turned off.
@@ -61,6 +70,49 @@ def local_directory(env: Mapping[str, str]) -> Path | None:
     return Path(value) if value else None
 
 
+def file_max_bytes(env: Mapping[str, str]) -> int:
+    """How large each local telemetry file may grow before it is rotated (SettingsError naming it)."""
+    raw = env.get(FILE_MAX_BYTES_SETTING)
+    if not raw:
+        return DEFAULT_FILE_MAX_BYTES
+    if not raw.isascii() or not raw.isdigit() or int(raw) <= 0:
+        raise SettingsError(f"{FILE_MAX_BYTES_SETTING} must be a positive whole number of bytes, got {raw!r}")
+    return int(raw)
+
+
+def rotated(path: Path) -> Path:
+    """Where ``path``'s previous lines are once it was rotated."""
+    return path.with_name(path.name + ".1")
+
+
+class _Rollover(RotatingFileHandler):
+    def handleError(self, record: logging.LogRecord) -> None:
+        # Re-raised to the exporter, which reports the error's type and text; the logging default would
+        # print the whole line (a batch of spans) to stderr.
+        raise  # called only from emit's except block
+
+
+class RotatingLines(io.TextIOBase):
+    """A text stream of whole lines (the OTLP file exporters write one batch per ``write``) kept to about
+    ``2 x max_bytes`` on disk: ``path``, and ``rotated(path)`` with the lines before it. The standard
+    library's RotatingFileHandler does the rollover, at line boundaries, so every line stays whole."""
+
+    def __init__(self, path: Path, max_bytes: int) -> None:
+        self._handler = _Rollover(path, maxBytes=max_bytes, backupCount=1, encoding="utf-8", delay=True)
+        self._handler.terminator = ""  # the exporter's lines end in their own newline
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self._handler.emit(logging.makeLogRecord({"msg": text}))
+        return len(text)
+
+    def close(self) -> None:
+        self._handler.close()
+        super().close()
+
+
 def azure_monitor_target(env: Mapping[str, str]) -> AzureMonitorTarget | None:
     """The Application Insights target and the identity that authenticates to it, or None.
 
@@ -89,7 +141,7 @@ def configure(env: Mapping[str, str]) -> str:
             directory = local_directory(env)
             target = None if directory is not None else azure_monitor_target(env)
             if directory is not None:
-                _configure_files(directory)
+                _configure_files(directory, file_max_bytes(env))
                 _configured = "files"
             elif target is not None:
                 _configure_azure_monitor(target)
@@ -99,7 +151,7 @@ def configure(env: Mapping[str, str]) -> str:
         return _configured
 
 
-def _configure_files(directory: Path) -> None:
+def _configure_files(directory: Path, max_bytes: int) -> None:
     from opentelemetry import metrics, trace
     from opentelemetry.exporter.otlp.json.file import FileMetricExporter, FileSpanExporter
     from opentelemetry.sdk.metrics import Counter, Histogram, MeterProvider
@@ -111,12 +163,16 @@ def _configure_files(directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     resource = Resource.create({"service.name": SERVICE_NAME})
     tracer_provider = TracerProvider(resource=resource)
-    tracer_provider.add_span_processor(BatchSpanProcessor(FileSpanExporter(directory / SPANS_FILE)))
+    # cast: typeshed's TextIOBase is not an IO[str], though it has everything the exporters call.
+    spans = FileSpanExporter(stream=cast(IO[str], RotatingLines(directory / SPANS_FILE, max_bytes)))
+    tracer_provider.add_span_processor(BatchSpanProcessor(spans))
     delta: dict[type, AggregationTemporality] = {
         Counter: AggregationTemporality.DELTA,
         Histogram: AggregationTemporality.DELTA,
     }
-    exporter = FileMetricExporter(directory / METRICS_FILE, preferred_temporality=delta)
+    exporter = FileMetricExporter(
+        stream=cast(IO[str], RotatingLines(directory / METRICS_FILE, max_bytes)), preferred_temporality=delta
+    )
     meter_provider = MeterProvider(
         resource=resource, metric_readers=[PeriodicExportingMetricReader(exporter)]
     )

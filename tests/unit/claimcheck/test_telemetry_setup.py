@@ -3,6 +3,7 @@ Monitor, and the local JSON-lines files (in a child process: the SDK's global pr
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -10,8 +11,18 @@ from typing import Any
 
 import pytest
 from claimcheck.adapters import telemetry_setup
-from claimcheck.adapters.telemetry_setup import AzureMonitorTarget, azure_monitor_target
+from claimcheck.adapters.telemetry_setup import (
+    FILE_MAX_BYTES_SETTING,
+    SPANS_FILE,
+    AzureMonitorTarget,
+    RotatingLines,
+    azure_monitor_target,
+    rotated,
+)
 from claimcheck.settings import SettingsError
+from claimcheck.telemetry import CONSUME_SPAN, INTAKE_SPAN, WORK_ITEM_ID
+
+from scripts.telemetry_files import read_spans, timeline
 
 CONNECTION = "InstrumentationKey=00000000-0000-0000-0000-000000000000;IngestionEndpoint=https://x.invalid/"
 
@@ -103,3 +114,93 @@ def test_nothing_configured_without_a_target() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
     assert result.stdout.strip() == "none"
+
+
+# --- bounded local files ---------------------------------------------------------------------------------
+
+
+def test_rotating_lines_keep_whole_lines_and_only_the_newest_two_files(tmp_path: Path) -> None:
+    path = tmp_path / "spans.jsonl"
+    stream = RotatingLines(path, max_bytes=1000)
+    lines = [f'{{"n":{n:04d},"pad":"{"x" * 80}"}}\n' for n in range(100)]  # 100 bytes each
+    for line in lines:
+        stream.write(line)
+    stream.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spans.jsonl", "spans.jsonl.1"]
+    current, previous = path.read_text().splitlines(True), rotated(path).read_text().splitlines(True)
+    assert path.stat().st_size <= 1000
+    assert rotated(path).stat().st_size <= 1000
+    # The newest lines, whole and in order, with no gap between the two files.
+    assert previous + current == lines[-len(previous + current) :]
+    assert len(previous + current) >= 10
+
+
+def test_a_bad_file_limit_is_refused_naming_the_setting() -> None:
+    assert telemetry_setup.file_max_bytes({}) == telemetry_setup.DEFAULT_FILE_MAX_BYTES
+    assert telemetry_setup.file_max_bytes({FILE_MAX_BYTES_SETTING: "4096"}) == 4096
+    for bad in ("0", "-1", "4k", " "):
+        with pytest.raises(SettingsError, match=FILE_MAX_BYTES_SETTING):
+            telemetry_setup.file_max_bytes({FILE_MAX_BYTES_SETTING: bad})
+
+
+def _span_line(work_item_id: str, name: str, span_id: str, start: int) -> str:
+    span = {
+        "traceId": "ab" * 16,
+        "spanId": span_id,
+        "name": name,
+        "startTimeUnixNano": str(start),
+        "endTimeUnixNano": str(start + 1_000_000),
+        "attributes": [{"key": WORK_ITEM_ID, "value": {"stringValue": work_item_id}}],
+    }
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}) + "\n"
+
+
+def test_trace_reads_a_journey_split_across_the_rotated_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The intake went to spans.jsonl.1 before the rotation, the delivery to spans.jsonl after it:
+    `claimcheck-ops trace` still prints both, in order, each once."""
+    from scripts.ops import main as ops_main
+
+    rotated(tmp_path / SPANS_FILE).write_text(_span_line("wi-split", INTAKE_SPAN, "01" * 8, 1_000))
+    (tmp_path / SPANS_FILE).write_text(_span_line("wi-split", CONSUME_SPAN, "02" * 8, 2_000_000))
+    assert ops_main(["trace", "wi-split", "--telemetry-dir", str(tmp_path), "--json"]) == 0
+    assert [entry["name"] for entry in json.loads(capsys.readouterr().out)] == [INTAKE_SPAN, CONSUME_SPAN]
+
+
+_ROTATION_PROBE = """
+import sys
+from pathlib import Path
+from claimcheck import telemetry
+from claimcheck.adapters import telemetry_setup
+from opentelemetry import trace
+
+directory = Path(sys.argv[1])
+telemetry_setup.configure({"CLAIMCHECK_TELEMETRY_DIR": str(directory), sys.argv[2]: sys.argv[3]})
+for n in range(200):
+    with telemetry.intake(None, None):
+        telemetry.describe(f"wi-{n}", 1, "contract-review")
+        with telemetry.stage(telemetry.Stage.UPLOAD):
+            pass
+    trace.get_tracer_provider().force_flush()
+trace.get_tracer_provider().shutdown()
+"""
+
+
+def test_the_configured_span_file_stays_bounded_and_keeps_the_newest_documents(tmp_path: Path) -> None:
+    """The real exporter set up as the host does, with 8 KiB files: 200 documents' spans leave at most
+    two files of about that size, holding the last documents' whole journeys, not the first ones'."""
+    limit = 8 * 1024
+    subprocess.run(
+        [sys.executable, "-c", _ROTATION_PROBE, str(tmp_path), FILE_MAX_BYTES_SETTING, str(limit)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    files = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(SPANS_FILE))
+    assert files == [SPANS_FILE, rotated(tmp_path / SPANS_FILE).name]
+    assert all((tmp_path / name).stat().st_size <= limit for name in files)
+    spans = read_spans(tmp_path)
+    assert [row.span.name for row in timeline(spans, "wi-199")] == [INTAKE_SPAN, "intake upload"]
+    assert timeline(spans, "wi-0") == []
