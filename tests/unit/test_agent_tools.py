@@ -1,12 +1,21 @@
-"""docs/agent-tools.json names exactly the states, actions and intake codes the API answers."""
+"""docs/agent-tools.json names exactly the states, actions and intake codes the API answers, is the
+generated file, and covers every operation an agent calls."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 from claimcheck import final_states
+from claimcheck.client import ClaimCheckClient
 from claimcheck.errors import IntakeRejected
+from mcp import Client
+
+from scripts import agent_tools
+from scripts.mcp_server import build_server
+from scripts.mcp_tools import AgentTools
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = {tool["name"]: tool for tool in json.loads((ROOT / "docs" / "agent-tools.json").read_text())["tools"]}
@@ -41,3 +50,39 @@ def test_wait_result_names_every_state_and_action() -> None:
 def test_submit_result_names_every_intake_refusal() -> None:
     errors = TOOLS["submit_document"]["result"]["properties"]["error"]["enum"]
     assert set(errors) == _leaf_codes(IntakeRejected)
+
+
+def test_the_file_is_the_one_generated_from_the_contract() -> None:
+    """docs/agent-tools.json is scripts/agent_tools.py's output: run `python -m scripts.agent_tools`."""
+    assert (ROOT / "docs" / "agent-tools.json").read_text(encoding="utf-8") == agent_tools.render()
+
+
+def test_every_operation_an_agent_calls_has_a_tool() -> None:
+    """A new route of the API lands in a tool (or, named with its reason, among those no agent uses)."""
+    operations = {
+        operation["operationId"] for path in OPENAPI["paths"].values() for operation in path.values()
+    }
+    used = {operation for tool in TOOLS.values() for operation in tool["operations"]}
+    assert used | set(agent_tools.NOT_AGENT_TOOLS) == operations
+    assert not used & set(agent_tools.NOT_AGENT_TOOLS)
+
+
+def test_each_tool_is_a_client_method_and_an_mcp_tool() -> None:
+    """Each tool is the claimcheck.client method it names, and the same tool claimcheck-mcp lists to a
+    non-operator (by name; the client's wait is MCP's wait_for), with the same parameters where both take
+    a work item and a version."""
+    for tool in TOOLS.values():
+        owner, method = tool["backed_by"].split(".")
+        assert owner == "ClaimCheckClient"
+        assert callable(getattr(ClaimCheckClient, method))
+
+    async def listed() -> dict[str, Any]:
+        tools = AgentTools(ClaimCheckClient("http://127.0.0.1:9/api", lambda: "unused"), roots=[ROOT])
+        async with Client(build_server(tools)) as client:
+            return {tool.name: tool.input_schema for tool in (await client.list_tools()).tools}
+
+    mcp_tools = asyncio.run(listed())
+    mcp_names = {"wait_for" if name == "wait_for_work_item" else name for name in TOOLS}
+    assert set(mcp_tools) == mcp_names
+    for name in ("get_status", "get_result"):
+        assert set(mcp_tools[name]["properties"]) == set(TOOLS[name]["parameters"]["properties"])
