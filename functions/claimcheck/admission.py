@@ -142,7 +142,7 @@ class Admission:
                 raise IntegrityFailed("the envelope's length or checksum differs from the registered object")
             return record
         if verdict is not Verdict.UNRESOLVABLE and self._ledger.lookup(key) is not None:
-            if record is not None and record.state is PayloadState.PROCESSED:
+            if record is not None and record.state in (PayloadState.PROCESSED, PayloadState.CLEANUP_PENDING):
                 self._cleaner.finish_interrupted(record, self._purposes, now=now)
             return DUPLICATE  # of a completed effect: the object may be processed or gone
         if verdict is Verdict.NOT_YET_VISIBLE:

@@ -24,6 +24,17 @@ from claimcheck.timestamps import format_timestamp
 log = logging.getLogger(__name__)
 
 
+def state_after_effect(policy: CleanupPolicy) -> PayloadState:
+    """The registry state the consumer moves a readable record to once its effect is confirmed.
+
+    ``processed`` when the object is kept (retention); otherwise ``cleanup_pending`` at once, which
+    says "processed, and to be deleted": one conditional write instead of ``processed`` then
+    ``cleanup_pending``. A crash after it leaves a record the reconciler's sweep deletes (with proof),
+    as it would after the second of the two writes.
+    """
+    return PayloadState.PROCESSED if policy is CleanupPolicy.RETAIN else PayloadState.CLEANUP_PENDING
+
+
 class Cleaner:
     def __init__(
         self, stores: PayloadStores, registry: PayloadRegistry, audit: EntityTable, *, identity: str
@@ -34,22 +45,26 @@ class Cleaner:
         self._identity = identity
 
     def after_effect(self, record: PayloadRecord, policy: CleanupPolicy, *, now: datetime) -> PayloadRecord:
-        """Apply ``policy`` to a processed object."""
+        """Apply ``policy`` to an object whose effect is confirmed: in ``state_after_effect(policy)``
+        (the consumer's one move), or ``processed`` (a record an earlier release left there)."""
+        if record.state is PayloadState.PROCESSED and policy is not CleanupPolicy.RETAIN:
+            record = self._registry.move(record, PayloadState.CLEANUP_PENDING, now=now)
         if policy is CleanupPolicy.SYNC:
             return self.remove(record, why="sync cleanup after the effect was confirmed", now=now)
-        if policy is CleanupPolicy.ASYNC:
-            return self._registry.move(record, PayloadState.CLEANUP_PENDING, now=now)
         return record
 
     def finish_interrupted(
         self, record: PayloadRecord, purposes: Mapping[str, PurposePolicy], *, now: datetime
     ) -> None:
-        """A redelivery of a completed effect whose object is still ``processed``: the attempt that
-        settled it crashed before its cleanup. Finish it under the record's own purpose policy (a
-        retained object stays); a lost race with the reconciler or a failing delete is left to it."""
+        """A redelivery of a completed effect whose object is still ``processed`` or (sync policy)
+        ``cleanup_pending``: the attempt that settled it crashed before its cleanup. Finish it under the
+        record's own purpose policy (a retained object stays); a lost race with the reconciler or a
+        failing delete is left to it."""
         policy = purposes.get(record.purpose)
         if policy is None:
             return
+        if record.state is PayloadState.CLEANUP_PENDING and policy.cleanup is not CleanupPolicy.SYNC:
+            return  # an asynchronous cleanup waits for the reconciler's sweep, as intended
         try:
             self.after_effect(record, policy.cleanup, now=now)
         except ClaimCheckError as exc:  # a lost race (StoreError) or storage failing

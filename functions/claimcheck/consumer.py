@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 from claimcheck import telemetry
 from claimcheck.admission import Admission, Duplicate
 from claimcheck.analysis import AnalysisError, AnalysisResult, Analyzer
-from claimcheck.cleanup import Cleaner
+from claimcheck.cleanup import Cleaner, state_after_effect
 from claimcheck.concurrently import both
 from claimcheck.consumer_outcomes import (
     dead_letter_for,
@@ -342,17 +342,19 @@ class Consumer:
     def _settle_payload(self, work: _Work, now: datetime) -> None:
         if work.record is None:
             return
-        record = work.record
+        record, policy = work.record, work.policy.cleanup
+        # processed (retained) or cleanup_pending (to be deleted) in one move: the effect is confirmed.
+        target = state_after_effect(policy)
         if record.state in (PayloadState.REF_PUBLISHED, PayloadState.AVAILABLE):
             try:
-                record = self._registry.move(record, PayloadState.PROCESSED, now=now)
+                record = self._registry.move(record, target, now=now)
             except ConcurrencyConflict:  # changed since it was admitted (e.g. the producer's activation)
                 record = self._registry.get(record.ref) or record
                 if record.state in (PayloadState.REF_PUBLISHED, PayloadState.AVAILABLE):
-                    record = self._registry.move(record, PayloadState.PROCESSED, now=now)
-        if record.state is PayloadState.PROCESSED:
+                    record = self._registry.move(record, target, now=now)
+        if record.state is target:
             with stage(Stage.CLEANUP):
-                self._cleaner.after_effect(record, work.policy.cleanup, now=now)
+                self._cleaner.after_effect(record, policy, now=now)
 
     def _mark_failed(self, envelope: Envelope, reason: DeadLetterReason) -> None:
         try:

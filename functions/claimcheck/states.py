@@ -2,7 +2,8 @@
 
 Payload (stored object) states, in intake order:
 
-- preparing → ref_published (publish confirmed) → available (activated) → processed (effect done);
+- preparing → ref_published (publish confirmed) → available (activated) → processed (effect done,
+  object kept) or cleanup_pending (effect done, object to be deleted: sync and async cleanup);
 - preparing → removed (orphan: publish never confirmed, grace period over);
 - ref_published / available → missing | integrity_failed | access_denied (kept for investigation);
 - processed → removed (sync cleanup) | cleanup_pending → removed (async sweep) | missing.
@@ -24,7 +25,7 @@ class PayloadState(StrEnum):
     INTEGRITY_FAILED = "integrity_failed"  # stored bytes differ from the record (kept for investigation)
     MISSING = "missing"  # registered object is gone
     PROCESSED = "processed"  # the effect is confirmed
-    CLEANUP_PENDING = "cleanup_pending"  # waiting for the asynchronous sweep
+    CLEANUP_PENDING = "cleanup_pending"  # effect confirmed; the object is being (sync) or will be deleted
     REMOVED = "removed"  # object deleted, proof written
 
 
@@ -32,8 +33,12 @@ _READ_FAILURES = (PayloadState.ACCESS_DENIED, PayloadState.INTEGRITY_FAILED, Pay
 
 PAYLOAD_MOVES: Mapping[PayloadState, frozenset[PayloadState]] = {
     PayloadState.PREPARING: frozenset({PayloadState.REF_PUBLISHED, PayloadState.REMOVED}),
-    PayloadState.REF_PUBLISHED: frozenset({PayloadState.AVAILABLE, PayloadState.PROCESSED, *_READ_FAILURES}),
-    PayloadState.AVAILABLE: frozenset({PayloadState.PROCESSED, *_READ_FAILURES}),
+    PayloadState.REF_PUBLISHED: frozenset(
+        {PayloadState.AVAILABLE, PayloadState.PROCESSED, PayloadState.CLEANUP_PENDING, *_READ_FAILURES}
+    ),
+    PayloadState.AVAILABLE: frozenset(
+        {PayloadState.PROCESSED, PayloadState.CLEANUP_PENDING, *_READ_FAILURES}
+    ),
     PayloadState.ACCESS_DENIED: frozenset(),
     PayloadState.INTEGRITY_FAILED: frozenset(),
     PayloadState.MISSING: frozenset(),

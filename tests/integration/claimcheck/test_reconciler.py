@@ -9,9 +9,11 @@ from datetime import timedelta
 
 import pytest
 from claimcheck import ClaimCheck, Complete, DeadLetter, DeadLetterReason
+from claimcheck import consumer as consumer_module
 from claimcheck.adapters.blobs import AzureBlobPayloadStore
 from claimcheck.deadletters import DeadLetterCount
 from claimcheck.errors import BrokerUnavailable
+from claimcheck.states import PayloadState
 
 from tests.integration.claimcheck.conftest import Harness, document
 
@@ -149,8 +151,10 @@ def test_revoked_object_is_not_read_and_not_deleted(make_harness: Build) -> None
     assert not harness.claimcheck.reconciler.revoke(receipt.payload_ref, why="again")
 
 
-def _crash_before_cleanup(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Process a sync-cleanup document whose consumer dies right after marking it processed."""
+def _crash_before_cleanup(harness: Harness, monkeypatch: pytest.MonkeyPatch, *, left: str) -> str:
+    """Process a sync-cleanup document whose consumer dies right after its registry move, before the
+    delete. ``left="cleanup_pending"``: the consumer's one move (claimcheck.cleanup.state_after_effect);
+    ``left="processed"``: the first of the two moves an earlier release made."""
     receipt = harness.claimcheck.producer.submit(
         document(30_000),
         tenant_id="tenant-a",
@@ -163,10 +167,12 @@ def _crash_before_cleanup(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> 
     def crash(*args: object, **kwargs: object) -> None:
         raise SystemError("consumer process died")
 
+    if left == "processed":
+        monkeypatch.setattr(consumer_module, "state_after_effect", lambda policy: PayloadState.PROCESSED)
     monkeypatch.setattr(harness.claimcheck.consumer._cleaner, "after_effect", crash)
     assert not isinstance(harness.claimcheck.consumer.handle(harness.delivery()), Complete)
     monkeypatch.undo()
-    assert states(harness) == ["processed"]
+    assert states(harness) == [left]
     assert harness.blob_names() == [receipt.payload_ref]
     return receipt.payload_ref
 
@@ -176,7 +182,7 @@ def test_sync_cleanup_interrupted_after_processed_is_finished_by_reconciliation(
 ) -> None:
     """A crash between processed and the sync cleanup: after the grace the reconciler deletes, with proof."""
     harness = make_harness()
-    ref = _crash_before_cleanup(harness, monkeypatch)
+    ref = _crash_before_cleanup(harness, monkeypatch, left="processed")
     assert harness.claimcheck.reconciler.run().interrupted_cleanups_finished == []  # inside the grace
     later = harness.clock.now + timedelta(seconds=harness.settings.interrupted_cleanup_grace_seconds)
     report = harness.claimcheck.reconciler.run(later)
@@ -188,12 +194,27 @@ def test_sync_cleanup_interrupted_after_processed_is_finished_by_reconciliation(
     assert "interrupted" in proof["reason"]
 
 
-def test_redelivery_after_interrupted_cleanup_finishes_it(
+def test_sync_cleanup_interrupted_after_cleanup_pending_is_finished_by_the_next_sweep(
     make_harness: Build, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The consumer's one move says the object is to be deleted: the next run deletes it, with proof."""
+    harness = make_harness()
+    ref = _crash_before_cleanup(harness, monkeypatch, left="cleanup_pending")
+    report = harness.claimcheck.reconciler.run()
+    assert report.cleaned_up == [ref]
+    assert harness.blob_names() == []
+    assert states(harness) == ["removed"]
+    (proof,) = harness.rows(harness.settings.audit_table)
+    assert proof["previous_state"] == "cleanup_pending"
+
+
+@pytest.mark.parametrize("left", ["processed", "cleanup_pending"])
+def test_redelivery_after_interrupted_cleanup_finishes_it(
+    make_harness: Build, monkeypatch: pytest.MonkeyPatch, left: str
 ) -> None:
     """The redelivery completes as a duplicate (no second effect) and finishes the cleanup itself."""
     harness = make_harness()
-    _crash_before_cleanup(harness, monkeypatch)
+    _crash_before_cleanup(harness, monkeypatch, left=left)
     assert harness.claimcheck.consumer.handle(harness.delivery(count=2)) == Complete()
     assert len(harness.analyzer.seen) == 1
     assert harness.blob_names() == []
