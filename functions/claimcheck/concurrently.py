@@ -3,6 +3,10 @@
 ``read_ahead(chunks)`` does the same for a transfer: the next chunk is fetched while the caller
 verifies and stores the current one (at most two chunks in memory).
 
+``all_three(first, second, third)`` is the same for three calls, and ``settled(call)`` wraps a call so
+that it answers ``Settled`` (its value or its exception) instead of raising: a caller that must undo
+what succeeded when another call failed (release a claim, close a spool) sees every outcome.
+
 ``both(first, second)`` runs ``second`` on a small shared thread pool while the calling thread runs
 ``first``, and returns only when both have finished (nothing keeps running behind the caller's back,
 so a crash or an error still leaves the same states as the two calls made in sequence). The pool's
@@ -16,10 +20,12 @@ import contextvars
 import threading
 from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import TypeVar, cast
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, cast
 
 A = TypeVar("A")
 B = TypeVar("B")
+C = TypeVar("C")
 T = TypeVar("T")
 _END = object()
 
@@ -56,6 +62,46 @@ def both(first: Callable[[], A], second: Callable[[], B]) -> tuple[A, B]:
         wait([future])  # let the other finish (its outcome is superseded by this error)
         raise
     return result, future.result()
+
+
+def all_three(first: Callable[[], A], second: Callable[[], B], third: Callable[[], C]) -> tuple[A, B, C]:
+    """``both`` for three calls: ``first`` on the calling thread, the others on the pool at once."""
+    if getattr(_in_pool, "active", False):
+        return first(), second(), third()
+    pool = _executor()
+    later_second = pool.submit(contextvars.copy_context().run, second)
+    later_third = pool.submit(contextvars.copy_context().run, third)
+    try:
+        result = first()
+    finally:
+        pending: list[Future[Any]] = [later_second, later_third]
+        wait(pending)  # nothing keeps running behind the caller's back
+    return result, later_second.result(), later_third.result()
+
+
+@dataclass(frozen=True)
+class Settled(Generic[T]):
+    """One call's outcome: its value, or the exception it raised (``get`` raises it again)."""
+
+    value: T | None = None
+    error: BaseException | None = None
+
+    def get(self) -> T:
+        if self.error is not None:
+            raise self.error
+        return cast(T, self.value)
+
+
+def settled(call: Callable[[], T]) -> Callable[[], Settled[T]]:
+    """``call`` answering its outcome instead of raising (for ``both``/``all_three``)."""
+
+    def run() -> Settled[T]:
+        try:
+            return Settled(call())
+        except BaseException as exc:  # handed to the caller, who decides (and re-raises with get())
+            return Settled(error=exc)
+
+    return run
 
 
 def read_ahead(items: Iterable[T]) -> Generator[T, None, None]:

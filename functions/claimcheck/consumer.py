@@ -22,7 +22,7 @@ from claimcheck import telemetry
 from claimcheck.admission import Admission, Duplicate
 from claimcheck.analysis import AnalysisError, AnalysisResult, Analyzer
 from claimcheck.cleanup import Cleaner, state_after_effect
-from claimcheck.concurrently import both
+from claimcheck.concurrently import Settled, all_three, both, settled
 from claimcheck.consumer_outcomes import (
     dead_letter_for,
     is_integrity_failure,
@@ -37,6 +37,7 @@ from claimcheck.errors import (
     ClaimCheckError,
     ConcurrencyConflict,
     EnvelopeExpired,
+    IllegalTransition,
     MessageRejected,
     ObjectNotFound,
     PayloadStoreError,
@@ -46,7 +47,6 @@ from claimcheck.errors import (
 )
 from claimcheck.idempotency import (
     AlreadyDone,
-    Claimed,
     ClaimHeartbeat,
     IdempotencyLedger,
     idempotency_key,
@@ -224,14 +224,29 @@ class Consumer:
             traceparent if isinstance(traceparent, str) else None,
             admitted.work_item,
         )
-        claim = self._claim(key)
-        if isinstance(claim, AlreadyDone):
-            self._settle(work, claim.result, work.work_item)
+        # Admitted: the claim, the running state and the download are independent, so they go at once
+        # (the bytes are read only now, after authorization). Which of them counts is decided after:
+        # a completed effect discards the download, a failed download releases the claim.
+        with stage(Stage.FETCH):
+            claimed, running, fetched = all_three(
+                settled(lambda: self._claim_and_hold(key)),
+                settled(lambda: self._running(work)),
+                settled(lambda: self._fetch(work)),
+            )
+            if claimed.error is not None or isinstance(claimed.value, AlreadyDone):
+                _discard(fetched)
+            held = claimed.get()  # raises what the claim met (held by another attempt, an outage)
+            if isinstance(held, ClaimHeartbeat):
+                document = self._verified(work, fetched, held)
+        if isinstance(held, AlreadyDone):
+            self._settle(work, held.result, running.value if running.error is None else None)
             return Complete()
-        heartbeat = ClaimHeartbeat(self._ledger, claim, clock=self._clock).start()
+        heartbeat = held
         try:
-            summary, work_item = self._run(work)
+            work_item = running.get()
+            summary = self._run(work, document)
         except BaseException:
+            document.close()
             self._ledger.release_or_let_expire(heartbeat.stop())
             raise
         self._ledger.complete(heartbeat.stop(), summary, now=self._clock())
@@ -240,29 +255,42 @@ class Consumer:
         self._settle(work, summary, work_item)
         return Complete()
 
-    def _claim(self, key: str) -> Claimed | AlreadyDone:
+    def _claim_and_hold(self, key: str) -> ClaimHeartbeat | AlreadyDone:
+        """Claim the effect and start renewing its lease at once (a long download runs meanwhile)."""
         budget = timedelta(seconds=self._settings.claim_wait_seconds)
-        return self._ledger.claim_waiting(key, clock=self._clock, sleep=self._sleep, budget=budget)
+        claim = self._ledger.claim_waiting(key, clock=self._clock, sleep=self._sleep, budget=budget)
+        if isinstance(claim, AlreadyDone):
+            return claim
+        return ClaimHeartbeat(self._ledger, claim, clock=self._clock).start()
 
-    def _run(self, work: _Work) -> tuple[dict[str, Any], WorkItemRecord | None]:
-        """Analyze and record the effect; answers the summary and the work item row as last written."""
-        envelope = work.envelope
-        now = self._clock()
+    def _running(self, work: _Work) -> WorkItemRecord | None:
+        """Mark the work item running; answers the row as written (None: not written, read it again).
 
-        def running() -> WorkItemRecord | None:
+        It goes before the claim's answer is known: a duplicate of a completed effect skips it when the
+        admitted row already says so, and one that loses the race to the completion leaves it alone.
+        """
+        envelope, known = work.envelope, work.work_item
+        if (
+            known is not None
+            and known.version == envelope.payload_version
+            and known.state is WorkItemState.COMPLETED
+        ):
+            return known
+        try:
             _, written = self._work_items.move_state(
-                work.work_item,
+                known,
                 envelope.work_item_id,
                 envelope.payload_version,
                 WorkItemState.RUNNING,
-                now=now,
+                now=self._clock(),
             )
-            return written
+        except IllegalTransition:  # completed since it was admitted: this delivery is a duplicate
+            return None
+        return written
 
-        # The state write and the download are independent: both at once (a failed download still
-        # leaves the work item running, as when the state was written first).
-        with stage(Stage.FETCH):
-            opened, work_item = both(lambda: self._open(work), running)
+    def _run(self, work: _Work, opened: BinaryIO) -> dict[str, Any]:
+        """Analyze the verified document and record the effect; answers the summary."""
+        envelope = work.envelope
         with opened as document:
             try:
                 with stage(Stage.ANALYZE):
@@ -284,34 +312,42 @@ class Consumer:
                     traceparent=telemetry.message_context().get("traceparent", work.traceparent),
                 ),
             )
-        return summary, work_item
+        return summary
 
-    def _open(self, work: _Work) -> BinaryIO:
-        """The verified bytes; what the store or the check found is raised as its dead-letter leaf."""
+    def _fetch(self, work: _Work) -> BinaryIO:
+        """The verified bytes (streamed, length, type and sha256 checked); raises the store's error."""
         envelope, record = work.envelope, work.record
-        try:
-            if record is None:
-                assert envelope.payload_inline is not None
-                return spool_verified(
-                    [envelope.payload_inline],
-                    expected_length=envelope.content_length,
-                    expected_sha256=envelope.checksum.value,
-                    content_type=envelope.content_type,
-                )
-            return self._stores.for_purpose(record.purpose).open_verified(
-                record.ref,
-                etag=record.object_etag,
-                length=record.content_length,
-                sha256=record.sha256,
-                content_type=record.content_type,
+        if record is None:
+            assert envelope.payload_inline is not None
+            return spool_verified(
+                [envelope.payload_inline],
+                expected_length=envelope.content_length,
+                expected_sha256=envelope.checksum.value,
+                content_type=envelope.content_type,
             )
-        except PayloadStoreError as exc:
-            if record is not None and isinstance(exc, ObjectNotFound):
-                self._registry.move(record, PayloadState.MISSING, now=self._clock())
-            elif record is not None and is_integrity_failure(exc):
-                # Keep the metadata and the object for investigation; never "make do" with other bytes.
-                self._registry.move(record, PayloadState.INTEGRITY_FAILED, now=self._clock())
-            raise rejection_for(exc) from exc
+        return self._stores.for_purpose(record.purpose).open_verified(
+            record.ref,
+            etag=record.object_etag,
+            length=record.content_length,
+            sha256=record.sha256,
+            content_type=record.content_type,
+        )
+
+    def _verified(self, work: _Work, fetched: Settled[BinaryIO], heartbeat: ClaimHeartbeat) -> BinaryIO:
+        """The fetched bytes; on failure the claim is released and what the store or the check found
+        is raised as its dead-letter leaf."""
+        if fetched.error is None:
+            return fetched.get()
+        self._ledger.release_or_let_expire(heartbeat.stop())
+        record, exc = work.record, fetched.error
+        if not isinstance(exc, PayloadStoreError):
+            raise exc
+        if record is not None and isinstance(exc, ObjectNotFound):
+            self._registry.move(record, PayloadState.MISSING, now=self._clock())
+        elif record is not None and is_integrity_failure(exc):
+            # Keep the metadata and the object for investigation; never "make do" with other bytes.
+            self._registry.move(record, PayloadState.INTEGRITY_FAILED, now=self._clock())
+        raise rejection_for(exc) from exc
 
     def _write_result(self, envelope: Envelope, analysis: AnalysisResult, summary: Mapping[str, Any]) -> None:
         # Taken means an attempt that crashed before completing the ledger wrote it: same key, same effect.
@@ -371,3 +407,9 @@ class Consumer:
         return retry_or_give_up(
             message, reason, last, max_deliveries=self._settings.max_delivery_count, count=count
         )
+
+
+def _discard(fetched: Settled[BinaryIO]) -> None:
+    """Close a download that will not be used (its spool may be a temporary file)."""
+    if fetched.error is None and fetched.value is not None:
+        fetched.value.close()

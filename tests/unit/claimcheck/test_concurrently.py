@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
-from claimcheck.concurrently import both, read_ahead
+from claimcheck.concurrently import all_three, both, read_ahead, settled
 
 REQUEST = contextvars.ContextVar("request", default="none")
 
@@ -114,3 +114,30 @@ def test_read_ahead_left_early_waits_for_the_fetch_in_flight() -> None:
     threading.Timer(0.2, proceed.set).start()
     ahead.close()  # the caller stops (e.g. the length check failed)
     assert second_fetched.is_set()
+
+
+def test_all_three_runs_the_three_calls_at_once() -> None:
+    """Each call waits for the two others to start: in sequence this would never finish."""
+    started = threading.Barrier(3, timeout=10)
+
+    def call(name: str) -> Callable[[], str]:
+        def run() -> str:
+            started.wait()
+            return name
+
+        return run
+
+    assert all_three(call("a"), call("b"), call("c")) == ("a", "b", "c")
+
+
+def test_settled_calls_answer_every_outcome_instead_of_raising() -> None:
+    """One call failing does not hide the others' results: the caller can undo what succeeded."""
+
+    def fails() -> str:
+        raise KeyError("gone")
+
+    first, second, third = all_three(settled(lambda: "a"), settled(fails), settled(lambda: "c"))
+    assert (first.get(), third.get()) == ("a", "c")
+    assert isinstance(second.error, KeyError)
+    with pytest.raises(KeyError):
+        second.get()
