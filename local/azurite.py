@@ -15,9 +15,13 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from local.ports import ensure_port_free, free_port, wait_for_port
 from local.processes import die_with_parent
+
+if TYPE_CHECKING:
+    from local.azurite_tls import TlsFiles
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,23 +51,24 @@ class Azurite:
     data_dir: Path
     process: subprocess.Popen[bytes] = field(repr=False)
     owns_data_dir: bool = False
+    scheme: str = "http"  # "https" when started with TLS (and OAuth)
 
     @property
     def blob_endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.blob_port}/{ACCOUNT_NAME}"
+        return f"{self.scheme}://127.0.0.1:{self.blob_port}/{ACCOUNT_NAME}"
 
     @property
     def queue_endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.queue_port}/{ACCOUNT_NAME}"
+        return f"{self.scheme}://127.0.0.1:{self.queue_port}/{ACCOUNT_NAME}"
 
     @property
     def table_endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.table_port}/{ACCOUNT_NAME}"
+        return f"{self.scheme}://127.0.0.1:{self.table_port}/{ACCOUNT_NAME}"
 
     @property
     def connection_string(self) -> str:
         return (
-            f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT_NAME};AccountKey={ACCOUNT_KEY};"
+            f"DefaultEndpointsProtocol={self.scheme};AccountName={ACCOUNT_NAME};AccountKey={ACCOUNT_KEY};"
             f"BlobEndpoint={self.blob_endpoint};QueueEndpoint={self.queue_endpoint};"
             f"TableEndpoint={self.table_endpoint};"
         )
@@ -124,12 +129,18 @@ def azurite_executable() -> Path:
 
 
 def start_azurite(
-    data_dir: Path | None = None, *, ports: tuple[int, int, int] | None = None, timeout: float = 60.0
+    data_dir: Path | None = None,
+    *,
+    ports: tuple[int, int, int] | None = None,
+    timeout: float = 60.0,
+    tls: TlsFiles | None = None,
 ) -> Azurite:
     """Start Azurite and wait until its blob, queue and table ports all accept connections.
 
     ``ports`` (blob, queue, table) default to three free loopback ports; pass an earlier instance's
-    ``ports`` to start it again where its clients expect it (refused with ``PortInUse`` if taken)."""
+    ``ports`` to start it again where its clients expect it (refused with ``PortInUse`` if taken).
+    ``tls``: serve HTTPS with that certificate and accept bearer tokens (``--oauth basic``, which needs
+    HTTPS; see local/azurite_tls.py), besides the account key."""
     owns = data_dir is None
     location = Path(tempfile.mkdtemp(prefix="azurite-")) if data_dir is None else data_dir
     location.mkdir(parents=True, exist_ok=True)
@@ -160,6 +171,8 @@ def start_azurite(
         "--skipApiVersionCheck",
         "--disableProductStyleUrl",
     ]
+    if tls is not None:
+        command += ["--cert", str(tls.certificate), "--key", str(tls.private_key), "--oauth", "basic"]
     log = open(location / "azurite.log", "ab")  # noqa: SIM115 - handed to the child process
     process = subprocess.Popen(  # noqa: S603 - fixed executable from node_modules
         command,
@@ -171,7 +184,8 @@ def start_azurite(
         preexec_fn=die_with_parent(signal.SIGINT),
     )
     log.close()
-    azurite = Azurite(blob_port, queue_port, table_port, location, process, owns)
+    scheme = "http" if tls is None else "https"
+    azurite = Azurite(blob_port, queue_port, table_port, location, process, owns, scheme)
     try:
         for port in azurite.ports:
             wait_for_port(port, timeout=timeout)
