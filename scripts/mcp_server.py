@@ -310,7 +310,8 @@ def _add_operator_tools(
         limit: Annotated[int, Field(ge=1, le=100, description="At most this many messages.")] = 50,
     ) -> DeadLetters:
         """Operators: the documents queue's dead-lettered messages with reason and description (metadata
-        only, never a body), for the tenants this identity is granted."""
+        only, never a body), of the tenants this identity is granted: by the work item's own record,
+        never by what a message states about itself."""
         return DeadLetters.model_validate(refusing(lambda: tools.list_dead_letters(limit=limit)))
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=True))

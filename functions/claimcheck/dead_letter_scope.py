@@ -50,6 +50,9 @@ class DeadLetterScope:
         return recorded if recorded == stated_tenant else None
 
     def shows(self, work_item_id: str | None, stated_tenant: str | None) -> bool:
-        """True when this operator may see (and so replay) the dead letter."""
-        owner = self.owner(work_item_id, stated_tenant)
-        return owner is not None and self._may_see_tenant(owner)
+        """True when this operator may see (and so replay) the dead letter. A message stating a tenant
+        the operator is not granted is not shown whatever its record says (an attributed message states
+        its owner), so its record is not read: a list costs reads only for the operator's tenants."""
+        if stated_tenant is None or not self._may_see_tenant(stated_tenant):
+            return False
+        return self.owner(work_item_id, stated_tenant) is not None

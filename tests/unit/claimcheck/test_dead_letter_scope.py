@@ -50,4 +50,5 @@ def test_each_work_item_is_read_once_per_scope_and_invalid_ids_never() -> None:
         scope.shows("wi-acme", "acme")
         scope.shows("wi-unknown", "acme")
         scope.shows("bad id", "acme")
+        scope.shows("wi-globex", "globex")  # a tenant this operator is not granted: no read needed
     assert reads == ["wi-acme", "wi-unknown"]
