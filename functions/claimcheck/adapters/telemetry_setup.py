@@ -86,6 +86,12 @@ def rotated(path: Path) -> Path:
 
 
 class _Rollover(RotatingFileHandler):
+    def shouldRollover(self, record: logging.LogRecord) -> bool:
+        # Never rotate an empty file: a first line longer than the limit would otherwise replace the
+        # previous lines with an empty file (the standard library's check counts only the new line).
+        path = Path(self.baseFilename)
+        return path.exists() and path.stat().st_size > 0 and bool(super().shouldRollover(record))
+
     def handleError(self, record: logging.LogRecord) -> None:
         # Re-raised to the exporter, which reports the error's type and text; the logging default would
         # print the whole line (a batch of spans) to stderr.

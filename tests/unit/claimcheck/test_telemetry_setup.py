@@ -135,6 +135,20 @@ def test_rotating_lines_keep_whole_lines_and_only_the_newest_two_files(tmp_path:
     assert len(previous + current) >= 10
 
 
+def test_a_line_longer_than_the_limit_is_kept_and_keeps_the_lines_before_it(tmp_path: Path) -> None:
+    path = tmp_path / "spans.jsonl"
+    stream = RotatingLines(path, max_bytes=100)
+    for line in ("first\n", "x" * 300 + "\n", "y" * 300 + "\n"):
+        stream.write(line)
+    stream.close()
+    assert (rotated(path).read_text(), path.read_text()) == ("x" * 300 + "\n", "y" * 300 + "\n")
+    fresh = tmp_path / "fresh.jsonl"
+    stream = RotatingLines(fresh, max_bytes=100)
+    stream.write("z" * 300 + "\n")  # the first line of an empty file: no rotation of nothing
+    stream.close()
+    assert not rotated(fresh).exists()
+
+
 def test_a_bad_file_limit_is_refused_naming_the_setting() -> None:
     assert telemetry_setup.file_max_bytes({}) == telemetry_setup.DEFAULT_FILE_MAX_BYTES
     assert telemetry_setup.file_max_bytes({FILE_MAX_BYTES_SETTING: "4096"}) == 4096
