@@ -11,7 +11,7 @@ so tests exercise the same code.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from local.servicebus.message import AmqpMessage
@@ -53,16 +53,30 @@ _UPDATE = "UPDATE entries SET state=?, delivery_count=?, scheduled_ms=? WHERE qu
 # commit, ~4x cheaper than a delete, which also frees the message's overflow page) says it is
 # gone, and ``purge_removed`` deletes the rows it names in bulk, off the acknowledgement path.
 _REMOVE = "INSERT INTO removed VALUES (?,?)"
-_PURGE = (
-    "DELETE FROM entries WHERE (queue, seq) IN (SELECT queue, seq FROM removed)",
-    "DELETE FROM bodies WHERE (queue, seq) IN (SELECT queue, seq FROM removed)",
-    "DELETE FROM removed",
+# Settled messages are mostly consecutive (FIFO): each run of sequence numbers is deleted as one
+# range, a walk along the leaves instead of a seek per row.
+_REMOVED = "SELECT queue, seq FROM removed ORDER BY queue, seq"
+_PURGE_RUNS = (
+    "DELETE FROM entries WHERE queue=? AND seq BETWEEN ? AND ?",
+    "DELETE FROM bodies WHERE queue=? AND seq BETWEEN ? AND ?",
 )
+_FORGET_REMOVED = "DELETE FROM removed"
 _SAVE_SEQ = "INSERT OR REPLACE INTO sequences VALUES (?,?)"
 _DROP_STATE = "DELETE FROM session_states WHERE queue=? AND session_id=?"
 _SAVE_STATE = "INSERT OR REPLACE INTO session_states VALUES (?,?,?)"
 _REMEMBER_ID = "INSERT OR REPLACE INTO duplicates VALUES (?,?,?)"
 _FORGET_IDS = "DELETE FROM duplicates WHERE expires_ms <= ?"
+
+
+def consecutive_runs(keys: Iterable[tuple[str, int]]) -> list[tuple[str, int, int]]:
+    """Sorted (queue, seq) keys as (queue, first, last) runs of consecutive sequence numbers."""
+    runs: list[tuple[str, int, int]] = []
+    for queue, seq in keys:
+        if runs and runs[-1][0] == queue and seq - 1 <= runs[-1][2]:
+            runs[-1] = (queue, runs[-1][1], max(seq, runs[-1][2]))  # adjacent, or a duplicate row
+        else:
+            runs.append((queue, seq, seq))
+    return runs
 
 
 class Store:
@@ -75,6 +89,13 @@ class Store:
             data_dir.mkdir(parents=True, exist_ok=True)
             target = str(data_dir / "servicebus.sqlite")
         self._db = sqlite3.connect(target, isolation_level=None, check_same_thread=False)
+        # Before WAL mode, and in a new file only: 8 KiB pages keep a message of up to ~2 KB inside its
+        # b-tree page (with 4 KiB pages one past ~1 KB gets an overflow page of its own, written
+        # on every send and freed on every purge); existing data directories keep their size.
+        self._db.execute("PRAGMA page_size=8192")
+        # Some builds (Debian's) zero every deleted byte, which more than doubled the purge; FAST
+        # still zeroes what costs no extra I/O. The data is the emulator's own local file.
+        self._db.execute("PRAGMA secure_delete=FAST")
         if data_dir is not None:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
@@ -132,7 +153,16 @@ class Store:
         if not self.removed_backlog:
             return
         self.commit()
-        self._transaction(_PURGE)
+        runs = consecutive_runs(self._db.execute(_REMOVED))
+        self._db.execute("BEGIN")
+        try:
+            for sql in _PURGE_RUNS:
+                self._db.executemany(sql, runs)
+            self._db.execute(_FORGET_REMOVED)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
         self.removed_backlog = 0
 
     def close(self) -> None:

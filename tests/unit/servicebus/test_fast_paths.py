@@ -28,7 +28,7 @@ from local.servicebus.frames import (
 from local.servicebus.message import AmqpMessage, MessageFormatError
 from local.servicebus.model import DEFERRED, Entry
 from local.servicebus.queue import MessageQueue
-from local.servicebus.store import Store
+from local.servicebus.store import Store, consecutive_runs
 
 uints = st.integers(min_value=0, max_value=2**32 - 1)
 channels = st.integers(min_value=0, max_value=0xFFFF)
@@ -231,6 +231,26 @@ def test_removed_messages_stay_gone_across_a_restart_before_and_after_the_purge(
     assert reopened.removed_backlog == 0
     assert [entry.seq for entry in reopened.entries("q")] == [3]
     reopened.close()
+
+
+def test_the_purge_deletes_exactly_the_removed_messages_in_runs(tmp_path: Path) -> None:
+    message = AmqpMessage(properties={"message_id": "m"}, body=b"\x00\x53\x75\xa0\x01x")
+    store = Store(tmp_path)
+    for queue, seqs in (("q", range(1, 8)), ("r", range(1, 4))):
+        for seq in seqs:
+            store.put(queue, _entry(message, seq=seq))
+    store.commit()
+    for queue, seq in (("q", 2), ("q", 3), ("q", 4), ("q", 6), ("r", 1), ("q", 3)):
+        store.remove(queue, seq)  # q 3 twice: a duplicate row changes nothing
+    store.purge_removed()
+    assert [entry.seq for entry in store.entries("q")] == [1, 5, 7]
+    assert [entry.seq for entry in store.entries("r")] == [2, 3]
+    assert consecutive_runs([("q", 2), ("q", 3), ("q", 3), ("q", 4), ("q", 6), ("r", 7)]) == [
+        ("q", 2, 4),
+        ("q", 6, 6),
+        ("r", 7, 7),
+    ]
+    store.close()
 
 
 def test_a_data_directory_of_the_one_table_layout_is_moved_over(tmp_path: Path) -> None:
