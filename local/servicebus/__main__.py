@@ -16,7 +16,14 @@ from pathlib import Path
 from local.servicebus.broker import Broker
 from local.servicebus.cbs import SharedAccessKey
 from local.servicebus.config import ConfigError, parse_config
-from local.servicebus.server import DEFAULT_KEY, connection_string, default_management_port, serve
+from local.servicebus.connection import OutputGroup
+from local.servicebus.server import (
+    DEFAULT_KEY,
+    connection_string,
+    default_management_port,
+    new_loop,
+    serve,
+)
 from local.servicebus.store import Store
 
 
@@ -48,7 +55,12 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
 
 
 async def _run(
-    broker: Broker, key: SharedAccessKey | None, host: str, ports: tuple[int, int], shown: str
+    broker: Broker,
+    key: SharedAccessKey | None,
+    host: str,
+    ports: tuple[int, int],
+    shown: str,
+    output: OutputGroup,
 ) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -59,7 +71,7 @@ async def _run(
         print(shown, flush=True)
         print(shown.replace(f":{amqp};", f":{management};", 1) + "  (management)", flush=True)
 
-    await serve(broker, key, host, ports[0], stop, announce, ports[1])
+    await serve(broker, key, host, ports[0], stop, announce, ports[1], output)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,8 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     management_port = (
         default_management_port(args.port) if args.management_port is None else args.management_port
     )
+    loop, output = new_loop(broker)
     try:
-        asyncio.run(_run(broker, key, args.host, (args.port, management_port), banner))
+        with asyncio.Runner(loop_factory=lambda: loop) as runner:
+            runner.run(_run(broker, key, args.host, (args.port, management_port), banner, output))
     finally:
         store.close()
     return 0

@@ -23,7 +23,7 @@ from local.ports import free_port, wait_for_port
 from local.servicebus.broker import Broker
 from local.servicebus.cbs import SharedAccessKey
 from local.servicebus.config import NamespaceConfig, parse_config
-from local.servicebus.connection import AmqpConnection, OutputGroup
+from local.servicebus.connection import AmqpConnection, OutputGroup, event_loop
 from local.servicebus.management import Management
 from local.servicebus.management_http import ManagementPlane, serve_management
 from local.servicebus.store import Store
@@ -45,6 +45,12 @@ def connection_string(port: int, key: SharedAccessKey | None, host: str = "local
     )
 
 
+def new_loop(broker: Broker) -> tuple[asyncio.AbstractEventLoop, OutputGroup]:
+    """The emulator's event loop and the output group it flushes at the end of each iteration."""
+    output = OutputGroup(broker)
+    return event_loop(output), output
+
+
 def default_management_port(amqp_port: int) -> int:
     """Microsoft's layout (5300 beside 5672); any other AMQP port gets a free management port (0),
     so emulators started side by side never collide."""
@@ -59,13 +65,15 @@ async def serve(
     stop: asyncio.Event,
     ready: Callable[[int, int], None] | None = None,
     management_port: int = 0,
+    output: OutputGroup | None = None,
 ) -> None:
     """Accept AMQP connections and management requests until ``stop`` is set, running the broker's
-    timers meanwhile. ``ready`` is called with the bound AMQP and management ports."""
+    timers meanwhile. ``ready`` is called with the bound AMQP and management ports. ``output`` is
+    the group the loop flushes (``new_loop``); without one, a group flushing by callback."""
     management = Management(broker)
     loop = asyncio.get_running_loop()
     connections: set[AmqpConnection] = set()
-    output = OutputGroup(broker)  # one commit per loop iteration for all connections
+    output = output or OutputGroup(broker)  # one commit per loop iteration for all connections
 
     def accept() -> AmqpConnection:
         connection = AmqpConnection(broker, management, key, on_lost=connections.discard, output=output)
@@ -173,7 +181,7 @@ def start_emulator(
         max_messages_per_entity=max_messages_per_entity,
     )
     ready: Future[tuple[int, int]] = Future()
-    loop = asyncio.new_event_loop()
+    loop, output = new_loop(broker)
     stop_event: list[asyncio.Event] = []
 
     def run() -> None:
@@ -189,6 +197,7 @@ def start_emulator(
                 stop_event[0],
                 lambda *ports: ready.set_result(ports),
                 management_port,
+                output,
             )
 
         try:
