@@ -2,10 +2,11 @@
 
 Writes are queued and applied as one transaction when the broker commits, before it acknowledges
 anything to a client (group commit), so a crash loses nothing that was acknowledged. Runs of the
-same statement go to SQLite as one ``executemany`` and a lone statement commits by itself, so the
-common cases (a batch of sends, one completion) cost one or two calls into SQLite. WAL mode with
-synchronous=NORMAL survives a killed process; ``--in-memory`` uses SQLite's ``:memory:`` database,
-so tests exercise the same code.
+same statement go to SQLite as one ``executemany`` and a lone statement commits by itself, so a
+batch of sends costs one or two calls into SQLite. Removals (completions) that come alone go to
+the removal journal instead (``journal``: one append); with other writes they are rows of the same
+transaction. WAL mode with synchronous=NORMAL survives a killed process; ``--in-memory`` uses
+SQLite's ``:memory:`` database, so tests exercise the same code.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from local.servicebus.journal import RemovalJournal
 from local.servicebus.message import AmqpMessage
 from local.servicebus.model import Entry
 
@@ -49,13 +51,13 @@ _PUT_ENTRY = (
 )
 _PUT_BODY = "INSERT OR REPLACE INTO bodies VALUES (?,?,?)"
 _UPDATE = "UPDATE entries SET state=?, delivery_count=?, scheduled_ms=? WHERE queue=? AND seq=?"
-# A settled message is not deleted at once: a row appended to ``removed`` (one page written per
-# commit, ~4x cheaper than a delete, which also frees the message's overflow page) says it is
-# gone, and ``purge_removed`` deletes the rows it names in bulk, off the acknowledgement path.
+# A settled message is not deleted at once: a record in the removal journal, or a row appended to
+# ``removed`` in a transaction with other writes (several times cheaper than a delete) says it is
+# gone, and ``purge_removed`` deletes the messages they name in bulk, off the acknowledgement path.
 _REMOVE = "INSERT INTO removed VALUES (?,?)"
 # Settled messages are mostly consecutive (FIFO): each run of sequence numbers is deleted as one
 # range, a walk along the leaves instead of a seek per row.
-_REMOVED = "SELECT queue, seq FROM removed ORDER BY queue, seq"
+_REMOVED = "SELECT queue, seq FROM removed"
 _PURGE_RUNS = (
     "DELETE FROM entries WHERE queue=? AND seq BETWEEN ? AND ?",
     "DELETE FROM bodies WHERE queue=? AND seq BETWEEN ? AND ?",
@@ -88,6 +90,8 @@ class Store:
         else:
             data_dir.mkdir(parents=True, exist_ok=True)
             target = str(data_dir / "servicebus.sqlite")
+        self._journal = RemovalJournal(None if data_dir is None else data_dir / "removed.journal")
+        self._removals: list[tuple[str, int]] = []  # since the last commit
         self._db = sqlite3.connect(target, isolation_level=None, check_same_thread=False)
         # Before WAL mode, and in a new file only: 8 KiB pages keep a message of up to ~2 KB inside its
         # b-tree page (with 4 KiB pages one past ~1 KB gets an overflow page of its own, written
@@ -107,7 +111,7 @@ class Store:
         self._bodies: list[tuple[object, ...]] = []
         if self._db.execute("SELECT 1 FROM sqlite_master WHERE name='messages'").fetchone():
             self._transaction(_MIGRATE)
-        self.removed_backlog = 1  # unknown after a restart: purge before reading anything
+        self.removed_backlog = 1  # unknown after a restart: purge (and apply the journal) before reading
         self.purge_removed()
 
     def _write(self, sql: str, params: tuple[object, ...]) -> None:
@@ -118,6 +122,12 @@ class Store:
 
     def commit(self) -> None:
         """Make every write so far durable (called before acknowledging them)."""
+        if self._removals:
+            removals, self._removals = self._removals, []
+            if not self._pending:
+                self._journal.append(removals)  # alone: one append, no transaction
+                return
+            self._pending.append((_REMOVE, list(removals)))  # atomic with the rest (a dead-letter move)
         if not self._pending:
             return
         pending, self._pending = self._pending, []
@@ -153,7 +163,7 @@ class Store:
         if not self.removed_backlog:
             return
         self.commit()
-        runs = consecutive_runs(self._db.execute(_REMOVED))
+        runs = consecutive_runs(sorted([*self._db.execute(_REMOVED), *self._journal.pending]))
         self._db.execute("BEGIN")
         try:
             for sql in _PURGE_RUNS:
@@ -163,12 +173,14 @@ class Store:
             self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
+        self._journal.clear()  # only now: a crash before this applies the journal again, harmlessly
         self.removed_backlog = 0
 
     def close(self) -> None:
         self.commit()
         self.purge_removed()
         self._db.close()
+        self._journal.close()
 
     # --- messages --------------------------------------------------------------------------------
 
@@ -194,7 +206,7 @@ class Store:
         self._write(_UPDATE, (entry.state, entry.delivery_count, entry.scheduled_ms, queue, entry.seq))
 
     def remove(self, queue: str, seq: int) -> None:
-        self._write(_REMOVE, (queue, seq))
+        self._removals.append((queue, seq))
         self.removed_backlog += 1
 
     def entries(self, queue: str) -> Iterator[Entry]:

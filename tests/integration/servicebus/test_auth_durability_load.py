@@ -170,7 +170,9 @@ def test_concurrent_senders_and_receivers_lose_and_duplicate_nothing(
 
 def test_sigkill_right_after_an_acknowledgement_loses_nothing(tmp_path: Path) -> None:
     """Group commit still commits before each acknowledgement: a SIGKILL the moment a batch send or a
-    completion is acknowledged keeps every sent message and resurrects no completed one."""
+    completion is acknowledged keeps every sent message and resurrects no completed one. A lone
+    completion is a record in the removal journal; a dead-letter (the copy and the removal in one
+    transaction) goes through SQLite: both survive."""
     config = tmp_path / "Config.json"
     config.write_text(json.dumps(emulator_config()))
     data = tmp_path / "data"
@@ -186,12 +188,16 @@ def test_sigkill_right_after_an_acknowledgement_loses_nothing(tmp_path: Path) ->
 
     second = start_emulator_process(config, data_dir=data)
     completed: list[str] = []
+    dead_lettered = ""
     try:
         with (
             ServiceBusClient.from_connection_string(second.connection_string) as client,
             client.get_queue_receiver("work", max_wait_time=5) as receiver,
         ):
             assert sorted(str(m) for m in receiver.peek_messages(max_message_count=100)) == sent
+            (to_dead_letter,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+            receiver.dead_letter_message(to_dead_letter, reason="Broken")
+            dead_lettered = str(to_dead_letter)
             while len(completed) < 20:
                 for message in receiver.receive_messages(
                     max_message_count=20 - len(completed), max_wait_time=5
@@ -206,6 +212,9 @@ def test_sigkill_right_after_an_acknowledgement_loses_nothing(tmp_path: Path) ->
         start_emulator_process(config, data_dir=data) as third,
         ServiceBusClient.from_connection_string(third.connection_string) as client,
         client.get_queue_receiver("work", max_wait_time=5) as receiver,
+        client.get_queue_receiver("work", sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dlq,
     ):
         remaining = sorted(str(m) for m in receiver.peek_messages(max_message_count=100))
-    assert remaining == sorted(set(sent) - set(completed))
+        dead = [(str(m), m.dead_letter_reason) for m in dlq.peek_messages(max_message_count=10)]
+    assert remaining == sorted(set(sent) - set(completed) - {dead_lettered})
+    assert dead == [(dead_lettered, "Broken")]

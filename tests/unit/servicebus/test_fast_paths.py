@@ -25,6 +25,7 @@ from local.servicebus.frames import (
     fields_of,
     parse_frame_body,
 )
+from local.servicebus.journal import decode_records, encode_records
 from local.servicebus.message import AmqpMessage, MessageFormatError
 from local.servicebus.model import DEFERRED, Entry
 from local.servicebus.queue import MessageQueue
@@ -217,20 +218,36 @@ def test_a_delivery_is_the_generic_encoding(
 def test_removed_messages_stay_gone_across_a_restart_before_and_after_the_purge(tmp_path: Path) -> None:
     message = AmqpMessage(properties={"message_id": "m"}, body=b"\x00\x53\x75\xa0\x01x")
     store = Store(tmp_path)
-    for seq in (1, 2, 3):
+    for seq in (1, 2, 3, 4):
         store.put("q", _entry(message, seq=seq))
     store.commit()
     store.remove("q", 2)
-    store.commit()
-    assert store.removed_backlog == 1
-    store._db.close()  # as in a crash: the removal is recorded, not yet purged
+    store.commit()  # a removal alone: one record appended to the journal
+    assert decode_records((tmp_path / "removed.journal").read_bytes()) == [("q", 2)]
+    store.remove("q", 4)
+    store.put("q", _entry(message, seq=5))
+    store.commit()  # with another write: a row of the same transaction
+    assert decode_records((tmp_path / "removed.journal").read_bytes()) == [("q", 2)]
+    assert store.removed_backlog == 2
+    store._db.close()  # as in a crash: the removals are recorded, not yet purged
+    with (tmp_path / "removed.journal").open("ab") as journal:
+        journal.write(encode_records([("q", 3)])[:-1])  # a record torn by the crash: not a removal
     reopened = Store(tmp_path)
-    assert [entry.seq for entry in reopened.entries("q")] == [1, 3]
+    assert [entry.seq for entry in reopened.entries("q")] == [1, 3, 5]
+    assert (tmp_path / "removed.journal").read_bytes() == b""  # applied, then emptied
     reopened.remove("q", 1)
+    reopened.commit()
     reopened.purge_removed()
     assert reopened.removed_backlog == 0
-    assert [entry.seq for entry in reopened.entries("q")] == [3]
+    assert [entry.seq for entry in reopened.entries("q")] == [3, 5]
     reopened.close()
+
+
+def test_journal_records_round_trip_any_entity_path() -> None:
+    keys = [("q", 1), ("topic/subscriptions/sub\n\x00é", 2**63), ("", 0)]
+    data = encode_records(keys)
+    assert decode_records(data) == keys
+    assert decode_records(data[:-1]) == keys[:-1]
 
 
 def test_the_purge_deletes_exactly_the_removed_messages_in_runs(tmp_path: Path) -> None:
