@@ -89,6 +89,7 @@ class MessageQueue:
         self.consumers: list[Consumer] = []
         # Receivers waiting for "next available session": each callback returns True once served.
         self.session_waiters: list[Callable[[], bool]] = []
+        self.lock_ms = int(settings.lock_duration.total_seconds() * 1000)  # the settings never change
 
     # --- adding ----------------------------------------------------------------------------------
 
@@ -156,7 +157,7 @@ class MessageQueue:
             return None
         return heap[0]
 
-    def _next_for(self, consumer: Consumer) -> Entry | None:
+    def _next_for(self, consumer: Consumer, now: int) -> Entry | None:
         if self.settings.requires_session and consumer.session_id is None:
             return None
         heap = self.available.get(consumer.session_id)
@@ -164,7 +165,7 @@ class MessageQueue:
             entry = self._is_available(heapq.heappop(heap))
             if entry is None:
                 continue
-            if entry.expires_ms is not None and entry.expires_ms <= now_ms():
+            if entry.expires_ms is not None and entry.expires_ms <= now:
                 self._expire(entry)
                 continue
             return entry
@@ -172,38 +173,43 @@ class MessageQueue:
         return None
 
     def pump(self) -> None:
-        """Hand available messages to consumers with credit, round-robin."""
+        """Hand available messages to consumers with credit, round-robin: one each per round, so
+        consumers share what is available; a lone consumer takes all it has credit for at once.
+        One clock reading serves the whole pump (it takes milliseconds at most)."""
         if self.session_waiters:
             # Detach the list first: serving a waiter pumps again, and must not re-run that waiter.
             waiting, self.session_waiters = self.session_waiters, []
             self.session_waiters = [waiter for waiter in waiting if not waiter()] + self.session_waiters
+        now = now_ms()
+        locked_until = now + self.lock_ms
+        locked_any = False
         progress = True
         while progress:
             progress = False
-            for consumer in list(self.consumers):
-                if consumer.credit <= 0:
-                    continue
-                entry = self._next_for(consumer)
-                if entry is None:
-                    continue
-                progress = True
-                entry.delivery_count += 1
-                if consumer.receive_and_delete:
-                    del self.entries[entry.seq]
-                    self.router.forget(self, entry.seq)
-                    consumer.deliver(entry, None)
-                else:
+            consumers = list(self.consumers)
+            for consumer in consumers:
+                turns = 1 if len(consumers) > 1 else consumer.credit
+                while turns > 0 and consumer.credit > 0:
+                    turns -= 1
+                    entry = self._next_for(consumer, now)
+                    if entry is None:
+                        break
+                    progress = True
+                    entry.delivery_count += 1
+                    if consumer.receive_and_delete:
+                        del self.entries[entry.seq]
+                        self.router.forget(self, entry.seq)
+                        consumer.deliver(entry, None)
+                        continue
                     token = uuid.uuid4()
                     entry.lock_token, entry.owner = token, consumer
-                    entry.locked_until_ms = now_ms() + self.lock_ms
-                    self.locks_checked_until_ms = min(self.locks_checked_until_ms, entry.locked_until_ms)
+                    entry.locked_until_ms = locked_until
                     self.locks[token] = entry
+                    locked_any = True
                     self.router.update(self, entry)
                     consumer.deliver(entry, token)
-
-    @property
-    def lock_ms(self) -> int:
-        return int(self.settings.lock_duration.total_seconds() * 1000)
+        if locked_any:
+            self.locks_checked_until_ms = min(self.locks_checked_until_ms, locked_until)
 
     # --- settling --------------------------------------------------------------------------------
 
