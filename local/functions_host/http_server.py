@@ -18,7 +18,6 @@ import logging
 import re
 import socket
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -31,6 +30,13 @@ import azure.functions as func
 from local.functions_host.app_loader import HttpFunction
 from local.functions_host.host_config import HttpOptions
 from local.functions_host.invocation import invoke
+from local.functions_host.request_body import (
+    RequestTooLarge,
+    UnreadBodyRequest,
+    declared_length,
+    discard,
+    read_body,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -43,14 +49,7 @@ LISTEN_BACKLOG = 1024
 CONNECTION_IDLE_TIMEOUT = 30.0
 # What a refused request is told to wait before trying again.
 RETRY_AFTER_SECONDS = 1
-# After answering a request whose body was left unread (over the body limit), the rest of the body is
-# read and thrown away, a slice at a time, for at most this long (and this long without a byte): closing
-# with unread bytes would reset the connection and a client still sending would lose the answer.
-LINGER_SECONDS = 30.0
-LINGER_IDLE_SECONDS = 2.0
-_LINGER_SLICE = 64 * 1024
 
-_CONTENT_LENGTH = re.compile(r"[0-9]{1,19}")
 _PARAMETER = re.compile(r"\{(?P<star>\*)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::[^}?]*)?(?P<optional>\?)?\}")
 
 
@@ -102,22 +101,6 @@ class RouteTable:
                 }
                 return route.function, params
         return 405 if path_matched else 404
-
-
-class _RequestTooLarge(Exception):
-    pass
-
-
-class _UnreadBodyRequest(func.HttpRequest):
-    """A request whose declared body is over the host's limit: the host read none of it, and a function
-    that asks for it gets the host's 413. A function may refuse it from its headers first (intake answers
-    ``use_direct_upload`` from Content-Length), as it would under a host that streams the body."""
-
-    def get_body(self) -> bytes:
-        raise _RequestTooLarge
-
-    def get_json(self) -> Any:
-        raise _RequestTooLarge
 
 
 class InvocationSlots:
@@ -237,8 +220,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         function, route_params = resolved
         try:
-            body = self._read_body()
-        except _RequestTooLarge:
+            body = read_body(self.headers, self.rfile, self.server.max_body_bytes)
+        except RequestTooLarge:
             self._refuse_too_large()
             self._discard_rest()
             return
@@ -247,7 +230,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, {"error": "bad_request", "message": str(error)})
             return
         # None: a Content-Length over the limit, left unread (the function sees the headers only).
-        request_type = func.HttpRequest if body is not None else _UnreadBodyRequest
+        request_type = func.HttpRequest if body is not None else UnreadBodyRequest
         request = request_type(
             method=self.command,
             url=f"http://{self.headers.get('Host', 'localhost')}{self.path}",
@@ -267,7 +250,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             response = invoke(function.handler, {function.arg_name: request})
-        except _RequestTooLarge:
+        except RequestTooLarge:
             self._refuse_too_large()
             self._discard_rest()
             return
@@ -286,36 +269,11 @@ class _Handler(BaseHTTPRequestHandler):
     def handle_expect_100(self) -> bool:
         """``Expect: 100-continue`` with a body over the limit: no 100, so the client never sends the
         body and gets the final answer instead (RFC 9110 §10.1.1)."""
-        if self._declared_length_over_limit():
+        length = declared_length(self.headers)
+        if length is not None and length > self.server.max_body_bytes:
             self._body_withheld = True
             return True
         return super().handle_expect_100()
-
-    def _declared_length(self) -> int | None:
-        length_text = self.headers.get("Content-Length")
-        if length_text is None or not _CONTENT_LENGTH.fullmatch(length_text):
-            return None
-        return int(length_text)
-
-    def _declared_length_over_limit(self) -> bool:
-        length = self._declared_length()
-        return length is not None and length > self.server.max_body_bytes
-
-    def _read_body(self) -> bytes | None:
-        """The body, or None for a Content-Length over the limit (nothing of it is read). A chunked body
-        is read up to the limit and refused past it, before the chunk that would cross it is read."""
-        limit = self.server.max_body_bytes
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            return self._read_chunked(limit)
-        length_text = self.headers.get("Content-Length")
-        if length_text is None:
-            return b""
-        if not _CONTENT_LENGTH.fullmatch(length_text):
-            raise ValueError("Content-Length must be a whole number")
-        length = int(length_text)
-        if length > limit:
-            return None
-        return self.rfile.read(length)
 
     def _refuse_too_large(self) -> None:
         self.close_connection = True
@@ -328,39 +286,8 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     def _discard_rest(self) -> None:
-        """Read and drop what the client still sends of a refused body (bounded in time, one slice in
-        memory), so that closing does not reset the connection before the client has read the answer."""
-        if self._body_withheld:
-            return  # no 100 was sent, so the client sends no body
-        remaining = self._declared_length()
-        deadline = time.monotonic() + LINGER_SECONDS
-        with contextlib.suppress(OSError, ValueError):
-            self.connection.settimeout(LINGER_IDLE_SECONDS)
-            while (remaining is None or remaining > 0) and time.monotonic() < deadline:
-                wanted = _LINGER_SLICE if remaining is None else min(_LINGER_SLICE, remaining)
-                dropped = self.rfile.read1(wanted)
-                if not dropped:
-                    return
-                if remaining is not None:
-                    remaining -= len(dropped)
-
-    def _read_chunked(self, limit: int) -> bytes:
-        chunks: list[bytes] = []
-        total = 0
-        while True:
-            size_line = self.rfile.readline(1024).split(b";", 1)[0].strip()
-            if not re.fullmatch(rb"[0-9A-Fa-f]{1,16}", size_line):
-                raise ValueError("malformed chunked body")
-            size = int(size_line, 16)
-            if size == 0:
-                while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
-                    pass  # trailers carry nothing we use
-                return b"".join(chunks)
-            total += size
-            if total > limit:
-                raise _RequestTooLarge
-            chunks.append(self.rfile.read(size))
-            self.rfile.readline(1024)
+        if not self._body_withheld:  # else no 100 was sent, so the client sends no body
+            discard(self.connection, self.rfile, declared_length(self.headers))
 
     def _send_json(
         self, status: int, document: dict[str, Any], headers: dict[str, str] | None = None

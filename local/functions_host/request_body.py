@@ -1,0 +1,100 @@
+"""How the local host reads request bodies, bounded by its body limit (``max_body_bytes``).
+
+- A ``Content-Length`` within the limit: read in full before the function runs (as the Functions host
+  hands the worker the whole body). Over the limit: nothing of it is read; the function gets the headers
+  and an ``UnreadBodyRequest``, so it can refuse from them (intake answers ``use_direct_upload``), and
+  asking for the body raises ``RequestTooLarge``, which the host answers with its own 413.
+- Chunked: read up to the limit and refused (``RequestTooLarge``) before the chunk that would cross it.
+- ``Expect: 100-continue`` over the limit: no 100 is sent, so the client never sends the body.
+- After answering a request whose body was left unread, the rest is read and dropped, a slice at a time
+  and bounded in time (``discard``): closing with unread bytes would reset the connection, and a client
+  still sending would lose the answer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import socket
+import time
+from email.message import Message
+from typing import Any
+
+import azure.functions as func
+
+# Whole seconds of lingering at most, and without a byte, while dropping a refused body.
+LINGER_SECONDS = 30.0
+LINGER_IDLE_SECONDS = 2.0
+_LINGER_SLICE = 64 * 1024
+
+_CONTENT_LENGTH = re.compile(r"[0-9]{1,19}")
+_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
+
+
+class RequestTooLarge(Exception):
+    """The body is over the host's limit (the host answers 413 payload_too_large)."""
+
+
+class UnreadBodyRequest(func.HttpRequest):
+    """A request whose declared body is over the host's limit: the host read none of it."""
+
+    def get_body(self) -> bytes:
+        raise RequestTooLarge
+
+    def get_json(self) -> Any:
+        raise RequestTooLarge
+
+
+def declared_length(headers: Message[str, str]) -> int | None:
+    """A well-formed Content-Length, else None (a malformed one is refused by ``read_body``)."""
+    text = headers.get("Content-Length")
+    return int(text) if text is not None and _CONTENT_LENGTH.fullmatch(text) else None
+
+
+def read_body(headers: Message[str, str], rfile: io.BufferedIOBase, limit: int) -> bytes | None:
+    """The body, or None for a Content-Length over ``limit`` (nothing of it read); ValueError for a
+    malformed framing, RequestTooLarge for a chunked body that passes the limit."""
+    if headers.get("Transfer-Encoding", "").lower() == "chunked":
+        return _read_chunked(rfile, limit)
+    text = headers.get("Content-Length")
+    if text is None:
+        return b""
+    if not _CONTENT_LENGTH.fullmatch(text):
+        raise ValueError("Content-Length must be a whole number")
+    if int(text) > limit:
+        return None
+    return rfile.read(int(text))
+
+
+def _read_chunked(rfile: io.BufferedIOBase, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        size_line = rfile.readline(1024).split(b";", 1)[0].strip()
+        if not _CHUNK_SIZE.fullmatch(size_line):
+            raise ValueError("malformed chunked body")
+        size = int(size_line, 16)
+        if size == 0:
+            while rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+                pass  # trailers carry nothing we use
+            return b"".join(chunks)
+        total += size
+        if total > limit:
+            raise RequestTooLarge
+        chunks.append(rfile.read(size))
+        rfile.readline(1024)
+
+
+def discard(connection: socket.socket, rfile: io.BufferedIOBase, remaining: int | None) -> None:
+    """Drop what the client still sends of a refused body: ``remaining`` bytes (None: until it stops
+    sending), one slice in memory, for at most LINGER_SECONDS."""
+    deadline = time.monotonic() + LINGER_SECONDS
+    with contextlib.suppress(OSError, ValueError):
+        connection.settimeout(LINGER_IDLE_SECONDS)
+        while (remaining is None or remaining > 0) and time.monotonic() < deadline:
+            dropped = rfile.read1(_LINGER_SLICE if remaining is None else min(_LINGER_SLICE, remaining))
+            if not dropped:
+                return
+            if remaining is not None:
+                remaining -= len(dropped)
