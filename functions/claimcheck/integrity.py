@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import tempfile
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import BinaryIO, Protocol
 
 from claimcheck.errors import ObjectMismatch, ObjectTooLarge
@@ -27,6 +28,29 @@ def read_up_to(source: Readable, size: int) -> bytes:
         parts.append(part)
         remaining -= len(part)
     return b"".join(parts)
+
+
+@dataclass(frozen=True)
+class Hashed:
+    """A whole payload already in memory (at most one chunk) with its sha256, hashed once by whoever
+    read it: its length and sha256 are known before any request, so the registry record can be written
+    while the bytes upload, and the store does not hash them a second time."""
+
+    data: bytes
+    sha256: str
+
+    @classmethod
+    def of(cls, data: bytes) -> Hashed:
+        return cls(data, hashlib.sha256(data).hexdigest())
+
+    @property
+    def length(self) -> int:
+        return len(self.data)
+
+    @property
+    def head(self) -> bytes:
+        """The first bytes, as ``HashingReader.head`` keeps them for the content-type check."""
+        return self.data[:_SNIFF_BYTES]
 
 
 class HashingReader:

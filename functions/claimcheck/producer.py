@@ -16,26 +16,21 @@ import logging
 import re
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from claimcheck import telemetry
-from claimcheck.concurrently import both
+from claimcheck.concurrently import all_three, both
 from claimcheck.envelope import IDENTIFIER, IDENTIFIER_RULE, Checksum, Envelope
 from claimcheck.errors import (
     ClaimCheckError,
     ConcurrencyConflict,
-    EmptyPayload,
-    ForbiddenContentType,
     IntakeRejected,
-    ObjectEmpty,
-    ObjectMismatch,
-    ObjectTooLarge,
     PayloadStoreError,
-    PayloadTooLarge,
     PublishNotConfirmed,
 )
-from claimcheck.integrity import Readable, check_declared_type, read_up_to
+from claimcheck.intake_payload import Prefixed, check_type, intake_answer, whole_if_small
+from claimcheck.integrity import Hashed, Readable, read_up_to
 from claimcheck.messages import Bus
 from claimcheck.policy import (
     Classification,
@@ -54,7 +49,7 @@ from claimcheck.settings import Settings
 from claimcheck.states import PayloadState
 from claimcheck.storage import UploadedObject
 from claimcheck.telemetry import Stage, check_tracestate, intake_span, stage
-from claimcheck.workitems import WorkItemRecord, WorkItemStore
+from claimcheck.workitems import FIRST_VERSION, WorkItemRecord, WorkItemStore
 
 log = logging.getLogger(__name__)
 
@@ -166,10 +161,10 @@ class Producer:
             head = read_up_to(stream, self._settings.inline_threshold_bytes + 1)
             if travels_inline(level, len(head), self._settings.inline_threshold_bytes):
                 check_length(len(head), self._settings.max_payload_bytes)
-                _check_type(content_type, head)
+                check_type(content_type, head)
                 inline = head
             else:
-                stream = _Prefixed(head, stream)
+                stream = Prefixed(head, stream)
         now = self._clock()
         reserve = functools.partial(
             self._work_items.reserve,
@@ -184,14 +179,46 @@ class Producer:
         )
         ref = None if inline is not None else new_payload_ref()
         uploaded: UploadedObject | None = None
-        if ref is not None and generated:
-            # A generated id cannot be taken, so its reservation and the upload are independent.
-            reserved, uploaded = self._reserve_while_uploading(reserve, ref, stream, purpose, content_type)
+        registered: PayloadRecord | None = None
+        if ref is not None:
+            payload = whole_if_small(stream, content_type, self._settings.max_payload_bytes)
+            record = functools.partial(
+                self._new_record,
+                ref,
+                work_item_id=work_item_id,
+                tenant_id=tenant_id,
+                purpose=purpose,
+                classification=level,
+                content_type=content_type,
+                now=now,
+                grant_lifetime=policy.grant_lifetime,
+            )
+            if generated:
+                # A generated id cannot be taken (its first version is FIRST_VERSION), so its reservation,
+                # the upload and (payload already hashed) the registry record are independent.
+                reservation, uploaded, registered = self._store(
+                    ref,
+                    payload,
+                    purpose,
+                    content_type,
+                    functools.partial(record, version=FIRST_VERSION),
+                    reserve,
+                )
+                assert reservation is not None
+                assert reservation.pending_version == FIRST_VERSION
+                reserved = reservation
+            else:
+                # A caller's id may be refused (taken, If-Match): reserve before storing anything.
+                reserved = reserve()
+                _, uploaded, registered = self._store(
+                    ref,
+                    payload,
+                    purpose,
+                    content_type,
+                    functools.partial(record, version=reserved.pending_version),
+                )
         else:
-            # A caller's id may be refused (taken, If-Match): reserve before storing anything.
             reserved = reserve()
-            if ref is not None:
-                uploaded = self._upload(ref, stream, purpose, content_type)
         version = reserved.pending_version
         telemetry.describe(work_item_id, version, purpose)
         submission = _Submission(
@@ -213,9 +240,9 @@ class Producer:
             return self._submit_inline(submission, inline)
         assert ref is not None
         assert uploaded is not None
-        return self._submit_by_reference(submission, ref, uploaded)
+        return self._submit_by_reference(submission, ref, uploaded, registered)
 
-    def _upload(self, ref: str, stream: Readable, purpose: str, content_type: str) -> UploadedObject:
+    def _upload(self, ref: str, stream: Readable | Hashed, purpose: str, content_type: str) -> UploadedObject:
         # The purpose's own container when it has one (claimcheck.routing), else the shared one.
         store = self._stores.for_purpose(purpose)
         try:
@@ -226,31 +253,84 @@ class Producer:
         except PayloadStoreError as exc:
             raise intake_answer(exc) from exc
 
-    def _reserve_while_uploading(
+    def _store(
         self,
-        reserve: Callable[[], WorkItemRecord],
         ref: str,
-        stream: Readable,
+        payload: Readable | Hashed,
         purpose: str,
         content_type: str,
-    ) -> tuple[WorkItemRecord, UploadedObject]:
-        """Both at once. A failed upload leaves a reserved, never confirmed version (a harmless gap,
-        as when an upload failed after its reservation); a failed reservation removes the stored
-        object at once (else the reconciler's sweep of unregistered provisional objects would)."""
+        record: Callable[..., PayloadRecord],
+        reserve: Callable[[], WorkItemRecord] | None = None,
+    ) -> tuple[WorkItemRecord | None, UploadedObject, PayloadRecord | None]:
+        """Upload ``payload``, at once with ``reserve`` (a generated id's reservation) and, when the
+        payload is already hashed (its length and sha256 known before any request), its registry record
+        in state ``preparing``: the record's object ETag is written with the ``ref_published`` move, and
+        no consumer reads a ``preparing`` record. The record is still durable before the publish.
+
+        A failure of any of them removes a stored object at once (else the reconciler's sweep of
+        unregistered provisional objects would); a ``preparing`` record left behind is an orphan the
+        reconciler removes after its grace, a reserved version never confirmed a harmless gap.
+        """
         stored: list[UploadedObject] = []
 
         def upload() -> UploadedObject:
-            stored.append(self._upload(ref, stream, purpose, content_type))
+            stored.append(self._upload(ref, payload, purpose, content_type))
             return stored[0]
 
+        def register() -> PayloadRecord | None:
+            if not isinstance(payload, Hashed):
+                return None  # length and sha256 come out of the upload pass
+            with stage(Stage.REGISTRY):
+                return self._registry.create(
+                    record(length=payload.length, sha256=payload.sha256, object_etag="")
+                )
+
         try:
-            return both(reserve, upload)
+            if reserve is None:
+                uploaded, registered = both(upload, register)
+                return None, uploaded, registered
+            return all_three(reserve, upload, register)
         except BaseException:
             if stored:
                 # Storage failing too: the reconciler's sweep removes the unregistered object.
                 with contextlib.suppress(ClaimCheckError):
                     self._stores.for_purpose(purpose).delete(ref)
             raise
+
+    def _new_record(
+        self,
+        ref: str,
+        *,
+        work_item_id: str,
+        tenant_id: str,
+        purpose: str,
+        classification: Classification,
+        content_type: str,
+        length: int,
+        sha256: str,
+        version: int,
+        object_etag: str,
+        now: datetime,
+        grant_lifetime: timedelta,
+    ) -> PayloadRecord:
+        return PayloadRecord(
+            ref=ref,
+            work_item_id=work_item_id,
+            tenant_id=tenant_id,
+            purpose=purpose,
+            classification=classification.value,
+            environment=self._settings.environment,
+            content_type=content_type,
+            content_length=length,
+            sha256=sha256,
+            version=version,
+            object_etag=object_etag,
+            owner=self._identity,
+            created_at=now,
+            expires_at=now + grant_lifetime,
+            state=PayloadState.PREPARING,
+            updated_at=now,
+        )
 
     def _submit_inline(self, submission: _Submission, payload: bytes) -> IntakeReceipt:
         sha256 = hashlib.sha256(payload).hexdigest()
@@ -259,30 +339,30 @@ class Producer:
         return self._confirm(submission, envelope, object_etag=None)
 
     def _submit_by_reference(
-        self, submission: _Submission, ref: str, uploaded: UploadedObject
+        self, submission: _Submission, ref: str, uploaded: UploadedObject, registered: PayloadRecord | None
     ) -> IntakeReceipt:
         store = self._stores.for_purpose(submission.purpose)
-        with stage(Stage.REGISTRY):
-            record = self._registry.create(
-                PayloadRecord(
-                    ref=ref,
-                    work_item_id=submission.work_item_id,
-                    tenant_id=submission.tenant_id,
-                    purpose=submission.purpose,
-                    classification=submission.classification.value,
-                    environment=self._settings.environment,
-                    content_type=submission.content_type,
-                    content_length=uploaded.length,
-                    sha256=uploaded.sha256,
-                    version=submission.version,
-                    object_etag=uploaded.etag,
-                    owner=self._identity,
-                    created_at=submission.now,
-                    expires_at=submission.now + submission.policy.grant_lifetime,
-                    state=PayloadState.PREPARING,
-                    updated_at=submission.now,
+        if registered is not None:
+            # Recorded while the bytes uploaded: the ETag the consumers read on goes with ref_published.
+            record = replace(registered, object_etag=uploaded.etag)
+        else:
+            with stage(Stage.REGISTRY):
+                record = self._registry.create(
+                    self._new_record(
+                        ref,
+                        work_item_id=submission.work_item_id,
+                        tenant_id=submission.tenant_id,
+                        purpose=submission.purpose,
+                        classification=submission.classification,
+                        content_type=submission.content_type,
+                        length=uploaded.length,
+                        sha256=uploaded.sha256,
+                        version=submission.version,
+                        object_etag=uploaded.etag,
+                        now=submission.now,
+                        grant_lifetime=submission.policy.grant_lifetime,
+                    )
                 )
-            )
         envelope = self._envelope(
             submission, ref=ref, inline=None, length=uploaded.length, sha256=uploaded.sha256
         )
@@ -403,50 +483,8 @@ class Producer:
         return IntakeReceipt.confirmed(receipt, record_etag=etag)
 
 
-class _Prefixed(io.RawIOBase):
-    """Bytes already read (to decide inline vs reference) followed by the rest of the source."""
-
-    def __init__(self, head: bytes, rest: Readable) -> None:
-        super().__init__()
-        self._head = head
-        self._rest = rest
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, size: int = -1) -> bytes:
-        if self._head:
-            taken = self._head if size < 0 else self._head[:size]
-            self._head = self._head[len(taken) :]
-            return taken
-        return self._rest.read(size)
-
-
 def _check_tracestate(tracestate: str) -> None:
     try:
         check_tracestate(tracestate)
     except ValueError as exc:
         raise IntakeRejected(str(exc)) from None
-
-
-# The payload store's refusals at intake, as the caller's answer (the leaf carries code and HTTP status).
-# Bytes that cannot be of the declared type are refused like a forbidden type.
-INTAKE_ANSWERS: Mapping[type[PayloadStoreError], type[IntakeRejected]] = {
-    ObjectTooLarge: PayloadTooLarge,
-    ObjectEmpty: EmptyPayload,
-    ObjectMismatch: ForbiddenContentType,  # only the content type is checked while writing
-}
-
-
-def intake_answer(error: PayloadStoreError) -> Exception:
-    """The ``IntakeRejected`` leaf for a store refusal; any other store error is not the caller's
-    doing and stays what it is (a write-once collision of a fresh random reference, say)."""
-    answer = INTAKE_ANSWERS.get(type(error))
-    return error if answer is None else answer(str(error))
-
-
-def _check_type(content_type: str, head: bytes) -> None:
-    try:
-        check_declared_type(content_type, head)
-    except PayloadStoreError as exc:
-        raise intake_answer(exc) from exc

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, BinaryIO, Protocol
 
-from claimcheck.integrity import Readable
+from claimcheck.integrity import Hashed, Readable
 
 
 @dataclass(frozen=True)
@@ -90,9 +90,11 @@ class PayloadStore(Protocol):
     """Write-once objects named by their opaque reference."""
 
     def upload_provisional(
-        self, ref: str, source: Readable, *, content_type: str, max_bytes: int
+        self, ref: str, source: Readable | Hashed, *, content_type: str, max_bytes: int
     ) -> UploadedObject:
         """Write once (never overwrite), hashing while uploading; tag the object provisional.
+
+        A ``Hashed`` payload is already in memory with its sha256: the answer carries that sha256.
 
         Raise ``ObjectExists`` if the reference is taken, ``ObjectTooLarge`` past ``max_bytes``,
         ``ObjectEmpty`` for no bytes, ``ObjectMismatch("content_type")`` if the first bytes cannot be of

@@ -8,6 +8,7 @@ memory and are thread-safe; they are not a stand-in for the guarantees, which Az
 
 from __future__ import annotations
 
+import io
 import itertools
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -28,6 +29,7 @@ from claimcheck.errors import (
 )
 from claimcheck.integrity import (
     DEFAULT_CHUNK_BYTES,
+    Hashed,
     HashingReader,
     Readable,
     check_declared_type,
@@ -198,9 +200,12 @@ class InMemoryPayloadStore:
         self._lock = threading.Lock()
 
     def upload_provisional(
-        self, ref: str, source: Readable, *, content_type: str, max_bytes: int
+        self, ref: str, source: Readable | Hashed, *, content_type: str, max_bytes: int
     ) -> UploadedObject:
-        reader = HashingReader(source, max_bytes=max_bytes)
+        # A Hashed payload is hashed again here, as any other source.
+        reader = HashingReader(
+            io.BytesIO(source.data) if isinstance(source, Hashed) else source, max_bytes=max_bytes
+        )
         chunks: list[bytes] = []
         while chunk := read_up_to(reader, self._chunk_bytes):
             if not chunks:

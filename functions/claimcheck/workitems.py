@@ -41,6 +41,8 @@ from claimcheck.states import WorkItemState, check_work_item_move
 from claimcheck.storage import EntityTable, Key, StoredEntity
 from claimcheck.timestamps import format_timestamp
 
+# A new work item's first version: a fresh id's reservation always answers it.
+FIRST_VERSION = 1
 _ROW = "workitem"
 _KEPT_RECEIPTS = 20
 _WRITE_ATTEMPTS = 5
@@ -150,7 +152,7 @@ class WorkItemStore:
                 "tenant_id": tenant_id,
                 "purpose": purpose,
                 "version": 0,
-                "pending_version": 1,
+                "pending_version": FIRST_VERSION,
                 "state": WorkItemState.ACCEPTED.value,
                 "receipts": "[]",
                 "result": "",

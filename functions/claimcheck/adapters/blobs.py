@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import io
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -21,9 +22,17 @@ from azure.storage.blob import BlobBlock, ContentSettings
 
 from claimcheck.adapters.sdk_errors import storage_errors
 from claimcheck.concurrently import both, read_ahead
-from claimcheck.errors import ObjectChanged, ObjectEmpty, ObjectExists, ObjectMismatch, ObjectNotFound
+from claimcheck.errors import (
+    ObjectChanged,
+    ObjectEmpty,
+    ObjectExists,
+    ObjectMismatch,
+    ObjectNotFound,
+    ObjectTooLarge,
+)
 from claimcheck.integrity import (
     DEFAULT_CHUNK_BYTES,
+    Hashed,
     HashingReader,
     Readable,
     check_declared_type,
@@ -35,7 +44,7 @@ from claimcheck.settings import ACTIVE_TAG_VALUE, ProvisionalTag
 from claimcheck.storage import ProvisionalObject, UploadedObject
 
 if TYPE_CHECKING:
-    from azure.storage.blob import ContainerClient
+    from azure.storage.blob import BlobClient, ContainerClient
 
 
 DEFAULT_PROVISIONAL_TAG = ProvisionalTag()
@@ -57,29 +66,25 @@ class AzureBlobPayloadStore:
         self._tag = provisional_tag
 
     def upload_provisional(
-        self, ref: str, source: Readable, *, content_type: str, max_bytes: int
+        self, ref: str, source: Readable | Hashed, *, content_type: str, max_bytes: int
     ) -> UploadedObject:
         with storage_errors("blob upload"):
             blob = self._container.get_blob_client(ref)
-            reader = HashingReader(source, max_bytes=max_bytes)
+            if isinstance(source, Hashed) and 0 < source.length < self._chunk_bytes:
+                if source.length > max_bytes:
+                    raise ObjectTooLarge(max_bytes)
+                check_declared_type(content_type, source.head)
+                written = self._put_whole(blob, source.data, content_type)  # hashed once, by the caller
+                return UploadedObject(length=source.length, sha256=source.sha256, etag=written)
+            reader = HashingReader(
+                io.BytesIO(source.data) if isinstance(source, Hashed) else source, max_bytes=max_bytes
+            )
             first = read_up_to(reader, self._chunk_bytes)
             if first:
                 check_declared_type(content_type, reader.head)
             if 0 < len(first) < self._chunk_bytes:
-                # The whole object fits in one chunk: one Put Blob (same write-once condition, same tag)
-                # instead of a block and its commit, one round trip less.
-                try:
-                    written = blob.upload_blob(
-                        first,
-                        length=len(first),
-                        overwrite=False,
-                        content_settings=ContentSettings(content_type=content_type),
-                        tags={self._tag.name: self._tag.value},
-                        match_condition=MatchConditions.IfMissing,
-                    )
-                except (ResourceExistsError, ResourceModifiedError) as exc:
-                    raise ObjectExists("an object already exists under this reference") from exc
-                return UploadedObject(length=reader.length, sha256=reader.sha256, etag=str(written["etag"]))
+                written = self._put_whole(blob, first, content_type)
+                return UploadedObject(length=reader.length, sha256=reader.sha256, etag=written)
             block_ids: list[str] = []
             chunk = first
             while chunk:
@@ -103,6 +108,22 @@ class AzureBlobPayloadStore:
                 # Write-once: an existing object is never overwritten, whatever the caller intended.
                 raise ObjectExists("an object already exists under this reference") from exc
             return UploadedObject(length=reader.length, sha256=reader.sha256, etag=str(committed["etag"]))
+
+    def _put_whole(self, blob: BlobClient, data: bytes, content_type: str) -> str:
+        """The whole object fits in one chunk: one Put Blob (same write-once condition, same tag) instead
+        of a block and its commit, one round trip less. Answers the ETag."""
+        try:
+            written = blob.upload_blob(
+                data,
+                length=len(data),
+                overwrite=False,
+                content_settings=ContentSettings(content_type=content_type),
+                tags={self._tag.name: self._tag.value},
+                match_condition=MatchConditions.IfMissing,
+            )
+        except (ResourceExistsError, ResourceModifiedError) as exc:
+            raise ObjectExists("an object already exists under this reference") from exc
+        return str(written["etag"])
 
     def activate(self, ref: str) -> None:
         with storage_errors("blob activate"):
