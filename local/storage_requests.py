@@ -6,13 +6,19 @@ attempt actually sent) with the request about to go on the wire. ``StorageReques
 one as a short label (``table insert registry``, ``blob put blob``...) so a test can assert a ceiling
 on the round trips of intake and consumption, and the bench can print them.
 
-Parallel requests are counted like sequential ones: the count is requests, not latency.
+Parallel requests are counted like sequential ones: the count is requests, not latency. The
+critical path is counted apart, in ``Tally.steps``: with ``StorageRequests(pace=seconds)`` the hook
+holds every request that long before it goes on the wire, so a request sent after another one's
+answer starts at least ``pace`` later, while requests sent at once start within the thread pool's
+hand-over time of each other (milliseconds, far below a generous ``pace``). Steps are the groups of
+requests that started within ``pace`` of their group's first one.
 """
 
 from __future__ import annotations
 
 import re
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -67,10 +73,23 @@ class Tally:
     """The requests sent while one ``StorageRequests.measure`` block ran."""
 
     labels: list[str] = field(default_factory=list)
+    started: list[float] = field(default_factory=list)  # monotonic seconds, when each request was handed over
+    pace: float = 0.0
 
     @property
     def total(self) -> int:
         return len(self.labels)
+
+    @property
+    def steps(self) -> int:
+        """Sequential steps (measured only with a ``pace``; see the module's docstring)."""
+        if not self.pace:
+            raise ValueError("steps are measured only by StorageRequests(pace=...)")
+        steps, opened = 0, float("-inf")
+        for started in sorted(self.started):
+            if started - opened >= self.pace:
+                steps, opened = steps + 1, started
+        return steps
 
     def by_label(self) -> Counter[str]:
         return Counter(self.labels)
@@ -82,21 +101,26 @@ class Tally:
 class StorageRequests:
     """Pass ``hook`` as ``ClaimCheck.from_settings(request_hook=...)``; then ``with measure() as tally``."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, pace: float = 0.0) -> None:
         self._lock = threading.Lock()
         self._open: list[Tally] = []
+        self._pace = pace
 
     def hook(self, service: str, request: Any) -> None:
         """azure-core's ``raw_request_hook`` (a ``PipelineRequest``), tagged with the client's service."""
+        started = time.monotonic()
         http = request.http_request
         label = describe(service, http.method, http.url, http.headers)
         with self._lock:
             for tally in self._open:
                 tally.labels.append(label)
+                tally.started.append(started)
+        if self._pace:
+            time.sleep(self._pace)
 
     @contextmanager
     def measure(self) -> Iterator[Tally]:
-        tally = Tally()
+        tally = Tally(pace=self._pace)
         with self._lock:
             self._open.append(tally)
         try:

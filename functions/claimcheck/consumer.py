@@ -361,9 +361,12 @@ class Consumer:
 
         The work item row and the registry record are independent: their moves go at once, each
         conditioned on the row as this delivery last read or wrote it (re-read only on a lost race).
+        The payload's side runs on this thread: its cleanup sends two requests at once in turn, which a
+        pool thread would send one after the other (``both`` nested in the pool runs sequentially).
         """
         envelope, now = work.envelope, self._clock()
         both(
+            lambda: self._settle_payload(work, now),
             lambda: self._work_items.move_state(
                 work_item,
                 envelope.work_item_id,
@@ -372,7 +375,6 @@ class Consumer:
                 now=now,
                 result=summary,
             ),
-            lambda: self._settle_payload(work, now),
         )
 
     def _settle_payload(self, work: _Work, now: datetime) -> None:

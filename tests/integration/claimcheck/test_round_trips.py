@@ -24,6 +24,10 @@ from tests.integration.claimcheck.conftest import Clock, RecordingAnalyzer, docu
 # (intake, consumption) ceilings per path; the breakdown of a failure names every request.
 BY_REFERENCE_CEILING = (7, 12)
 INLINE_CEILING = (2, 6)
+# Sequential steps of the by-reference path (intake, consumption): requests sent at once are one step.
+BY_REFERENCE_STEPS = (3, 7)
+# Long enough that a request sent at once with another never starts a pace after it, on a busy machine.
+PACE_SECONDS = 0.25
 # Intake with an Idempotency-Key adds the key's insert and its completion.
 IDEMPOTENCY_KEY_EXTRA = 2
 
@@ -54,6 +58,15 @@ class Counted:
 
 @pytest.fixture
 def counted(storage_connection_string: str) -> Counted:
+    return _counted(storage_connection_string, StorageRequests())
+
+
+@pytest.fixture
+def paced(storage_connection_string: str) -> Counted:
+    return _counted(storage_connection_string, StorageRequests(pace=PACE_SECONDS))
+
+
+def _counted(storage_connection_string: str, requests: StorageRequests) -> Counted:
     suffix = uuid.uuid4().hex[:10]
     settings = replace(
         Settings(environment="test"),
@@ -65,7 +78,7 @@ def counted(storage_connection_string: str) -> Counted:
         results_table=f"results{suffix}",
         inline_threshold_bytes=1024,
     )
-    bus, requests = InMemoryBus(), StorageRequests()
+    bus = InMemoryBus()
     provision_storage(settings, storage_connection_string)
     claimcheck = ClaimCheck.from_settings(
         settings,
@@ -99,6 +112,26 @@ def test_by_reference_round_trips(counted: Counted) -> None:
         counted.consume_last()
     _check("intake by reference", intake, BY_REFERENCE_CEILING[0])
     _check("consumption by reference", consumption, BY_REFERENCE_CEILING[1])
+
+
+def test_by_reference_critical_path(paced: Counted) -> None:
+    """Requests sent at once count as one step: intake and consumption within their step ceilings."""
+    with paced.requests.measure() as intake:
+        paced.claimcheck.producer.submit(
+            document(20_000),
+            tenant_id="tenant-a",
+            purpose="contract-review",
+            classification="confidential",
+            content_type="text/plain",
+        )
+    with paced.requests.measure() as consumption:
+        paced.consume_last()
+    for what, tally, ceiling in (
+        ("intake by reference", intake, BY_REFERENCE_STEPS[0]),
+        ("consumption by reference", consumption, BY_REFERENCE_STEPS[1]),
+    ):
+        print(f"{what}: {tally.steps} sequential steps of {tally.total} requests")
+        assert tally.steps <= ceiling, f"{what}: {tally.steps} steps > {ceiling}: {tally.summary()}"
 
 
 def test_inline_round_trips(counted: Counted) -> None:
@@ -141,17 +174,22 @@ def test_idempotency_key_adds_two_requests(counted: Counted) -> None:
     assert INTAKE_LEASE  # the key's row is leased, not a permanent lock (claimcheck.intake_keys)
 
 
-def test_a_failed_reservation_leaves_no_stored_object(
-    counted: Counted, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("failing", ["reservation", "registry record"])
+def test_a_failed_reservation_or_record_leaves_no_stored_object(
+    counted: Counted, monkeypatch: pytest.MonkeyPatch, failing: str
 ) -> None:
-    """A generated work item's reservation runs while its document uploads: when the reservation fails,
-    the stored object is removed at once instead of waiting for the reconciler's orphan sweep."""
-    work_items = counted.claimcheck.producer._work_items
+    """A generated work item's reservation and (a payload of one chunk, hashed before any request) its
+    registry record are written while its document uploads: when either fails, the stored object is
+    removed at once instead of waiting for the reconciler's orphan sweep."""
+    producer = counted.claimcheck.producer
+    target, method = (
+        (producer._work_items, "reserve") if failing == "reservation" else (producer._registry, "create")
+    )
 
     def unavailable(*args: object, **kwargs: object) -> object:
         raise ConnectionError("table storage unreachable")
 
-    monkeypatch.setattr(work_items, "reserve", unavailable)
+    monkeypatch.setattr(target, method, unavailable)
     with pytest.raises(ConnectionError):
         counted.claimcheck.producer.submit(
             document(20_000),
