@@ -20,8 +20,8 @@ from claimcheck.errors import (
     PayloadStoreError,
     PayloadTooLarge,
 )
+from claimcheck.intake_payload import intake_answer
 from claimcheck.outcome import DeadLetterReason
-from claimcheck.producer import intake_answer
 
 LEAVES = (ObjectNotFound, ObjectExists, ObjectChanged, ObjectMismatch, ObjectTooLarge, ObjectEmpty)
 
