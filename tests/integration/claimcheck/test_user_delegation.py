@@ -7,6 +7,7 @@ tenant ids, the signed fields, the permission), and the app reads the staged byt
 from __future__ import annotations
 
 import io
+import ssl
 import time
 import urllib.error
 import urllib.parse
@@ -61,7 +62,27 @@ def oauth_azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Az
     folder = tmp_path_factory.mktemp("azurite-oauth")
     tls = write_self_signed_certificate(folder / "tls")
     with start_azurite(folder / "data", tls=tls) as azurite:
+        _wait_for_https(azurite, tls)
         yield azurite, tls
+
+
+def _wait_for_https(azurite: Azurite, tls: TlsFiles, timeout: float = 60.0) -> None:
+    """Until Azurite answers over TLS (any HTTP status), so that a TLS start-up problem fails here with its
+    cause instead of in the SDK's retries (one early run spent 90 s there, cause not kept)."""
+    context = ssl.create_default_context(cafile=str(tls.certificate))
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(f"{azurite.blob_endpoint}?comp=list", timeout=10, context=context)  # noqa: S310
+            return
+        except urllib.error.HTTPError:
+            return  # an answer (403: no credential)
+        except OSError as error:
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"Azurite did not answer over HTTPS within {timeout} s: {error}"
+                ) from None
+            time.sleep(0.2)
 
 
 @pytest.fixture
