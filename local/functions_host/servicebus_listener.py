@@ -44,6 +44,7 @@ from local.functions_host.binding_data import trigger_argument
 from local.functions_host.host_config import ServiceBusOptions
 from local.functions_host.invocation import invoke
 from local.functions_host.phase_clock import PhaseClock
+from local.functions_host.prompt_accept import prompt_accept
 from local.functions_host.settlement import HeldMessage, settle, settlement_server
 
 logger = logging.getLogger(__name__)
@@ -180,7 +181,7 @@ class ServiceBusListener:
             asked = time.monotonic()
             try:
                 receiver = self._receiver(session=True)
-                with self.clock.timing("accept"):
+                with self.clock.timing("accept"), prompt_accept():
                     receiver.__enter__()
                 try:
                     # One renewer per session, stopped before the receiver closes.
