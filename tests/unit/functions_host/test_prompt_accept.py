@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
-import azure.servicebus._servicebus_receiver as receiver_module
+import azure.servicebus._servicebus_receiver
 import pytest
 
 from local.functions_host.phase_clock import PhaseClock
 from local.functions_host.prompt_accept import install, prompt_accept
+
+# The SDK module whose ``time`` the shim replaces (untyped access: it does not export ``time``).
+receiver_module: Any = azure.servicebus._servicebus_receiver
 
 
 @pytest.fixture
