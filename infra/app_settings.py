@@ -21,6 +21,8 @@ from claimcheck.access import ACCESS_TABLE_SETTING, AccessTable
 from claimcheck.policy import DEFAULT_PURPOSES
 from claimcheck.settings import (
     AUDIENCE_SETTING,
+    HOST_REQUEST_LIMIT_SETTING,
+    INLINE_REQUEST_MAX_BYTES,
     ISSUER_SETTING,
     JWKS_URI_SETTING,
     SERVICEBUS_CONNECTION,
@@ -28,6 +30,7 @@ from claimcheck.settings import (
     ProvisionalTag,
     Settings,
     consumer_settings,
+    host_request_body_limit,
 )
 
 from infra.topology import Topology
@@ -77,7 +80,10 @@ def service_bus_fqdn(endpoint: str) -> str:
 
 
 def topology_settings(
-    topology: Topology, environment: str, immutable_containers: Mapping[str, int] | None = None
+    topology: Topology,
+    environment: str,
+    immutable_containers: Mapping[str, int] | None = None,
+    max_inline_request_bytes: int = INLINE_REQUEST_MAX_BYTES,
 ) -> Settings:
     """The app's settings as the topology and the stack give them (defaults for everything else): its
     `to_env()` is what infra/ writes as app settings and the local stack into local.settings.json."""
@@ -99,6 +105,7 @@ def topology_settings(
         provisional_tag=ProvisionalTag(lifecycle.provisional_tag_name, lifecycle.provisional_tag_value),
         purpose_containers=dict(bindings.purpose_containers),
         immutable_containers=dict(immutable_containers or {}),
+        max_inline_request_bytes=max_inline_request_bytes,
     )
 
 
@@ -109,9 +116,14 @@ def build_app_settings(
     environment: str,
     consumed_purposes: Collection[str] = tuple(DEFAULT_PURPOSES),
     immutable_containers: Mapping[str, int] | None = None,
+    max_inline_request_bytes: int = INLINE_REQUEST_MAX_BYTES,
 ) -> dict[str, str]:
-    return topology_settings(topology, environment, immutable_containers).to_env() | {
+    settings = topology_settings(topology, environment, immutable_containers, max_inline_request_bytes)
+    return settings.to_env() | {
         **identity_settings(identity, consumed_purposes),
+        # The Functions host's own request-body limit, from the same inline cap the app enforces: on
+        # Azure the worker gets the whole body with the invocation, so this is what bounds its memory.
+        HOST_REQUEST_LIMIT_SETTING: str(host_request_body_limit(settings.max_inline_request_bytes)),
         "AzureWebJobsStorage__accountName": endpoints.host_storage_account,
         f"{SERVICEBUS_CONNECTION}__fullyQualifiedNamespace": endpoints.service_bus_fqdn,
         f"{STORAGE_CONNECTION}__blobServiceUri": endpoints.payload_blob_uri.rstrip("/"),

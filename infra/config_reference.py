@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from claimcheck.settings import FUNCTIONS_REQUEST_LIMIT_BYTES
+
 from infra.stack_config import (
     INSTANCE_MEMORY_MB,
     PREMIUM_CAPACITIES,
@@ -211,6 +213,16 @@ KEYS: tuple[Key, ...] = (
         "Always-ready Flex Consumption instances for the "
         "documents consumer (`function:consume_document`); they count toward `functionMaximumInstances`.",
         "consumer_always_ready",
+    ),
+    Key(
+        "maxInlineRequestBytes",
+        f"integer 1-{FUNCTIONS_REQUEST_LIMIT_BYTES}",
+        "Largest request body `POST /api/documents` takes "
+        "(CLAIMCHECK_MAX_INLINE_REQUEST_BYTES; larger documents: 413 `use_direct_upload`, the upload flow). "
+        "The Functions host's own limit `FUNCTIONS_REQUEST_BODY_SIZE_LIMIT` is set to this plus 1 MiB "
+        "(`claimcheck.settings.host_request_body_limit`), so the host refuses anything far above it before "
+        "the worker receives it.",
+        "max_inline_request_bytes",
     ),
     Key(
         "evidenceImmutability",

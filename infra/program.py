@@ -136,6 +136,7 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
         public_network_access=settings.public_network_access,
         integration_subnet_id=network.integration_subnet.id if network else None,
         immutable_containers=settings.immutable_containers(),
+        max_inline_request_bytes=settings.max_inline_request_bytes,
         opts=tagged,
     )
     if network is not None:

@@ -21,7 +21,7 @@ import yaml
 from claimcheck.access import AccessGrant, AccessTable
 from claimcheck.callers import AppRole
 from claimcheck.policy import DEFAULT_PURPOSES, Classification, CleanupPolicy
-from claimcheck.settings import SettingsError
+from claimcheck.settings import FUNCTIONS_REQUEST_LIMIT_BYTES, INLINE_REQUEST_MAX_BYTES, SettingsError
 
 from infra.encryption import IDENTITY_KEY, URI_KEY, CustomerManagedKey, customer_managed_key
 from infra.topology import EVIDENCE_PURPOSE, Topology, load_topology
@@ -150,6 +150,9 @@ class StackSettings:
     consumed_purposes: tuple[str, ...] = tuple(sorted(DEFAULT_PURPOSES))
     # Your Key Vault key for the payload account (and a Premium namespace); None: Microsoft-managed keys.
     customer_managed_key: CustomerManagedKey | None = None
+    # POST /api/documents' inline cap (CLAIMCHECK_MAX_INLINE_REQUEST_BYTES); the Functions host's request
+    # limit (FUNCTIONS_REQUEST_BODY_SIZE_LIMIT) is derived from it (claimcheck.settings).
+    max_inline_request_bytes: int = INLINE_REQUEST_MAX_BYTES
 
     @property
     def evidence_container(self) -> str:
@@ -265,6 +268,9 @@ def load_settings(config: Mapping[str, Any], stack: str) -> StackSettings:
         group_grants=reader.group_grants("groupGrants"),
         consumed_purposes=reader.purposes("consumedPurposes"),
         customer_managed_key=reader.customer_managed_key(),
+        max_inline_request_bytes=reader.integer(
+            "maxInlineRequestBytes", INLINE_REQUEST_MAX_BYTES, 1, FUNCTIONS_REQUEST_LIMIT_BYTES
+        ),
     )
     reader.reject_unknown()
     _refuse_contradictions(settings)

@@ -46,6 +46,7 @@ from claimcheck.settings import (
     SERVICEBUS_CONNECTION,
     STORAGE_CONNECTION,
     Settings,
+    host_request_body_limit,
 )
 
 from infra.app_settings import topology_settings
@@ -356,10 +357,12 @@ def start_stack(
                 str(port),
                 "--settings",
                 str(settings_path),
-                # The host reads no request body above intake's inline cap (a larger Content-Length
-                # reaches the app unread, which answers 413 use_direct_upload): its memory stays bounded.
+                # The host's request-body limit, derived from intake's inline cap exactly as infra/ sets
+                # FUNCTIONS_REQUEST_BODY_SIZE_LIMIT on Azure (the cap plus the multipart margin): the host
+                # reads no body above it (a larger Content-Length reaches the app unread, which answers
+                # 413 use_direct_upload; a chunked one gets the host's own 413), so its memory is bounded.
                 "--max-body-bytes",
-                str(configured.max_inline_request_bytes),
+                str(host_request_body_limit(configured.max_inline_request_bytes)),
             ],
             port=port,
             log_path=folder / "functions-host.log",

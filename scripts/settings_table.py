@@ -74,7 +74,8 @@ ROWS = (
     Row(
         _names("max_inline_request_bytes"),
         "`POST /api/documents` refuses a larger body before reading it (413 `use_direct_upload`: the "
-        "upload flow); at most the Functions request limit (100 MB)",
+        "upload flow); at most 100 MB; the host's `FUNCTIONS_REQUEST_BODY_SIZE_LIMIT` is derived from "
+        "it (+1 MiB)",
     ),
     Row(
         _names("max_delivery_count"),

@@ -83,6 +83,25 @@ IMMUTABLE_CONTAINERS_SETTING = "CLAIMCHECK_IMMUTABLE_CONTAINERS"
 INLINE_REQUEST_MAX_BYTES = 32 * 1024 * 1024
 FUNCTIONS_REQUEST_LIMIT_BYTES = 100 * 1024 * 1024
 
+# The Functions host's own request-body limit (bytes; default 104,857,600), enforced before the worker is
+# invoked: on Azure the worker receives the whole body with the invocation, so this, not the app's cap,
+# is what bounds the memory a request can take there. infra/ sets it and the local host applies it, both
+# as host_request_body_limit(the inline cap).
+HOST_REQUEST_LIMIT_SETTING = "FUNCTIONS_REQUEST_BODY_SIZE_LIMIT"
+# The cap counts the whole request body, multipart framing included; the host's limit is this much above
+# it, so a body somewhat over the cap (a document of exactly the cap sent as multipart: boundaries, part
+# headers, form fields) still reaches the app, which answers 413 use_direct_upload naming the upload
+# flow, while anything further above is refused by the host before the worker buffers it. 1 MiB covers
+# the most framing claimcheck.http_api's parser accepts (every part at its header limits; the unit test
+# tests/unit/claimcheck/test_host_request_limit.py computes it from those limits).
+HOST_REQUEST_MARGIN_BYTES = 1024 * 1024
+
+
+def host_request_body_limit(inline_cap: int) -> int:
+    """FUNCTIONS_REQUEST_BODY_SIZE_LIMIT for an inline cap of ``inline_cap`` bytes: the one derivation
+    infra/ (the Function App's app setting) and local/stack.py (the local host's limit) both use."""
+    return inline_cap + HOST_REQUEST_MARGIN_BYTES
+
 
 _Value = TypeVar("_Value")
 

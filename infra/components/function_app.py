@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import pulumi
+from claimcheck.settings import INLINE_REQUEST_MAX_BYTES
 from pulumi_azure_native import managedidentity, storage, web
 
 from infra.app_settings import ApiAuth, AppEndpoints, AppIdentity, auth_settings, build_app_settings
@@ -56,6 +57,7 @@ class FunctionApp(pulumi.ComponentResource):
         public_network_access: str,
         integration_subnet_id: pulumi.Input[str] | None = None,
         immutable_containers: Mapping[str, int] | None = None,
+        max_inline_request_bytes: int = INLINE_REQUEST_MAX_BYTES,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("claimcheck:functions:FunctionApp", name, None, opts)
@@ -117,6 +119,7 @@ class FunctionApp(pulumi.ComponentResource):
                     environment,
                     consumed_purposes,
                     immutable_containers,
+                    max_inline_request_bytes,
                 )
                 | auth_settings(values[5])
             )
