@@ -184,16 +184,7 @@ class ServiceBusListener:
                 with self.clock.timing("accept"), prompt_accept():
                     receiver.__enter__()
                 try:
-                    # One renewer per session, stopped before the receiver closes.
-                    renewer = self._lock_renewer()
-                    try:
-                        self._drain_session(receiver, renewer)
-                    finally:
-                        # Stop renewing before the receiver closes, without waiting for the renewer's
-                        # dispatcher to wake from its half-second sleep (that wait cost every session
-                        # up to 0.5 s). A renewal runs only near the lock's expiry; one racing this
-                        # close fails inside the renewer and is dropped (the session is released).
-                        renewer.close(wait=False)
+                    self._drain_session(receiver)
                 finally:
                     self._release_in_background(receiver)
             except OperationTimeoutError:
@@ -224,7 +215,7 @@ class ServiceBusListener:
             self._releases.add(thread)
         thread.start()
 
-    def _drain_session(self, receiver: ServiceBusReceiver, renewer: AutoLockRenewer) -> None:
+    def _drain_session(self, receiver: ServiceBusReceiver) -> None:
         """Handle one session's messages in order until it stays idle for sessionIdleTimeout (or the
         function asks for its release)."""
         # The first receive opens the link, which is what accepts the next available session.
@@ -232,7 +223,9 @@ class ServiceBusListener:
         with self.clock.timing("first receive"):
             messages = receiver.receive_messages(max_message_count=1, max_wait_time=_POLL_SECONDS)
         self._broker_answered(asked)
-        renewer.register(receiver, receiver.session)
+        # The listener's one renewer: it stops renewing the session by itself once the receiver closes
+        # (a renewer per session cost two threads per session, i.e. per document).
+        self._renewer.register(receiver, receiver.session)
         with self._settlements.holding_session(receiver) as session:
             idle_limit = self.options.session_idle_timeout.total_seconds()
             idle_since = time.monotonic()
