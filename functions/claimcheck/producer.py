@@ -24,7 +24,6 @@ from claimcheck.concurrently import all_three, both
 from claimcheck.envelope import IDENTIFIER, IDENTIFIER_RULE, Checksum, Envelope
 from claimcheck.errors import (
     ClaimCheckError,
-    ConcurrencyConflict,
     IntakeRejected,
     PayloadStoreError,
     PublishNotConfirmed,
@@ -336,14 +335,14 @@ class Producer:
         sha256 = hashlib.sha256(payload).hexdigest()
         envelope = self._envelope(submission, ref=None, inline=payload, length=len(payload), sha256=sha256)
         self._publish(submission, envelope)
-        return self._confirm(submission, envelope, object_etag=None)
+        return self._accepted(submission, self._confirm(submission, envelope, object_etag=None))
 
     def _submit_by_reference(
         self, submission: _Submission, ref: str, uploaded: UploadedObject, registered: PayloadRecord | None
     ) -> IntakeReceipt:
         store = self._stores.for_purpose(submission.purpose)
         if registered is not None:
-            # Recorded while the bytes uploaded: the ETag the consumers read on goes with ref_published.
+            # Recorded while the bytes uploaded: the ETag the consumers read on goes with the next move.
             record = replace(registered, object_etag=uploaded.etag)
         else:
             with stage(Stage.REGISTRY):
@@ -368,30 +367,21 @@ class Producer:
         )
         self._publish(submission, envelope)
         now = self._clock()
-        # Independent requests at once. Any crash in between leaves a state the reconciler handles the
-        # same way as before: a preparing record whatever the tag (the publish-not-confirmed case), a
-        # ref_published record whatever the tag (activation finished), and the visible version may
-        # precede "available" (a consumer reads ref_published records too).
+        # The publish is confirmed: the record's move to available (with the object's ETag), the tag's
+        # activation and the version's confirmation are independent requests, all at once. What a crash
+        # or a failure in between leaves, the reconciler finishes: an available record whose object is
+        # still tagged provisional is activated again; a preparing record whose version the work item
+        # confirmed with this ref moves to ref_published (activation then finishes as usual) instead of
+        # being removed as an orphan. A consumer that sees the version before the record's move polls
+        # briefly (not yet visible), as it does for a message ahead of its confirmation.
         with stage(Stage.ACTIVATE):
-            record, _ = both(
-                lambda: self._registry.move(record, PayloadState.REF_PUBLISHED, now=now),
+            receipt, _, _ = all_three(
+                lambda: self._confirm(submission, envelope, object_etag=uploaded.etag),
+                lambda: self._registry.move(record, PayloadState.AVAILABLE, now=now),
                 lambda: store.activate(ref),
             )
-        receipt, _ = both(
-            lambda: self._confirm(submission, envelope, object_etag=uploaded.etag),
-            lambda: self._mark_available(record, now),
-        )
+        return self._accepted(submission, receipt)
         return receipt
-
-    def _mark_available(self, record: PayloadRecord, now: datetime) -> None:
-        """ref_published → available, unless a consumer already moved the record on (it may read a
-        ref_published record as soon as the version is confirmed, which now happens at the same time)."""
-        try:
-            self._registry.move(record, PayloadState.AVAILABLE, now=now)
-        except ConcurrencyConflict:
-            current = self._registry.get(record.ref)
-            if current is not None and current.state is PayloadState.REF_PUBLISHED:
-                self._registry.move(current, PayloadState.AVAILABLE, now=now)
 
     def _envelope(
         self, submission: _Submission, *, ref: str | None, inline: bytes | None, length: int, sha256: str
@@ -478,9 +468,13 @@ class Producer:
         etag = self._work_items.confirm_version(
             submission.work_item_id, submission.version, receipt, now=accepted_at, known=submission.reserved
         )
-        log.info("accepted %s v%d (%s)", submission.work_item_id, submission.version, receipt.transport)
-        telemetry.accepted(submission.purpose, receipt.transport, envelope.content_length)
         return IntakeReceipt.confirmed(receipt, record_etag=etag)
+
+    def _accepted(self, submission: _Submission, receipt: IntakeReceipt) -> IntakeReceipt:
+        """Log and count an accepted intake (on the calling thread: the intake span is current)."""
+        log.info("accepted %s v%d (%s)", submission.work_item_id, submission.version, receipt.transport)
+        telemetry.accepted(submission.purpose, receipt.transport, receipt.content_length)
+        return receipt
 
 
 def _check_tracestate(tracestate: str) -> None:

@@ -3,7 +3,12 @@
 - provisional objects whose publish was never confirmed (``preparing`` records, or provisional-
   tagged objects with no record at all) → removed after the orphan grace period, with an alert
   that states the consequence;
+- ``preparing`` records whose version the work item confirmed with that reference (the producer's
+  last step, where the record's move, the tag's activation and the confirmation go at once, lost
+  the record's move) → ``ref_published``: the publish was confirmed, activation finishes next;
 - ``ref_published`` records (publish confirmed, activation unfinished) → activation finished;
+- readable or processed (kept) records whose object is still tagged provisional (that same step lost
+  the tag's activation) → activated, so the lifecycle backstop never removes them;
 - readable or processed records whose object is gone → flagged ``missing``;
 - ``cleanup_pending`` records → deleted (the asynchronous cleanup sweep); a failed delete keeps the
   record ``cleanup_pending`` for the next run;
@@ -23,7 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -32,6 +37,7 @@ from claimcheck.deadletters import DeadLetterSource, dead_letter_alerts
 from claimcheck.errors import ClaimCheckError, StoreError
 from claimcheck.policy import CleanupPolicy, PurposePolicy
 from claimcheck.propagation import PropagationEntries, resolved_by
+from claimcheck.receipts import WriteReceipt
 from claimcheck.registry import PayloadRecord, PayloadRegistry
 from claimcheck.routing import PayloadStores
 from claimcheck.settings import Settings
@@ -40,6 +46,9 @@ from claimcheck.storage import PayloadStore
 from claimcheck.workitems import WorkItemStore
 
 log = logging.getLogger(__name__)
+
+# Registered states whose object must not keep the provisional tag (the lifecycle backstop matches it).
+_KEPT_ACTIVE = frozenset({PayloadState.AVAILABLE, PayloadState.PROCESSED})
 
 
 @dataclass
@@ -258,6 +267,22 @@ class Reconciler:
 
     def _orphan(self, record: PayloadRecord, now: datetime, report: ReconciliationReport) -> None:
         due = self._removable_at(self._stores.routes.container_for(record.purpose), record.created_at)
+        # Past the activation grace only a failed producer leaves a record preparing (never one in flight).
+        confirmed = (
+            self._confirmed_receipt(record) if now - record.updated_at >= self._activation_grace else None
+        )
+        if confirmed is not None:
+            # A record written while its object uploaded learns the object's ETag with this move; the
+            # receipt the work item kept names it.
+            etag = record.object_etag or confirmed.object_etag or ""
+            self._registry.move(replace(record, object_etag=etag), PayloadState.REF_PUBLISHED, now=now)
+            log.warning(
+                "ALERT %s v%d: version confirmed but its record was still preparing; moved to"
+                " ref_published, activation finishes in the next run",
+                record.work_item_id,
+                record.version,
+            )
+            return
         if now < due:
             report.orphans_waiting.append(record.ref)
             report.alerts.append(
@@ -272,6 +297,18 @@ class Reconciler:
             " access; provisional object removed"
         )
 
+    def _confirmed_receipt(self, record: PayloadRecord) -> WriteReceipt | None:
+        """The work item's receipt of this record's version and reference, if it confirmed them: the
+        producer confirms only after the publish (a receipt names the reference it was written for)."""
+        item = self._work_items.get(record.work_item_id)
+        written = (record.version, record.ref)
+        kept = (
+            []
+            if item is None
+            else [one for one in item.receipts if (one.version, one.payload_ref) == written]
+        )
+        return kept[-1] if kept else None
+
     def _sweep_unregistered(self, now: datetime, report: ReconciliationReport) -> None:
         """Provisional objects with no registry record: the producer crashed right after the upload."""
         for container, store in self._stores.each():
@@ -282,9 +319,12 @@ class Reconciler:
     ) -> None:
         for found in store.provisional_objects():
             try:
-                if self._registry.get(found.ref) is not None or now < self._removable_at(
-                    container, found.created_at
-                ):
+                record = self._registry.get(found.ref)
+                if record is not None and record.state in _KEPT_ACTIVE:
+                    store.activate(found.ref)  # the producer's activation was lost: finish it
+                    report.activations_finished.append(found.ref)
+                    continue
+                if record is not None or now < self._removable_at(container, found.created_at):
                     continue
                 self._cleaner.remove_unregistered(
                     found.ref, store, why="orphan: never registered nor published", now=now

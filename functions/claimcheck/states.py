@@ -2,8 +2,11 @@
 
 Payload (stored object) states, in intake order:
 
-- preparing → ref_published (publish confirmed) → available (activated) → processed (effect done,
-  object kept) or cleanup_pending (effect done, object to be deleted: sync and async cleanup);
+- preparing → available (publish confirmed; the producer activates the object in the same step) →
+  processed (effect done, object kept) or cleanup_pending (effect done, object to be deleted: sync and
+  async cleanup);
+- preparing → ref_published (publish confirmed, activation unfinished: what reconciliation records when
+  it finds a confirmed version's record still preparing) → available (activated by reconciliation);
 - preparing → removed (orphan: publish never confirmed, grace period over);
 - ref_published / available → missing | integrity_failed | access_denied (kept for investigation);
 - processed → removed (sync cleanup) | cleanup_pending → removed (async sweep) | missing.
@@ -32,7 +35,9 @@ class PayloadState(StrEnum):
 _READ_FAILURES = (PayloadState.ACCESS_DENIED, PayloadState.INTEGRITY_FAILED, PayloadState.MISSING)
 
 PAYLOAD_MOVES: Mapping[PayloadState, frozenset[PayloadState]] = {
-    PayloadState.PREPARING: frozenset({PayloadState.REF_PUBLISHED, PayloadState.REMOVED}),
+    PayloadState.PREPARING: frozenset(
+        {PayloadState.AVAILABLE, PayloadState.REF_PUBLISHED, PayloadState.REMOVED}
+    ),
     PayloadState.REF_PUBLISHED: frozenset(
         {PayloadState.AVAILABLE, PayloadState.PROCESSED, PayloadState.CLEANUP_PENDING, *_READ_FAILURES}
     ),

@@ -97,17 +97,16 @@ def test_unregistered_provisional_object_is_removed_after_grace(make_harness: Bu
     assert proof["previous_state"] == "unregistered"
 
 
-def test_crash_between_publish_and_activation_is_finished_by_reconciliation(
-    make_harness: Build, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Publish confirmed but the producer died before activating: reconciliation activates and confirms."""
-    harness = make_harness()
-    producer_store = harness.claimcheck.producer._stores.for_purpose("contract-review")
+def _submit_losing(harness: Harness, monkeypatch: pytest.MonkeyPatch, target: object, method: str) -> None:
+    """Submit while one request of the producer's last step (record's move, tag, confirmation) fails."""
+    original = getattr(target, method)
 
-    def crash(ref: str) -> None:
+    def crash(*args: object, **kwargs: object) -> object:
+        if method == "move" and args[1] is not PayloadState.AVAILABLE:
+            return original(*args, **kwargs)
         raise SystemError("producer process died")
 
-    monkeypatch.setattr(producer_store, "activate", crash)
+    monkeypatch.setattr(target, method, crash)
     with pytest.raises(SystemError):
         harness.claimcheck.producer.submit(
             document(30_000),
@@ -118,16 +117,49 @@ def test_crash_between_publish_and_activation_is_finished_by_reconciliation(
             work_item_id="wi-crashed",
         )
     monkeypatch.undo()
-    assert states(harness) == ["ref_published"]
-    assert harness.claimcheck.status.get("wi-crashed") is None  # never confirmed to the caller
-    harness.clock.advance(timedelta(seconds=harness.settings.visibility_grace_seconds + 1))
-    report = harness.claimcheck.reconciler.run()
-    assert len(report.activations_finished) == 1
+
+
+def test_a_lost_activation_is_finished_by_reconciliation(
+    make_harness: Build, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Publish confirmed, record available and version confirmed, but the tag's activation was lost:
+    reconciliation activates the object, so the lifecycle backstop never removes a readable object."""
+    harness = make_harness()
+    _submit_losing(
+        harness, monkeypatch, harness.claimcheck.producer._stores.for_purpose("contract-review"), "activate"
+    )
     assert states(harness) == ["available"]
     view = harness.claimcheck.status.get("wi-crashed")
     assert view is not None
     assert (view.state, view.version) == ("accepted", 1)
+    (ref,) = harness.blob_names()
+    tag = harness.settings.provisional_tag
+    blob = harness.container.get_blob_client(ref)
+    assert blob.get_blob_tags() == {tag.name: tag.value}
+    report = harness.claimcheck.reconciler.run()
+    assert report.activations_finished == [ref]
+    assert blob.get_blob_tags() != {tag.name: tag.value}
     assert harness.claimcheck.consumer.handle(harness.delivery()) == Complete()
+
+
+def test_a_lost_record_move_is_finished_by_reconciliation(
+    make_harness: Build, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Publish confirmed and version confirmed, but the record's move was lost (still preparing): past the
+    activation grace, reconciliation sees the confirmed version and finishes the activation instead of
+    removing the object as an orphan; the delivery then completes."""
+    harness = make_harness()
+    _submit_losing(harness, monkeypatch, harness.claimcheck.producer._registry, "move")
+    assert states(harness) == ["preparing"]
+    assert not isinstance(harness.claimcheck.consumer.handle(harness.delivery()), Complete)  # not visible yet
+    grace = timedelta(seconds=harness.settings.visibility_grace_seconds + 1)
+    harness.clock.advance(grace)
+    report = harness.claimcheck.reconciler.run()
+    assert (report.orphans_removed, states(harness)) == ([], ["ref_published"])
+    harness.clock.advance(grace)
+    assert len(harness.claimcheck.reconciler.run().activations_finished) == 1
+    assert states(harness) == ["available"]
+    assert harness.claimcheck.consumer.handle(harness.delivery(count=2)) == Complete()
 
 
 def test_revoked_object_is_not_read_and_not_deleted(make_harness: Build) -> None:
