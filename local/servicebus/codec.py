@@ -230,6 +230,9 @@ def decode_list_items(buf: memoryview, off: int, count: int) -> tuple[list[Any],
             elif code == 0x41 or code == 0x42:
                 append(code == 0x41)
                 off += 1
+            elif code == 0x56:
+                append(buf[off + 1] == 1)
+                off += 2
             elif code == 0x43:
                 append(_UINT_ZERO)
                 off += 1

@@ -89,8 +89,8 @@ _HEADER_ITEMS: dict[tuple[Any, ...], bytes] = {}  # most messages share one of a
 
 def _header_items(header: dict[str, Any]) -> bytes:
     """The header's fields but delivery-count, encoded as list items (cached by value and type)."""
-    values = tuple(header.get(name) for name in HEADER_FIELDS[:-1])
-    key = values + tuple(type(value) for value in values)
+    values = tuple(map(header.get, HEADER_FIELDS[:-1]))
+    key = (values, tuple(map(type, values)))
     cached = _HEADER_ITEMS.get(key)
     if cached is None:
         items = bytearray()

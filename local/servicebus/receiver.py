@@ -59,25 +59,24 @@ class ReceiverLink(OutgoingLink):
         """Unsettled delivery ids in first..last, in order. The SDK settles one delivery at a time,
         so a short range is looked up; a long one (peer-controlled, up to 2**32 ids) walks what is
         unsettled instead."""
+        if first == last:
+            return [first] if first in self.unsettled else []
         if last - first < len(self.unsettled):
             return [d for d in range(first, last + 1) if d in self.unsettled]
         return sorted(d for d in self.unsettled if first <= d <= last)
 
-    def settles_any(self, first: int, last: int) -> bool:
-        if first == last:
-            return first in self.unsettled
-        return bool(self._unsettled_in(first, last))
-
     def on_disposition(self, first: int, last: int, settled: bool, state: Any) -> None:
-        """The client settled deliveries: apply the outcome, echo it (or the failure) settled."""
+        """The client settled deliveries (those of first..last this link sent): apply the outcome,
+        echo it (or the failure) settled."""
+        settling = self._unsettled_in(first, last)
         outcome = composite_name(state)
-        if outcome not in _TERMINAL_OUTCOMES or self.queue is None:
+        if not settling or outcome not in _TERMINAL_OUTCOMES or self.queue is None:
             return  # e.g. "received": progress only, the delivery stays unsettled
-        for delivery_id in self._unsettled_in(first, last):
+        for delivery_id in settling:
             token = self.unsettled.pop(delivery_id)
             echo: Any = state
             try:
-                self._settle(self.queue, token, outcome, fields_of(state))
+                self._settle(self.queue, token, outcome, state)
                 if outcome == "rejected":
                     echo = composite("rejected")
             except BrokerError as exc:
@@ -88,12 +87,15 @@ class ReceiverLink(OutgoingLink):
                 )
 
     @staticmethod
-    def _settle(queue: MessageQueue, token: uuid.UUID, outcome: str | None, fields: dict[str, Any]) -> None:
+    def _settle(queue: MessageQueue, token: uuid.UUID, outcome: str | None, state: Any) -> None:
         if outcome == "accepted":
             queue.complete(token)
-        elif outcome == "released":
+            return
+        if outcome == "released":
             queue.release(token)
-        elif outcome == "modified":
+            return
+        fields = fields_of(state)
+        if outcome == "modified":
             if fields.get("undeliverable_here"):
                 queue.defer(token)
             else:

@@ -96,6 +96,8 @@ class Session:
 
     def flush_dispositions(self) -> None:
         """One disposition per run of consecutive accepted deliveries."""
+        if not self._accepted:
+            return
         ids, self._accepted = sorted(self._accepted), []
         start = 0
         for i in range(1, len(ids) + 1):
@@ -171,6 +173,7 @@ class Session:
             return
         first = int(fields["first"])
         last = int(fields["last"]) if fields.get("last") is not None else first
+        settled, state = bool(fields.get("settled")), fields.get("state")
         for link in list(self.outgoing_by_handle.values()):
-            if isinstance(link, ReceiverLink) and link.unsettled and link.settles_any(first, last):
-                link.on_disposition(first, last, bool(fields.get("settled")), fields.get("state"))
+            if isinstance(link, ReceiverLink) and link.unsettled:
+                link.on_disposition(first, last, settled, state)  # settles what it sent of first..last
