@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from claimcheck.blob_upload import UploadFailed, put_blocks
-from claimcheck.errors import UseDirectUpload
+from claimcheck.errors import PayloadTooLarge
 from claimcheck.outcome import compute_backoff
 from claimcheck.settings import INLINE_REQUEST_MAX_BYTES
 
@@ -147,9 +147,10 @@ class ClaimCheckClient:
                 answer = self._call("POST", "/documents", headers | {"Content-Length": str(length)}, body)
             if answer.status == 202:
                 return _receipt(answer, key)
-            if answer.body.get("error") == UseDirectUpload.code and _Body.rewindable(source):
-                # The API's inline cap is below this client's threshold; it stored nothing, so the same
-                # document (and key) goes through the direct upload instead.
+            if _too_large_for_one_request(answer) and _Body.rewindable(source):
+                # The API's inline cap (413 use_direct_upload) or the Functions host's request limit (its
+                # own 413, before the app runs) is below this client's threshold; nothing was stored, so
+                # the same document (and key) goes through the direct upload instead.
                 return self._submit_direct(source, headers, key, max_attempts, give_up_at)
             retryable = answer.status in _RETRYABLE_STATUSES or answer.body.get("error") in _RETRYABLE_CODES
             if not retryable or not _Body.rewindable(source) or attempt == max_attempts:
@@ -320,6 +321,13 @@ def _receipt(answer: _Answer, key: str) -> Receipt:
         replayed=answer.headers.get("Idempotent-Replayed") == "true",
         raw=answer.body,
     )
+
+
+def _too_large_for_one_request(answer: _Answer) -> bool:
+    """A 413 that is not the app's policy refusal of the document itself (payload_too_large, which the
+    upload would meet too): the app's use_direct_upload, or the host's refusal of the request body,
+    whatever its body (the local host says request_body_too_large; Azure's host is not the app's JSON)."""
+    return answer.status == 413 and answer.body.get("error") != PayloadTooLarge.code
 
 
 def _json(raw: bytes) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from local.functions_host.request_body import (
     declared_length,
     discard,
     read_body,
+    too_large_answer,
 )
 
 logger = logging.getLogger(__name__)
@@ -277,13 +278,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _refuse_too_large(self) -> None:
         self.close_connection = True
-        self._send_json(
-            413,
-            {
-                "error": "payload_too_large",
-                "message": f"request bodies are limited to {self.server.max_body_bytes} bytes",
-            },
-        )
+        self._send_json(413, too_large_answer(self.server.max_body_bytes))
 
     def _discard_rest(self) -> None:
         if not self._body_withheld:  # else no 100 was sent, so the client sends no body

@@ -32,8 +32,24 @@ _CONTENT_LENGTH = re.compile(r"[0-9]{1,19}")
 _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
 
 
+# The code of the host's own 413. Azure's Functions host refuses a body over its limit
+# (FUNCTIONS_REQUEST_BODY_SIZE_LIMIT) with a 413 before any function runs, so that answer is not the app's:
+# its code must not read as the app's policy refusal payload_too_large ("the document is larger than the
+# stack accepts at all"); a client that can re-read the document sends it through the direct upload.
+HOST_TOO_LARGE_CODE = "request_body_too_large"
+
+
 class RequestTooLarge(Exception):
-    """The body is over the host's limit (the host answers 413 payload_too_large)."""
+    """The body is over the host's limit (the host answers ``too_large_answer``)."""
+
+
+def too_large_answer(limit: int) -> dict[str, str]:
+    """The JSON body of the host's 413 for a request body over ``limit`` bytes."""
+    return {
+        "error": HOST_TOO_LARGE_CODE,
+        "message": f"the Functions host accepts request bodies up to {limit} bytes "
+        "(FUNCTIONS_REQUEST_BODY_SIZE_LIMIT); this one was refused before any function ran",
+    }
 
 
 class UnreadBodyRequest(func.HttpRequest):

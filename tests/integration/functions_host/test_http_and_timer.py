@@ -11,6 +11,7 @@ import pytest
 import requests
 
 from local.functions_host import RunningHost, start_host
+from local.functions_host.request_body import HOST_TOO_LARGE_CODE
 
 from .conftest import SAMPLE_APP
 
@@ -67,7 +68,7 @@ def test_body_over_the_limit_is_refused_with_413(http_host: RunningHost) -> None
     """A body larger than the configured maximum is never read: the function asking for it gets a 413."""
     response = requests.post(f"{http_host.base_url}/echo/big", data=b"x" * (64 * 1024 + 1), timeout=10)
     assert response.status_code == 413
-    assert response.json()["error"] == "payload_too_large"
+    assert response.json()["error"] == HOST_TOO_LARGE_CODE
 
 
 def test_timer_runs_on_startup_and_then_on_schedule(

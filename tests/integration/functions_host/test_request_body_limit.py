@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from local.functions_host import RunningHost, start_host
+from local.functions_host.request_body import HOST_TOO_LARGE_CODE
 
 from .conftest import SAMPLE_APP
 
@@ -50,7 +51,7 @@ def test_a_body_over_the_limit_reaches_the_function_unread(limited_host: Running
 
 def test_a_function_that_reads_an_over_limit_body_gets_the_host_413(limited_host: RunningHost) -> None:
     status, body = _exchange(limited_host, _post("echo/big", LIMIT + 1), b"x" * (LIMIT + 1))
-    assert (status, json.loads(body)["error"]) == (413, "payload_too_large")
+    assert (status, json.loads(body)["error"]) == (413, HOST_TOO_LARGE_CODE)
 
 
 def test_a_body_at_the_limit_is_read_in_full(limited_host: RunningHost) -> None:
@@ -73,4 +74,8 @@ def test_a_chunked_body_is_refused_before_the_chunk_that_crosses_the_limit(limit
     chunk = f"{half:x}\r\n".encode() + b"x" * half + b"\r\n"
     head = b"POST /api/echo/chunked HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n"
     status, body = _exchange(limited_host, head, chunk * 3 + b"0\r\n\r\n")
-    assert (status, json.loads(body)["error"]) == (413, "payload_too_large")
+    answer = json.loads(body)
+    # The host's refusal, not the app's policy code (payload_too_large: the document is too large at all).
+    assert (status, answer["error"]) == (413, HOST_TOO_LARGE_CODE)
+    assert answer["error"] != "payload_too_large"
+    assert f"up to {LIMIT} bytes (FUNCTIONS_REQUEST_BODY_SIZE_LIMIT)" in answer["message"]

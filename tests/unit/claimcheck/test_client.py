@@ -162,11 +162,22 @@ def test_above_the_threshold_submit_grants_puts_blocks_and_commits_what_it_sent(
     assert b"<Latest>" in server.seen[4][2]
 
 
-def test_an_inline_refusal_for_size_sends_the_same_document_through_the_direct_upload(serve: Any) -> None:
-    """An API whose inline cap is below this client's threshold answers 413 use_direct_upload (nothing
-    stored); the client then grants, puts and commits the same bytes under the same key."""
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        {"error": "use_direct_upload", "message": "too large for inline"},  # the app's inline cap
+        {"error": "request_body_too_large", "message": "the Functions host accepts..."},  # the local host
+        {},  # a host answer that is not the app's JSON
+    ],
+)
+def test_an_inline_refusal_for_size_sends_the_same_document_through_the_direct_upload(
+    serve: Any, refusal: dict[str, str]
+) -> None:
+    """An API whose inline cap, or whose host's request limit, is below this client's threshold answers
+    413 before anything is stored; the client then grants, puts and commits the same bytes under the
+    same key."""
     document = b"0123456789"
-    server = serve([(413, {}, {"error": "use_direct_upload", "message": "too large for inline"})])
+    server = serve([(413, {}, refusal)])
     server.script += [(201, {}, _grant(server, 16)), (201, {}, {}), (201, {}, {}), (202, {}, RECEIPT)]
     client = ClaimCheckClient(f"http://127.0.0.1:{server.server_address[1]}/api", lambda: "token")
     receipt = client.submit(
@@ -185,6 +196,22 @@ def test_an_inline_refusal_for_size_sends_the_same_document_through_the_direct_u
         == receipt.idempotency_key
     )
     assert server.seen[-1][1]["X-Upload-Sha256"] == hashlib.sha256(document).hexdigest()
+
+
+def test_the_policy_refusal_of_the_document_itself_is_not_retried_through_the_upload(serve: Any) -> None:
+    """413 payload_too_large is the app's answer that the document is larger than the stack accepts at
+    all: the upload would be refused too, so the client reports it instead of trying."""
+    server = serve([(413, {}, {"error": "payload_too_large", "message": "over the maximum"})])
+    with pytest.raises(ApiError) as refused:
+        _client(server, []).submit(
+            b"document",
+            tenant_id="acme",
+            purpose="bulk-ingest",
+            classification="internal",
+            content_type="text/plain",
+        )
+    assert (refused.value.status, refused.value.code) == (413, "payload_too_large")
+    assert [path for path, _, _ in server.seen] == ["/api/documents"]
 
 
 def test_a_refused_block_is_an_api_error_that_never_carries_the_grant(serve: Any) -> None:
