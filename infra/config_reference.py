@@ -221,7 +221,9 @@ KEYS: tuple[Key, ...] = (
         "(CLAIMCHECK_MAX_INLINE_REQUEST_BYTES; larger documents: 413 `use_direct_upload`, the upload flow). "
         "The Functions host's own limit `FUNCTIONS_REQUEST_BODY_SIZE_LIMIT` is set to this plus 1 MiB "
         "(`claimcheck.settings.host_request_body_limit`), so the host refuses anything far above it before "
-        "the worker receives it.",
+        "the worker receives it. Below the default, give clients the same `direct_upload_threshold`: "
+        "Azure's host has been reported to answer a body over its limit with a 500 "
+        "(Azure/azure-functions-host#10519), which a client retries instead of using the upload.",
         "max_inline_request_bytes",
     ),
     Key(

@@ -325,8 +325,11 @@ def _receipt(answer: _Answer, key: str) -> Receipt:
 
 def _too_large_for_one_request(answer: _Answer) -> bool:
     """A 413 that is not the app's policy refusal of the document itself (payload_too_large, which the
-    upload would meet too): the app's use_direct_upload, or the host's refusal of the request body,
-    whatever its body (the local host says request_body_too_large; Azure's host is not the app's JSON)."""
+    upload would meet too): the app's use_direct_upload, or a host's or front end's refusal of the request
+    body, whatever its body (the local host says request_body_too_large). Azure's Functions host has been
+    reported to answer a body over FUNCTIONS_REQUEST_BODY_SIZE_LIMIT with a 500 instead
+    (Azure/azure-functions-host#10519), which cannot be told from a failure: keep this client's
+    direct_upload_threshold at most the stack's inline cap."""
     return answer.status == 413 and answer.body.get("error") != PayloadTooLarge.code
 
 

@@ -33,9 +33,10 @@ _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
 
 
 # The code of the host's own 413. Azure's Functions host refuses a body over its limit
-# (FUNCTIONS_REQUEST_BODY_SIZE_LIMIT) with a 413 before any function runs, so that answer is not the app's:
-# its code must not read as the app's policy refusal payload_too_large ("the document is larger than the
-# stack accepts at all"); a client that can re-read the document sends it through the direct upload.
+# (FUNCTIONS_REQUEST_BODY_SIZE_LIMIT) before any function runs, so that answer is not the app's: its code
+# must not read as the app's policy refusal payload_too_large ("the document is larger than the stack
+# accepts at all"); a client that can re-read the document sends it through the direct upload. (Kestrel's
+# own answer there is 413; Azure/azure-functions-host#10519, open, reports the host turning it into a 500.)
 HOST_TOO_LARGE_CODE = "request_body_too_large"
 
 
