@@ -26,7 +26,7 @@ TEST_TOPOLOGY = {
 
 # Small enough that the 413 test sends little, large enough for every sample.
 MAX_PAYLOAD_BYTES = 1024 * 1024
-# POST /documents' inline cap (and so the host's body limit): above MAX_PAYLOAD_BYTES, so that an
+# POST /documents' inline cap (the host's body limit is derived from it): above MAX_PAYLOAD_BYTES, so that an
 # oversized document sent inline still meets the policy's payload_too_large, and small to send.
 MAX_INLINE_REQUEST_BYTES = 2 * MAX_PAYLOAD_BYTES
 CLAIM_LEASE_SECONDS = 9

@@ -4,6 +4,7 @@ with nothing stored, registered or published; a body exactly at the cap is accep
 
 from __future__ import annotations
 
+import json
 import socket
 import uuid
 from urllib.parse import urlsplit
@@ -11,8 +12,9 @@ from urllib.parse import urlsplit
 import requests
 from azure.data.tables import TableEntity, TableServiceClient
 from azure.storage.blob import ContainerClient
-from claimcheck.settings import PAYLOAD_CONTAINER
+from claimcheck.settings import HOST_REQUEST_MARGIN_BYTES, PAYLOAD_CONTAINER, host_request_body_limit
 
+from local.functions_host.request_body import HOST_TOO_LARGE_CODE
 from local.stack import LocalStack
 
 from .conftest import MAX_INLINE_REQUEST_BYTES
@@ -122,3 +124,42 @@ def test_a_body_exactly_at_the_inline_cap_is_accepted(stack: LocalStack) -> None
     accepted = requests.post(f"{stack.api_url}/documents", headers=headers, data=exact, timeout=60)
     assert accepted.status_code == 202, accepted.text
     assert accepted.json()["work_item_id"] == work_item_id
+
+
+def _send_chunked(stack: LocalStack, headers: dict[str, str], length: int) -> tuple[int, bytes]:
+    """POST ``length`` bytes of 'x' chunked (no Content-Length), 256 KiB a chunk, and read the answer."""
+    url = urlsplit(stack.api_url)
+    head = [f"POST {url.path}/documents HTTP/1.1", f"Host: {url.netloc}", "Transfer-Encoding: chunked"]
+    head += [f"{name}: {value}" for name, value in headers.items()]
+    size = 256 * 1024
+    with socket.create_connection((url.hostname or "127.0.0.1", url.port or 80), timeout=60) as connection:
+        connection.sendall(("\r\n".join(head) + "\r\n\r\n").encode())
+        left = length
+        while left:
+            part = min(left, size)
+            connection.sendall(f"{part:x}\r\n".encode() + b"x" * part + b"\r\n")
+            left -= part
+        connection.sendall(b"0\r\n\r\n")
+        connection.shutdown(socket.SHUT_WR)
+        received = b""
+        while chunk := connection.recv(65536):
+            received += chunk
+    status_line, _, rest = received.partition(b"\r\n")
+    return int(status_line.split()[1]), rest.partition(b"\r\n\r\n")[2]
+
+
+def test_the_local_host_limit_is_the_cap_plus_the_margin(stack: LocalStack) -> None:
+    """The stack gives the host host_request_body_limit(cap), as infra/ sets
+    FUNCTIONS_REQUEST_BODY_SIZE_LIMIT on Azure: a chunked body within the margin reaches the app (413
+    use_direct_upload), one past it gets the host's own 413 request_body_too_large; neither stores
+    anything."""
+    tenant, work_item_id = f"t-cap-{uuid.uuid4().hex[:8]}", f"wi-cap-{uuid.uuid4().hex[:12]}"
+    blobs_before, _, _ = _stored(stack, work_item_id)
+    headers = _headers(stack, tenant, work_item_id)
+    within = MAX_INLINE_REQUEST_BYTES + HOST_REQUEST_MARGIN_BYTES // 2
+    status, body = _send_chunked(stack, headers, within)
+    assert (status, json.loads(body)["error"]) == (413, "use_direct_upload")
+    beyond = host_request_body_limit(MAX_INLINE_REQUEST_BYTES) + 1
+    status, body = _send_chunked(stack, headers, beyond)
+    assert (status, json.loads(body)["error"]) == (413, HOST_TOO_LARGE_CODE)
+    assert _stored(stack, work_item_id) == (blobs_before, [], [])
