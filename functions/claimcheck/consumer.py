@@ -228,10 +228,12 @@ class Consumer:
         # (the bytes are read only now, after authorization). Which of them counts is decided after:
         # a completed effect discards the download, a failed download releases the claim.
         with stage(Stage.FETCH):
-            claimed, running, fetched = all_three(
+            # The download on this thread: a transfer of several chunks reads the next one ahead on the
+            # pool (concurrently.read_ahead), which a pool thread could not.
+            fetched, claimed, running = all_three(
+                settled(lambda: self._fetch(work)),
                 settled(lambda: self._claim_and_hold(key)),
                 settled(lambda: self._running(work)),
-                settled(lambda: self._fetch(work)),
             )
             if claimed.error is not None or isinstance(claimed.value, AlreadyDone):
                 _discard(fetched)

@@ -284,11 +284,14 @@ class Producer:
                     record(length=payload.length, sha256=payload.sha256, object_etag="")
                 )
 
+        # The upload on this thread: a transfer of several chunks stages one block while it reads and
+        # hashes the next on the pool, which a pool thread could not (a nested both runs sequentially).
         try:
             if reserve is None:
                 uploaded, registered = both(upload, register)
                 return None, uploaded, registered
-            return all_three(reserve, upload, register)
+            uploaded, reserved, registered = all_three(upload, reserve, register)
+            return reserved, uploaded, registered
         except BaseException:
             if stored:
                 # Storage failing too: the reconciler's sweep removes the unregistered object.
