@@ -66,7 +66,12 @@ class OutputGroup:
         waiting, self._waiting = self._waiting, {}
         for connection in waiting:
             connection.prepare_output()
-        self.broker.commit()
+        try:
+            self.broker.commit()
+        except Exception:
+            for connection in waiting:
+                connection.abandon_output()
+            raise
         for connection in waiting:
             connection.write_output()
 
@@ -160,8 +165,22 @@ class AmqpConnection(asyncio.Protocol):
     def flush(self) -> None:
         """Commit and write now (protocol headers, closing)."""
         self.prepare_output()
-        self.broker.commit()
+        try:
+            self.broker.commit()
+        except Exception:
+            self.abandon_output()
+            raise
         self.write_output()
+
+    def abandon_output(self) -> None:
+        """The commit this output waited for failed (e.g. a full disk): its acknowledgements must
+        never be written, not even after a later commit succeeds. Drop them and close the
+        connection; its clients see a lost connection and retry, as after a crash."""
+        self._out.clear()
+        self._flush_pending = False
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            transport.close()  # what was written before (after successful commits) still goes out
 
     def prepare_output(self) -> None:
         for session in self.sessions.values():
