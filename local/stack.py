@@ -41,6 +41,7 @@ from claimcheck.adapters.azure import provision_storage
 from claimcheck.adapters.telemetry_setup import TELEMETRY_DIR_SETTING
 from claimcheck.settings import (
     AUDIENCE_SETTING,
+    HOST_REQUEST_LIMIT_SETTING,
     ISSUER_SETTING,
     JWKS_URI_SETTING,
     SERVICEBUS_CONNECTION,
@@ -337,9 +338,12 @@ def start_stack(
             ACCESS_TABLE_SETTING: local_access_table().to_json(),
             **local_consumer_settings(),
         }
-        settings_path = _write_local_settings(
-            folder, azurite.connection_string, bus_connection, {**identity_settings, **(app_settings or {})}
-        )
+        values = {**identity_settings, **(app_settings or {})}
+        # The Functions host's request limit, always derived from the (possibly overridden) inline cap, as
+        # infra/ writes it: one source of truth, so it is not an app setting a caller passes.
+        cap = Settings.from_env(values).max_inline_request_bytes
+        values[HOST_REQUEST_LIMIT_SETTING] = str(host_request_body_limit(cap))
+        settings_path = _write_local_settings(folder, azurite.connection_string, bus_connection, values)
         # The deploy side's job, as infra/ does on Azure: the app expects its container and tables.
         local_values = json.loads(settings_path.read_text(encoding="utf-8"))["Values"]
         configured = Settings.from_env(local_values)
@@ -357,12 +361,13 @@ def start_stack(
                 str(port),
                 "--settings",
                 str(settings_path),
-                # The host's request-body limit, derived from intake's inline cap exactly as infra/ sets
-                # FUNCTIONS_REQUEST_BODY_SIZE_LIMIT on Azure (the cap plus the multipart margin): the host
-                # reads no body above it (a larger Content-Length reaches the app unread, which answers
-                # 413 use_direct_upload; a chunked one gets the host's own 413), so its memory is bounded.
+                # The host's request-body limit: the app setting FUNCTIONS_REQUEST_BODY_SIZE_LIMIT, which
+                # Azure's host reads and the stack derived from intake's inline cap as infra/ does (the cap
+                # plus the multipart margin). The host reads no body above it (a larger Content-Length
+                # reaches the app unread, which answers 413 use_direct_upload; a chunked one gets the
+                # host's own 413), so its memory is bounded.
                 "--max-body-bytes",
-                str(host_request_body_limit(configured.max_inline_request_bytes)),
+                local_values[HOST_REQUEST_LIMIT_SETTING],
             ],
             port=port,
             log_path=folder / "functions-host.log",

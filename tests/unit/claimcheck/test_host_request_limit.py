@@ -5,6 +5,9 @@ with the cap."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from claimcheck.errors import UseDirectUpload
 from claimcheck.http_api import (
@@ -19,8 +22,10 @@ from claimcheck.http_api import (
 )
 from claimcheck.settings import (
     FUNCTIONS_REQUEST_LIMIT_BYTES,
+    HOST_REQUEST_LIMIT_SETTING,
     HOST_REQUEST_MARGIN_BYTES,
     INLINE_REQUEST_MAX_BYTES,
+    Settings,
     host_request_body_limit,
 )
 
@@ -84,3 +89,11 @@ def test_a_document_of_exactly_the_cap_as_multipart_reaches_the_app_and_is_told_
     smaller = _multipart(b"d" * (cap // 2), boundary)
     headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
     assert read_submission(headers, smaller).document == b"d" * (cap // 2)
+
+
+def test_the_example_local_settings_derive_the_host_limit_from_their_cap() -> None:
+    """functions/local.settings.example.json (Core Tools by hand, whose host reads the setting too)."""
+    example = Path(__file__).resolve().parents[3] / "functions" / "local.settings.example.json"
+    values = json.loads(example.read_text(encoding="utf-8"))["Values"]
+    cap = Settings.from_env(values).max_inline_request_bytes
+    assert values[HOST_REQUEST_LIMIT_SETTING] == str(host_request_body_limit(cap))
