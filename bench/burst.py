@@ -108,6 +108,9 @@ def run(
         stop.set()
         listener.join()
         states = _final_states(session, stack, token, work_item_ids)
+        # The host logs its trigger workers' time per phase when it stops (local.functions_host).
+        stack.host.stop()
+        workers = [line for line in stack.host.log_path.read_text().splitlines() if "workers' time" in line]
     latencies = sorted(
         timeline.done_at[wid] - timeline.sent_at[wid] for wid in work_item_ids if wid in timeline.done_at
     )
@@ -133,6 +136,9 @@ def run(
     expected = all(state == "completed" for state in states.values()) and done == documents and not duplicates
     print(f"every document ended as expected: {'yes' if expected else 'NO'}")
     print(cpu.report())
+    for line in workers:
+        # Whole run (the warm-up and idle polls too): per-document figures are the "each" ones.
+        print("host " + line.split(": ", 1)[-1])
 
 
 def _component_pids(stack: LocalStack) -> dict[str, int]:

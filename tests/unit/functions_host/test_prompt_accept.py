@@ -57,5 +57,15 @@ def test_phase_clock_summary_names_phases_and_events() -> None:
     clock = PhaseClock()
     clock.add("invoke", 0.5, cpu=0.01)
     clock.add("invoke", 1.5, cpu=0.03)
-    clock.count("no session within the poll")
-    assert clock.summary() == "invoke 2.0 s / 2 (1000 ms each, 20.0 ms CPU), no session within the poll x1"
+    clock.add("release", 0.25)
+    assert clock.summary() == "invoke 2.0 s / 2 (1000 ms each, 20.0 ms CPU), release 0.2 s / 1 (250 ms each)"
+
+
+def test_phase_clock_times_a_failed_block_under_its_own_name() -> None:
+    clock = PhaseClock()
+    with pytest.raises(TimeoutError), clock.timing("accept", failed_as="no session"):
+        raise TimeoutError
+    with clock.timing("accept", failed_as="no session"):
+        pass
+    assert clock.summary().startswith("no session ")
+    assert ", accept " in clock.summary()
