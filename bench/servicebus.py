@@ -2,12 +2,26 @@
 
     .venv/bin/python -m bench.servicebus [--messages 5000] [--batch 100] [--size 1024] [--in-memory]
 
-The issue's shape, steady state: batch sends of 100 messages, then one receiver with prefetch 200
+The issue's shape, steady state: batch sends of 100 messages and one receiver with prefetch 200
 completing each message. The emulator runs as a subprocess (SQLite store on disk unless
 --in-memory); its CPU is read per phase, so "broker us per receive+complete" is the broker's own
-cost. Baseline, same run: a raw loopback echo of the same frames (a Python asyncio echo server in a
-subprocess, the same sizes and the same pipelining), the ceiling any broker in Python on this
-machine could reach. Also the synchronous send round trip. Figures only, no assertions.
+cost. Each line is printed beside a same-run baseline: a raw loopback echo of the same frames (a
+Python asyncio echo server in a subprocess, the same sizes and the same pipelining), the ceiling
+any broker in Python on this machine could reach. Figures only, no assertions. The lines:
+
+- end to end (producer + consumer at once): a producer process sending batches of 100 and a
+  consumer process (prefetch 200, completing each message) run at the same time against the same
+  emulator (bench/servicebus_pipeline.py); messages / (first send started -> last completion
+  acknowledged). Baseline: the same frames sent by two processes at once over two connections.
+  Also the p50/p95 latency of a message from its broker enqueued time to its completion, the
+  broker's CPU share of one core over that window and the producer's and consumer's CPU.
+- sequential send then receive: the two phases below one after the other in one process,
+  messages / (send time + receive time), i.e. their harmonic combination (the figure this bench
+  called "end to end" before the pipeline existed). Baseline: the same from the echo phases.
+- batch send: n messages in batches of 100 with one sender, nothing receiving.
+- receive+complete: then one receiver, prefetch 200, completes them all; broker CPU over that
+  phase divided by n is "broker CPU/receive+complete" (baseline: the echo server's CPU).
+- sync send RTT: one message a send, the SDK's round trip.
 
 Targets (issue 15): >= 2,000 msg/s end to end, >= 5,000 msg/s batch send, broker CPU <= 150 us per
 receive+complete.
@@ -28,6 +42,17 @@ from pathlib import Path
 import psutil
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
+from bench.servicebus_pipeline import (
+    DISPOSITION,
+    ECHO_SERVER,
+    PREFETCH,
+    TRANSFER_OVERHEAD,
+    echo_pipeline,
+    exchange,
+    percentiles,
+    process_cpu,
+    run_pipeline,
+)
 from local.ports import free_port, wait_for_port
 from local.servicebus import start_emulator_process
 
@@ -44,28 +69,6 @@ CONFIG = {
         ]
     }
 }
-PREFETCH = 200
-# Sizes of the frames around one message on the wire (measured from the SDK's traffic): a transfer
-# carries the body plus ~190 bytes of header, properties and annotations; a disposition ~30 bytes.
-TRANSFER_OVERHEAD = 190
-DISPOSITION = 30
-_ECHO_SERVER = """
-import asyncio, sys
-class Echo(asyncio.Protocol):
-    def connection_made(self, transport):
-        self.transport = transport
-    def data_received(self, data):
-        self.transport.write(data)
-async def main():
-    server = await asyncio.get_running_loop().create_server(Echo, "127.0.0.1", int(sys.argv[1]))
-    await server.serve_forever()
-asyncio.run(main())
-"""
-
-
-def _cpu(process: psutil.Process) -> float:
-    times = process.cpu_times()
-    return float(times.user + times.system)
 
 
 def _send_phase(client: ServiceBusClient, messages: int, batch_size: int, body: bytes) -> float:
@@ -106,14 +109,6 @@ def _latency(client: ServiceBusClient, samples: int) -> list[float]:
     return timings
 
 
-def _exchange(sock: socket.socket, chunk: bytes, count: int) -> None:
-    """Send ``count`` chunks and read the same number of bytes back."""
-    sock.sendall(chunk * count)
-    expected = len(chunk) * count
-    while expected:
-        expected -= len(sock.recv(min(expected, 1 << 20)))
-
-
 def _echo_baseline(messages: int, batch_size: int, size: int) -> tuple[float, float, float]:
     """The same traffic through a raw echo server: batch transfers each answered once (the send
     phase); then per window of PREFETCH messages one write of their transfers, and one round trip
@@ -121,7 +116,7 @@ def _echo_baseline(messages: int, batch_size: int, size: int) -> tuple[float, fl
     Returns send msg/s, receive+complete msg/s and the echo server's CPU us per receive+complete:
     the floor of syscalls and wake-ups that any broker pays on this machine."""
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-c", _ECHO_SERVER, str(port)])
+    server = subprocess.Popen([sys.executable, "-c", ECHO_SERVER, str(port)])
     try:
         wait_for_port(port, timeout=30)
         echo = psutil.Process(server.pid)
@@ -130,18 +125,18 @@ def _echo_baseline(messages: int, batch_size: int, size: int) -> tuple[float, fl
             batch = b"b" * (batch_size * (size + TRANSFER_OVERHEAD))
             started = time.perf_counter()
             for _ in range(0, messages, batch_size):
-                _exchange(sock, batch, 1)
+                exchange(sock, batch, 1)
             send_s = time.perf_counter() - started
             transfer, disposition = b"t" * (size + TRANSFER_OVERHEAD), b"d" * DISPOSITION
-            cpu = _cpu(echo)
+            cpu = process_cpu(echo)
             started = time.perf_counter()
             for first in range(0, messages, PREFETCH):
                 window = min(PREFETCH, messages - first)
-                _exchange(sock, transfer, window)
+                exchange(sock, transfer, window)
                 for _ in range(window):
-                    _exchange(sock, disposition, 1)
+                    exchange(sock, disposition, 1)
             receive_s = time.perf_counter() - started
-            echo_us = (_cpu(echo) - cpu) / messages * 1e6
+            echo_us = (process_cpu(echo) - cpu) / messages * 1e6
     finally:
         server.kill()
         server.wait(timeout=10)
@@ -166,6 +161,7 @@ def main() -> None:
     body = b"x" * args.size
 
     echo_send, echo_receive, echo_us = _echo_baseline(args.messages, args.batch, args.size)
+    echo_pipelined = echo_pipeline(args.messages, args.batch, args.size)
     with tempfile.TemporaryDirectory() as scratch:
         config = Path(scratch) / "Config.json"
         config.write_text(json.dumps(CONFIG))
@@ -174,17 +170,22 @@ def main() -> None:
             assert emulator._process is not None
             broker = psutil.Process(emulator._process.pid)
             with ServiceBusClient.from_connection_string(emulator.connection_string) as client:
-                cpu = _cpu(broker)
+                cpu = process_cpu(broker)
                 send_s = _send_phase(client, args.messages, args.batch, body)
-                send_cpu, cpu = _cpu(broker) - cpu, _cpu(broker)
+                send_cpu, cpu = process_cpu(broker) - cpu, process_cpu(broker)
                 receive_s = _receive_phase(client, args.messages)
-                receive_cpu = _cpu(broker) - cpu
+                receive_cpu = process_cpu(broker) - cpu
                 timings = _latency(client, args.samples)
+            # The queue is empty again: the pipeline runs on it with clients of its own processes.
+            pipeline = run_pipeline(
+                emulator.connection_string, "throughput", broker, args.messages, args.batch, args.size
+            )
 
     store = "in-memory" if args.in_memory else "SQLite WAL on disk"
     n = args.messages
-    end_to_end = n / (send_s + receive_s)
-    echo_end_to_end = n / (n / echo_send + n / echo_receive)
+    end_to_end = n / pipeline.seconds
+    sequential = n / (send_s + receive_s)
+    echo_sequential = n / (n / echo_send + n / echo_receive)
     receive_us = receive_cpu / n * 1e6
     print(
         f"Service Bus emulator benchmark ({store}, {n} x {args.size} B, "
@@ -192,9 +193,18 @@ def main() -> None:
     )
     print(f"{'':28}{'emulator':>12}{'echo baseline':>16}   target")
     print(
-        f"  end to end (msg/s)        {end_to_end:12.0f}{echo_end_to_end:16.0f}   >= 2000 "
+        f"  end to end (msg/s)        {end_to_end:12.0f}{echo_pipelined:16.0f}   >= 2000 "
         f"{_verdict(end_to_end, 2000)}"
     )
+    latency_p50, latency_p95 = percentiles(pipeline.latencies_ms)
+    print(f"    enqueue -> complete latency  p50 {latency_p50:.0f} ms  p95 {latency_p95:.0f} ms")
+    print(
+        f"    CPU over the window: broker {pipeline.broker_cpu_s / pipeline.seconds:.0%} of a core "
+        f"({pipeline.broker_cpu_s / n * 1e6:.0f} us a message), producer "
+        f"{pipeline.producer_cpu_s / pipeline.seconds:.0%}, consumer "
+        f"{pipeline.consumer_cpu_s / pipeline.seconds:.0%}"
+    )
+    print(f"  sequential send then receive {sequential:9.0f}{echo_sequential:16.0f}")
     print(
         f"  batch send (msg/s)        {n / send_s:12.0f}{echo_send:16.0f}   >= 5000 "
         f"{_verdict(n / send_s, 5000)}"
