@@ -113,21 +113,21 @@ def connect_storage(
 
 
 def _transport() -> dict[str, Any]:
-    """A client's own HTTP transport, without requests' per-request environment lookups when there is
-    nothing to find there.
+    """Client options that spare each request requests' environment lookups when there is nothing to
+    find there.
 
     With ``trust_env`` (the default) requests scans the environment for proxies and stats ~/.netrc on
     every request, a measurable share of each storage round trip's client CPU. With no proxy variable
-    set that lookup can only come back empty, so the session skips it; the CA bundle variables are read
-    once here instead (same precedence as requests). With a proxy variable the default lookup stays.
+    set that lookup can only come back empty, so the session skips it (``use_env_settings``); the CA
+    bundle variables are read once here instead (same precedence as requests). With a proxy variable
+    the default per-request lookup stays. These are client options, not a transport of our own: the
+    client builds its transport with them and keeps its own defaults (the storage SDK's timeouts and
+    256 KiB read blocks, the status reads' short leash).
     """
     if any(os.environ.get(name) for name in PROXY_VARIABLES):
         return {}
-    from azure.core.pipeline.transport import RequestsTransport
-
     bundle = next((os.environ[name] for name in CA_BUNDLE_VARIABLES if os.environ.get(name)), None)
-    verify: dict[str, Any] = {} if bundle is None else {"connection_verify": bundle}
-    return {"transport": RequestsTransport(use_env_settings=False, **verify)}
+    return {"use_env_settings": False, **({} if bundle is None else {"connection_verify": bundle})}
 
 
 def _token_credential(credential: object | None) -> TokenCredential:
