@@ -109,7 +109,7 @@ def _consumer(connection_string: str, queue: str, messages: int, ready: Event, o
         ready.set()
         cpu = time.process_time()
         done = time.monotonic()
-        while len(latencies) < messages:
+        while completed < messages:
             # Tuned for throughput: take everything the prefetch buffer holds in one call
             # (max_message_count = prefetch), so a consumer that falls behind drains 200 a call
             # and never waits. One that keeps up gets a call back once the buffer fills or 0.2 s
@@ -117,6 +117,8 @@ def _consumer(connection_string: str, queue: str, messages: int, ready: Event, o
             # not throughput, since transfers keep arriving into the buffer meanwhile. Asking for
             # no more than remain stands for an endless stream, whose last short call never
             # comes; max_wait_time only bounds an idle queue (5 s: here, a stalled producer).
+            # Measured: 1, 50 or 200 a call gave the same rate; the SDK grants its next 200
+            # credit only once the last is used, whatever is asked (emulator README, Throughput).
             wanted = min(PREFETCH, messages - completed)
             batch = receiver.receive_messages(max_message_count=wanted, max_wait_time=5)
             if not batch:
