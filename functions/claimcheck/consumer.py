@@ -51,7 +51,7 @@ from claimcheck.idempotency import (
     IdempotencyLedger,
     idempotency_key,
 )
-from claimcheck.integrity import spool_verified
+from claimcheck.integrity import DEFAULT_CHUNK_BYTES, spool_verified
 from claimcheck.messages import Bus, InboundMessage
 from claimcheck.outcome import Complete, DeadLetter, DeadLetterReason, Outcome, compute_backoff
 from claimcheck.policy import (
@@ -224,17 +224,23 @@ class Consumer:
             traceparent if isinstance(traceparent, str) else None,
             admitted.work_item,
         )
-        # Admitted: the claim, the running state and the download are independent, so they go at once
-        # (the bytes are read only now, after authorization). Which of them counts is decided after:
-        # a completed effect discards the download, a failed download releases the claim.
+        # Admitted: the claim, the running state and the download are independent, so a document of one
+        # chunk is fetched at once with them (the bytes are read only now, after authorization). Which
+        # of them counts is decided after: a completed effect discards the download, a failed download
+        # releases the claim. A larger document is read only once the claim is held: next to its
+        # transfer the claim's round trip is nothing, and a duplicate of a completed effect must not
+        # pay a whole download to learn it.
         with stage(Stage.FETCH):
-            # The download on this thread: a transfer of several chunks reads the next one ahead on the
-            # pool (concurrently.read_ahead), which a pool thread could not.
-            fetched, claimed, running = all_three(
-                settled(lambda: self._fetch(work)),
-                settled(lambda: self._claim_and_hold(key)),
-                settled(lambda: self._running(work)),
-            )
+            claim = settled(lambda: self._claim_and_hold(key))
+            mark_running = settled(lambda: self._running(work))
+            if _fits_one_chunk(work):
+                # The download on this thread (the pool's threads run read-ahead sequentially).
+                fetched, claimed, running = all_three(settled(lambda: self._fetch(work)), claim, mark_running)
+            else:
+                claimed, running = both(claim, mark_running)
+                fetched = Settled[BinaryIO]()
+                if claimed.error is None and isinstance(claimed.value, ClaimHeartbeat):
+                    fetched = settled(lambda: self._fetch(work))()
             if claimed.error is not None or isinstance(claimed.value, AlreadyDone):
                 _discard(fetched)
             held = claimed.get()  # raises what the claim met (held by another attempt, an outage)
@@ -411,6 +417,11 @@ class Consumer:
         return retry_or_give_up(
             message, reason, last, max_deliveries=self._settings.max_delivery_count, count=count
         )
+
+
+def _fits_one_chunk(work: _Work) -> bool:
+    """Whether the document is read in one request (inline in the envelope, or at most one chunk)."""
+    return work.record is None or work.record.content_length <= DEFAULT_CHUNK_BYTES
 
 
 def _discard(fetched: Settled[BinaryIO]) -> None:

@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from azure.data.tables import TableServiceClient
 from azure.storage.blob import BlobServiceClient
 from claimcheck import ClaimCheck, Complete, InboundMessage, Settings
 from claimcheck.adapters.azure import provision_storage
+from claimcheck.adapters.tables import AzureEntityTable
+from claimcheck.consumer import RESULT_EFFECT
+from claimcheck.envelope import parse_envelope
+from claimcheck.idempotency import Claimed, IdempotencyLedger, idempotency_key
 from claimcheck.intake_keys import INTAKE_LEASE
+from claimcheck.integrity import DEFAULT_CHUNK_BYTES
 from claimcheck.testing import InMemoryBus
 
 from local.storage_requests import StorageRequests, Tally
@@ -200,3 +207,36 @@ def test_a_failed_reservation_or_record_leaves_no_stored_object(
         )
     blobs = BlobServiceClient.from_connection_string(counted.connection)
     assert list(blobs.get_container_client(counted.settings.payload_container).list_blobs()) == []
+
+
+@pytest.mark.parametrize(("size", "downloads"), [(20_000, 1), (DEFAULT_CHUNK_BYTES + 1, 0)])
+def test_an_effect_completed_by_a_rival_costs_a_large_document_no_download(
+    counted: Counted, size: int, downloads: int
+) -> None:
+    """A one-chunk document is fetched together with the claim (and discarded when the claim finds the
+    effect done); a larger one only once the claim is held, so a delivery racing a rival that has just
+    completed the effect (its record not settled yet, as here) never pays the whole transfer."""
+    counted.claimcheck.producer.submit(
+        document(size),
+        tenant_id="tenant-a",
+        purpose="contract-review",
+        classification="confidential",
+        content_type="text/plain",
+    )
+    envelope = parse_envelope(counted.bus.messages(counted.settings.documents_queue)[-1].body)
+    key = idempotency_key(envelope.work_item_id, envelope.payload_version, envelope.purpose, RESULT_EFFECT)
+    ledger = IdempotencyLedger(
+        AzureEntityTable(
+            TableServiceClient.from_connection_string(counted.connection).get_table_client(
+                counted.settings.idempotency_table
+            )
+        ),
+        lease=timedelta(seconds=counted.settings.claim_lease_seconds),
+    )
+    rival = ledger.begin(key, now=datetime.now(UTC))
+    assert isinstance(rival, Claimed)
+    ledger.complete(rival, {"obligations": 0}, now=datetime.now(UTC))
+    with counted.requests.measure() as racing:
+        counted.consume_last()
+    print(f"delivery racing a completed effect, {size} B: {racing.summary()}")
+    assert racing.by_label()["blob get blob"] == downloads
