@@ -129,6 +129,11 @@ ROWS = (
         "`propagation_exceeded` after",
     ),
     Row(
+        _names("storage_pool_connections"),
+        "connections each storage client keeps per host; at least the invocations a worker runs at once "
+        "(host.json sessions + calls + HTTP requests), else requests discards and reopens connections",
+    ),
+    Row(
         _names("publish_cool_down_seconds"),
         "after a failed intake publish, intake answers 503 + `Retry-After` at once for this long",
     ),

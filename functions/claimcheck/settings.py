@@ -171,6 +171,11 @@ class Settings:
     # An accepted write's visibility deadline (receipt.visibility_deadline): a status read of a
     # reserved version answers awaiting_visibility inside it and propagation_exceeded after it.
     visibility_window_seconds: int = 30
+    # Connections each storage client keeps open per host (requests' pool_maxsize, default 10): one per
+    # invocation that may call storage at once in a worker, so none is discarded and reopened (a new TLS
+    # handshake on Azure). 64 covers host.json: maxConcurrentSessions + maxConcurrentCalls + the HTTP
+    # requests the local host runs at once (tests/unit/claimcheck/test_storage_transport.py checks it).
+    storage_pool_connections: int = 64
     consumer_identity: str = DEFAULT_CONSUMER_IDENTITY
     # purpose → the consumer identities allowed to read its payloads (overrides the purpose table).
     purpose_consumers: Mapping[str, frozenset[str]] = field(default_factory=dict)
@@ -294,6 +299,7 @@ SETTINGS: tuple[Setting, ...] = (
     _number("publish_cool_down_seconds", "CLAIMCHECK_PUBLISH_COOL_DOWN_SECONDS"),
     _number("idempotency_window_seconds", "CLAIMCHECK_IDEMPOTENCY_WINDOW_SECONDS"),
     _number("visibility_window_seconds", "CLAIMCHECK_VISIBILITY_WINDOW_SECONDS"),
+    _number("storage_pool_connections", "CLAIMCHECK_STORAGE_POOL_CONNECTIONS"),
     _name("consumer_identity", CONSUMER_IDENTITY_SETTING),
     Setting("purpose_consumers", PURPOSE_CONSUMERS_SETTING, lambda _, raw: _purpose_consumers(raw), _json),
     _name("provisional_tag.name", PROVISIONAL_TAG_NAME_SETTING),

@@ -16,9 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import requests
 from azure.core.credentials import TokenCredential
+from azure.core.pipeline.transport import RequestsTransport
 from azure.data.tables import TableServiceClient
 from azure.storage.blob import BlobServiceClient
+from requests.adapters import HTTPAdapter
 
 from claimcheck.adapters.blobs import AzureBlobPayloadStore
 from claimcheck.adapters.staging import AzureBlobStagingArea
@@ -78,6 +81,8 @@ def connect_storage(
     status_options = dict(STATUS_READ_LIMITS)
     for options in (transfer, table_options, status_options):
         options.update(_transport())
+        trust_env = options.get("use_env_settings", True)
+        options["session"] = _pooled_session(settings.storage_pool_connections, trust_env=trust_env)
     if request_hook is not None:
         transfer["raw_request_hook"] = functools.partial(request_hook, "blob")
         table_options["raw_request_hook"] = functools.partial(request_hook, "table")
@@ -128,6 +133,29 @@ def _transport() -> dict[str, Any]:
         return {}
     bundle = next((os.environ[name] for name in CA_BUNDLE_VARIABLES if os.environ.get(name)), None)
     return {"use_env_settings": False, **({} if bundle is None else {"connection_verify": bundle})}
+
+
+def _pooled_session(pool_connections: int, *, trust_env: bool) -> requests.Session:
+    """A requests session as azure-core sets one up, keeping ``pool_connections`` per host.
+
+    requests keeps 10 connections per host by default; a worker running more storage calls at once
+    discards the surplus after each call and opens new ones (urllib3's "Connection pool is full", on
+    Azure a new TLS handshake each), and azure-core has no option for the pool's size. So azure-core
+    sets up a session (its retry-free, bigger-block adapters) and the adapters are mounted again with
+    the pool's size; the client builds its transport around the session (its own timeouts and blocks
+    stay) and owns it: the session closes with its client. Hence one session per client: shared, the
+    first client closed would close it for the others (and the Blob and Table endpoints are different
+    hosts, pooled apart anyway).
+    """
+    setup = RequestsTransport(use_env_settings=trust_env)
+    setup.open()  # creates azure-core's session; the transport object itself is not used
+    session: requests.Session = setup.session
+    for prefix, adapter in list(session.adapters.items()):
+        if isinstance(adapter, HTTPAdapter):
+            session.mount(
+                prefix, type(adapter)(pool_maxsize=pool_connections, max_retries=adapter.max_retries)
+            )
+    return session
 
 
 def _token_credential(credential: object | None) -> TokenCredential:

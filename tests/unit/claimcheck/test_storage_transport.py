@@ -1,15 +1,24 @@
 """The storage clients' HTTP transport: requests' per-request environment lookups only when the
 environment has something for them (claimcheck.adapters.azure._transport), and the clients' own
-transport defaults kept (the storage SDK's read blocks and timeouts, the status reads' short leash)."""
+transport defaults kept (the storage SDK's read blocks and timeouts, the status reads' short leash), and
+a connection pool per host sized to the worker's concurrency (claimcheck.adapters.azure._pooled_session)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+from azure.core.pipeline.transport import RequestsTransport
 from azure.data.tables import TableServiceClient
 from azure.storage.blob import BlobServiceClient
+from claimcheck import Settings
 from claimcheck.adapters import azure
+from requests.adapters import HTTPAdapter
+
+from local.functions_host.host_config import read_host_json
+
+HOST_JSON = Path(__file__).resolve().parents[3] / "functions" / "host.json"
 
 CONNECTION = (
     "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
@@ -61,3 +70,58 @@ def test_a_proxy_variable_keeps_the_per_request_lookup(
 ) -> None:
     no_transport_variables.setenv(variable, "http://proxy.example:3128")
     assert azure._transport() == {}
+
+
+def _pool_sizes(transport: Any) -> dict[str, int]:
+    sizes = {}
+    for prefix in ("http://", "https://"):
+        adapter = transport.session.get_adapter(prefix + "account.example")
+        assert isinstance(adapter, HTTPAdapter)
+        sizes[prefix] = adapter.poolmanager.connection_pool_kw["maxsize"]
+    return sizes
+
+
+def test_every_storage_client_pools_the_settings_connections_per_host(
+    no_transport_variables: pytest.MonkeyPatch,
+) -> None:
+    storage = azure.connect_storage(
+        Settings(environment="test", storage_pool_connections=48), storage_connection=CONNECTION
+    )
+    table: Any = storage.tables.registry._client  # type: ignore[attr-defined]
+    status: Any = storage.status_tables.registry._client  # type: ignore[attr-defined]
+    blob = _transport_of(storage.staging._service)
+    # A table client got from its service client wraps the service's transport.
+    tables = [client._client._client._pipeline._transport._transport for client in (table, status)]
+    for transport in (blob, *tables):
+        assert _pool_sizes(transport) == {"http://": 48, "https://": 48}
+        assert transport.session.trust_env is False
+    # Each client its own session: closing one client must not close another's.
+    assert len({id(transport.session) for transport in (blob, *tables)}) == 3
+    # The clients' own transport defaults stay around the session.
+    assert blob.connection_config.data_block_size == 256 * 1024
+    assert tables[1].connection_config.timeout == azure.STATUS_READ_LIMITS["connection_timeout"]
+
+
+def test_the_pooled_session_keeps_azure_cores_adapter_and_the_environment_choice() -> None:
+    default = RequestsTransport()
+    default.open()
+    theirs = default.session.get_adapter("https://a")
+    session = azure._pooled_session(33, trust_env=True)
+    ours = session.get_adapter("https://a")
+    assert type(ours) is type(theirs)
+    assert isinstance(ours, HTTPAdapter)
+    assert isinstance(theirs, HTTPAdapter)
+    assert ours.max_retries.total == theirs.max_retries.total
+    assert ours.poolmanager.connection_pool_kw["maxsize"] == 33
+    assert session.trust_env is True
+    assert azure._pooled_session(33, trust_env=False).trust_env is False
+
+
+def test_the_default_pool_covers_what_host_json_runs_at_once() -> None:
+    host = read_host_json(HOST_JSON)
+    at_once = (
+        host.service_bus.max_concurrent_sessions
+        + host.service_bus.max_concurrent_calls
+        + host.http.max_concurrent_requests
+    )
+    assert Settings(environment="test").storage_pool_connections >= at_once
