@@ -32,7 +32,7 @@ from claimcheck.adapters.azure import provision_storage
 from claimcheck.analysis import AnalysisResult
 from claimcheck.integrity import DEFAULT_CHUNK_BYTES
 from claimcheck.policy import DEFAULT_PURPOSES, Classification, CleanupPolicy, PurposePolicy
-from claimcheck.testing import InMemoryBus
+from claimcheck.testing import InMemoryBus, consume_and_settle
 
 from local.azurite import start_azurite
 from local.storage_requests import StorageRequests
@@ -153,7 +153,8 @@ def claim_check_round_trip(
         )
     sent = bus.messages(settings.documents_queue)[-1]
     with requests.measure() as consumption:
-        outcome = claimcheck.consumer.handle(
+        outcome = consume_and_settle(
+            claimcheck.consumer,
             InboundMessage(
                 body=sent.body,
                 message_id=sent.message_id,
@@ -162,7 +163,7 @@ def claim_check_round_trip(
                 correlation_id=sent.correlation_id,
                 application_properties=sent.application_properties,
                 enqueued_time=None,
-            )
+            ),
         )
     if outcome != Complete():
         raise RuntimeError(f"consumer answered {outcome}")

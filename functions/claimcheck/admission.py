@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from claimcheck import telemetry
-from claimcheck.cleanup import Cleaner
 from claimcheck.concurrently import both
 from claimcheck.consumer_outcomes import DENIALS
 from claimcheck.envelope import Envelope
@@ -38,7 +37,11 @@ _POLL_MAX = timedelta(seconds=1)
 
 @dataclass(frozen=True)
 class Duplicate:
-    """This delivery repeats an effect that already exists: complete it and do nothing else."""
+    """This delivery repeats an effect that already exists: complete it, and then finish the cleanup of
+    ``unfinished`` (still ``processed`` or ``cleanup_pending``: the attempt that settled the effect
+    crashed, or its completion failed, before its cleanup) once this completion succeeded."""
+
+    unfinished: PayloadRecord | None = None
 
 
 DUPLICATE = Duplicate()
@@ -58,7 +61,6 @@ class Admission:
         registry: PayloadRegistry,
         work_items: WorkItemStore,
         ledger: IdempotencyLedger,
-        cleaner: Cleaner,
         purposes: Mapping[str, PurposePolicy],
         identity: str,
         clock: Callable[[], datetime],
@@ -68,7 +70,6 @@ class Admission:
         self._registry = registry
         self._work_items = work_items
         self._ledger = ledger
-        self._cleaner = cleaner
         self._purposes = purposes
         self._identity = identity
         self._clock = clock
@@ -143,7 +144,7 @@ class Admission:
             return record
         if verdict is not Verdict.UNRESOLVABLE and self._ledger.lookup(key) is not None:
             if record is not None and record.state in (PayloadState.PROCESSED, PayloadState.CLEANUP_PENDING):
-                self._cleaner.finish_interrupted(record, self._purposes, now=now)
+                return Duplicate(unfinished=record)
             return DUPLICATE  # of a completed effect: the object may be processed or gone
         if verdict is Verdict.NOT_YET_VISIBLE:
             assert record is not None

@@ -1,8 +1,10 @@
 """Cleanup tied to settlement, with a proof record for every deletion.
 
 Called only once the effect is durably recorded (idempotency ledger completed, result event
-published): never before, and never for a dead-lettered delivery. Sync deletes at once; async marks
-``cleanup_pending`` for the reconciler's sweep; retain keeps the object until retention ends.
+published) and the message is completed (the consumer's ``Complete`` carries the cleanup as its
+``after_settlement`` step): never before, and never for a dead-lettered delivery. Sync then deletes at
+once; async marks ``cleanup_pending`` for the reconciler's sweep; retain keeps the object until
+retention ends.
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ class Cleaner:
         self, record: PayloadRecord, purposes: Mapping[str, PurposePolicy], *, now: datetime
     ) -> None:
         """A redelivery of a completed effect whose object is still ``processed`` or (sync policy)
-        ``cleanup_pending``: the attempt that settled it crashed before its cleanup. Finish it under the
+        ``cleanup_pending``: the attempt that settled it crashed, or its completion failed, before its
+        cleanup (the consumer runs this once the redelivery itself is completed). Finish it under the
         record's own purpose policy (a retained object stays); a lost race with the reconciler or a
         failing delete is left to it."""
         policy = purposes.get(record.purpose)

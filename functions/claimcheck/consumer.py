@@ -1,5 +1,7 @@
 """The consumer pipeline: envelope → resolve → authorize → fetch + verify → analyze → idempotent
-result write → result event → cleanup; answers an ``Outcome`` for the Function App to settle.
+result write → result event; answers an ``Outcome`` for the Function App to settle. The cleanup per
+policy is a ``Complete``'s ``after_settlement`` step, which the settler runs once the message is
+completed (DESIGN: never delete before the effect is confirmed and the message completed).
 Resolving and authorizing a delivery (may it run, is it a duplicate, is it ahead of the producer?) is
 ``admission.py``.
 
@@ -123,7 +125,6 @@ class Consumer:
             registry=registry,
             work_items=work_items,
             ledger=ledger,
-            cleaner=cleaner,
             purposes=purposes,
             identity=identity,
             clock=clock,
@@ -213,7 +214,14 @@ class Consumer:
         )
         admitted = self._admission.admit(envelope, policy, key)
         if isinstance(admitted, Duplicate):
-            return Complete()
+            unfinished = admitted.unfinished
+            if unfinished is None:
+                return Complete()
+            return Complete(
+                self._after_settlement(
+                    lambda now: self._cleaner.finish_interrupted(unfinished, self._purposes, now=now)
+                )
+            )
         record = admitted.record
         traceparent = message.application_properties.get("traceparent")
         work = _Work(
@@ -247,8 +255,7 @@ class Consumer:
             if isinstance(held, ClaimHeartbeat):
                 document = self._verified(work, fetched, held)
         if isinstance(held, AlreadyDone):
-            self._settle(work, held.result, running.value if running.error is None else None)
-            return Complete()
+            return self._settle(work, held.result, running.value if running.error is None else None)
         heartbeat = held
         try:
             work_item = running.get()
@@ -260,8 +267,7 @@ class Consumer:
         self._ledger.complete(heartbeat.stop(), summary, now=self._clock())
         log.info("completed %s v%d", envelope.work_item_id, envelope.payload_version)
         telemetry.completed(envelope.purpose)
-        self._settle(work, summary, work_item)
-        return Complete()
+        return self._settle(work, summary, work_item)
 
     def _claim_and_hold(self, key: str) -> ClaimHeartbeat | AlreadyDone:
         """Claim the effect and start renewing its lease at once (a long download runs meanwhile)."""
@@ -364,16 +370,15 @@ class Consumer:
                 result_key(envelope), result_row(envelope, analysis, summary, completed_at=self._clock())
             )
 
-    def _settle(self, work: _Work, summary: Mapping[str, Any], work_item: WorkItemRecord | None) -> None:
-        """After the effect is durable: work item completed, object processed, cleanup per policy.
+    def _settle(self, work: _Work, summary: Mapping[str, Any], work_item: WorkItemRecord | None) -> Complete:
+        """After the effect is durable: work item completed, object processed or ``cleanup_pending``;
+        answers Complete with the cleanup per policy as its step, to run once the message is completed.
 
         The work item row and the registry record are independent: their moves go at once, each
         conditioned on the row as this delivery last read or wrote it (re-read only on a lost race).
-        The payload's side runs on this thread: its cleanup sends two requests at once in turn, which a
-        pool thread would send one after the other (``both`` nested in the pool runs sequentially).
         """
         envelope, now = work.envelope, self._clock()
-        both(
+        settled_record, _ = both(
             lambda: self._settle_payload(work, now),
             lambda: self._work_items.move_state(
                 work_item,
@@ -384,10 +389,17 @@ class Consumer:
                 result=summary,
             ),
         )
+        if settled_record is None:
+            return Complete()
+        policy = work.policy.cleanup
+        return Complete(
+            self._after_settlement(lambda at: self._cleaner.after_effect(settled_record, policy, now=at))
+        )
 
-    def _settle_payload(self, work: _Work, now: datetime) -> None:
+    def _settle_payload(self, work: _Work, now: datetime) -> PayloadRecord | None:
+        """The record moved to the state that follows the effect, or None when there is none to clean."""
         if work.record is None:
-            return
+            return None
         record, policy = work.record, work.policy.cleanup
         # processed (retained) or cleanup_pending (to be deleted) in one move: the effect is confirmed.
         target = state_after_effect(policy)
@@ -398,9 +410,26 @@ class Consumer:
                 record = self._registry.get(record.ref) or record
                 if record.state in (PayloadState.REF_PUBLISHED, PayloadState.AVAILABLE):
                     record = self._registry.move(record, target, now=now)
-        if record.state is target:
-            with stage(Stage.CLEANUP):
-                self._cleaner.after_effect(record, policy, now=now)
+        return record if record.state is target else None
+
+    def _after_settlement(self, cleanup: Callable[[datetime], object]) -> Callable[[], None]:
+        """``cleanup`` as a ``Complete``'s step: timed when it runs (so its proof is dated after the
+        completion), in the delivery's trace, and never raising into the settler: a failure is logged
+        (type and frames, no payload) and the record, still ``cleanup_pending``, is left to the
+        reconciler's sweep or a redelivery."""
+
+        def step() -> None:
+            try:
+                with stage(Stage.CLEANUP):
+                    cleanup(self._clock())
+            except Exception as failed:
+                log.warning(
+                    "cleanup after settlement left to reconciliation: %s\n%s",
+                    type(failed).__name__,
+                    "".join(traceback.format_tb(failed.__traceback__)),
+                )
+
+        return telemetry.in_current_trace(step)
 
     def _mark_failed(self, envelope: Envelope, reason: DeadLetterReason) -> None:
         try:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
 
@@ -35,9 +36,25 @@ class DeadLetterReason(StrEnum):
     PROCESSING_FAILED = "processing_failed"
 
 
+def _nothing_after_settlement() -> None:
+    """The step of a completion that leaves nothing to clean up."""
+
+
 @dataclass(frozen=True)
 class Complete:
-    """Settle the message as completed (the effect exists, or already existed)."""
+    """Settle the message as completed (the effect exists, or already existed), THEN run
+    ``after_settlement``: the cleanup per policy, which may delete the object (DESIGN: never before the
+    message is completed). The consumer cannot complete a message itself, so the step travels with its
+    answer and whoever settles runs it once the completion succeeded, and never when it failed (the
+    record then stays ``cleanup_pending``: a redelivery, a duplicate, or the reconciler's sweep
+    finishes it). The step never raises: a failing cleanup is logged and left to the sweep.
+
+    A field of the answer rather than a second entry point: the outcome already says what to settle,
+    so what follows the settlement goes with it, and nothing can settle a ``Complete`` without seeing
+    it. Not compared, so ``outcome == Complete()`` still asks only "complete?".
+    """
+
+    after_settlement: Callable[[], None] = field(default=_nothing_after_settlement, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

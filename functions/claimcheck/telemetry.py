@@ -30,6 +30,7 @@ from contextlib import contextmanager, suppress
 from enum import StrEnum
 from typing import Any, ParamSpec, Protocol, TypeVar
 
+from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
@@ -242,6 +243,21 @@ def consumption_span(handle: Callable[[S, M], Outcome]) -> Callable[[S, M], Outc
             return outcome
 
     return traced
+
+
+def in_current_trace(step: Callable[[], None]) -> Callable[[], None]:
+    """``step``, to be run later (after the current span ended), with the span current now as its
+    parent: the cleanup that follows a message's completion stays in the delivery's trace."""
+    captured = otel_context.get_current()
+
+    def run() -> None:
+        token = otel_context.attach(captured)
+        try:
+            step()
+        finally:
+            otel_context.detach(token)
+
+    return run
 
 
 @contextmanager

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 from claimcheck.errors import (
     ClaimCheckError,
@@ -37,9 +37,24 @@ from claimcheck.integrity import (
     spool_verified,
 )
 from claimcheck.messages import InboundMessage, OutboundMessage
+from claimcheck.outcome import Complete, Outcome
 from claimcheck.policy import base_content_type
 from claimcheck.settings import ACTIVE_TAG_VALUE, ProvisionalTag
 from claimcheck.storage import Key, ProvisionalObject, StoredEntity, Tables, UploadedObject
+
+
+class Handles(Protocol):
+    def handle(self, message: InboundMessage) -> Outcome: ...
+
+
+def consume_and_settle(consumer: Handles, message: InboundMessage) -> Outcome:
+    """``consumer.handle(message)``, then a ``Complete``'s after-settlement step (the cleanup per
+    policy): the whole flow for a caller with no broker to settle with (tests, the bench), in the
+    order the trigger runs it once ``complete`` succeeded."""
+    outcome = consumer.handle(message)
+    if isinstance(outcome, Complete):
+        outcome.after_settlement()
+    return outcome
 
 
 class PublishFailed(ClaimCheckError, ConnectionError):

@@ -13,6 +13,7 @@ import pytest
 from claimcheck import Complete, DeadLetter, DeadLetterReason, InboundMessage, OutboundMessage, Outcome, Retry
 from claimcheck.analysis import ContractObligationExtractor
 from claimcheck.refs import new_payload_ref
+from claimcheck.testing import consume_and_settle
 from claimcheck.workitems import IntakeReceipt
 
 from tests.integration.claimcheck.conftest import Harness, document
@@ -52,7 +53,7 @@ def test_by_reference_payload_is_processed_and_cleaned_up(make_harness: Build) -
     harness = make_harness()
     payload = document(300_000)
     receipt = submit(harness, payload)
-    assert harness.claimcheck.consumer.handle(harness.delivery()) == Complete()
+    assert consume_and_settle(harness.claimcheck.consumer, harness.delivery()) == Complete()
     assert harness.analyzer.seen == [payload]
     (event,) = harness.results()
     assert event.application_properties["tenant"] == "tenant-a"
@@ -81,7 +82,7 @@ def test_inline_payload_is_processed_with_the_default_analyzer(make_harness: Bui
         b"1. The Supplier shall deliver the reports by 15 March 2026.\n"
     )
     submit(harness, text, classification="internal")
-    assert harness.claimcheck.consumer.handle(harness.delivery()) == Complete()
+    assert consume_and_settle(harness.claimcheck.consumer, harness.delivery()) == Complete()
     (event,) = harness.results()
     assert event.application_properties["document_type"] == "contract"
     assert json.loads(event.body)["summary"]["obligations"] >= 1
@@ -95,7 +96,7 @@ def test_tampered_object_is_dead_lettered_and_never_processed(make_harness: Buil
     harness.container.get_blob_client(receipt.payload_ref).upload_blob(
         document(100_000, marker="TAMPERED"), overwrite=True
     )
-    outcome = harness.claimcheck.consumer.handle(harness.delivery())
+    outcome = consume_and_settle(harness.claimcheck.consumer, harness.delivery())
     assert isinstance(outcome, DeadLetter)
     assert outcome.reason is DeadLetterReason.INTEGRITY_FAILED
     assert harness.analyzer.seen == []
@@ -112,8 +113,8 @@ def test_another_tenants_reference_looks_like_an_unknown_one(make_harness: Build
     """Tenant B presenting tenant A's reference gets the same answer as a reference that never existed."""
     harness = make_harness()
     submit(harness, document(50_000), work_item_id="wi-shared")
-    other_tenant = harness.claimcheck.consumer.handle(forged(harness, tenant_id="tenant-b"))
-    unknown = harness.claimcheck.consumer.handle(forged(harness, payload_ref=new_payload_ref()))
+    other_tenant = consume_and_settle(harness.claimcheck.consumer, forged(harness, tenant_id="tenant-b"))
+    unknown = consume_and_settle(harness.claimcheck.consumer, forged(harness, payload_ref=new_payload_ref()))
     assert isinstance(other_tenant, DeadLetter)
     assert other_tenant == unknown
     assert other_tenant.reason is DeadLetterReason.ACCESS_DENIED
@@ -126,7 +127,7 @@ def test_expired_envelope_is_dead_lettered_and_the_object_kept(make_harness: Bui
     harness = make_harness()
     receipt = submit(harness, document(50_000))
     harness.clock.advance(timedelta(days=2))
-    outcome = harness.claimcheck.consumer.handle(harness.delivery())
+    outcome = consume_and_settle(harness.claimcheck.consumer, harness.delivery())
     assert isinstance(outcome, DeadLetter)
     assert outcome.reason is DeadLetterReason.EXPIRED
     assert harness.blob_names() == [receipt.payload_ref]
@@ -139,8 +140,8 @@ def test_invalid_and_unsupported_envelopes_are_dead_lettered_with_the_field(make
     """A malformed body names its field; a future major version is unsupported_schema_version."""
     harness = make_harness()
     submit(harness, document(50_000))
-    bad_length = harness.claimcheck.consumer.handle(forged(harness, content_length=-1))
-    future = harness.claimcheck.consumer.handle(forged(harness, schema_version="2.0"))
+    bad_length = consume_and_settle(harness.claimcheck.consumer, forged(harness, content_length=-1))
+    future = consume_and_settle(harness.claimcheck.consumer, forged(harness, schema_version="2.0"))
     assert isinstance(bad_length, DeadLetter)
     assert bad_length.reason is DeadLetterReason.INVALID_ENVELOPE
     assert "content_length" in bad_length.description
@@ -154,7 +155,7 @@ def test_missing_object_is_classified_not_blindly_retried(make_harness: Build) -
     receipt = submit(harness, document(50_000))
     assert receipt.payload_ref is not None
     harness.container.delete_blob(receipt.payload_ref)
-    outcome = harness.claimcheck.consumer.handle(harness.delivery())
+    outcome = consume_and_settle(harness.claimcheck.consumer, harness.delivery())
     assert isinstance(outcome, DeadLetter)
     assert outcome.reason is DeadLetterReason.PAYLOAD_MISSING
     assert [row["state"] for row in harness.rows(harness.settings.registry_table)] == ["missing"]
@@ -169,7 +170,7 @@ def test_message_ahead_of_activation_is_retried_then_given_up(make_harness: Buil
         def publish(self, destination: str, message: object) -> None:
             harness.bus.publish(destination, message)  # type: ignore[arg-type]
             if destination == harness.settings.documents_queue:
-                deliveries.append(harness.claimcheck.consumer.handle(harness.delivery()))
+                deliveries.append(consume_and_settle(harness.claimcheck.consumer, harness.delivery()))
 
     harness.claimcheck.producer._bus = DeliverDuringPublish()
     submit(harness, document(50_000))
@@ -178,7 +179,7 @@ def test_message_ahead_of_activation_is_retried_then_given_up(make_harness: Buil
     assert early.delay > timedelta(0)
     assert len(harness.sleeps) == harness.settings.visibility_polls - 1  # polled in-process first
     assert harness.analyzer.seen == []
-    late = harness.claimcheck.consumer.handle(harness.delivery(count=5))
+    late = consume_and_settle(harness.claimcheck.consumer, harness.delivery(count=5))
     assert late == Complete()  # by now the producer confirmed: processed normally
 
 
@@ -192,7 +193,7 @@ def test_version_still_unconfirmed_after_the_grace_is_payload_missing(make_harne
             harness.bus.publish(destination, message)  # type: ignore[arg-type]
             if destination == harness.settings.documents_queue:
                 harness.clock.advance(timedelta(seconds=harness.settings.visibility_grace_seconds + 1))
-                deliveries.append(harness.claimcheck.consumer.handle(harness.delivery(count=1)))
+                deliveries.append(consume_and_settle(harness.claimcheck.consumer, harness.delivery(count=1)))
 
     harness.claimcheck.producer._bus = DeliverAfterTheGrace()
     submit(harness, document(50_000))
@@ -213,7 +214,7 @@ def test_a_short_broker_outage_is_ridden_out_on_the_same_delivery(
     submit(harness, document(50_000))
     harness.bus.fail_next = 3
     with caplog.at_level(logging.INFO, logger="claimcheck.consumer"):
-        assert harness.claimcheck.consumer.handle(harness.delivery(count=1)) == Complete()
+        assert consume_and_settle(harness.claimcheck.consumer, harness.delivery(count=1)) == Complete()
     assert len(harness.sleeps) == 3
     assert harness.sleeps[0] < harness.sleeps[2]  # backing off
     assert len(harness.results()) == 1
@@ -230,11 +231,13 @@ def test_unexpected_failures_are_retried_a_bounded_number_of_times(make_harness:
     harness = make_harness(outage_wait_seconds=2)
     submit(harness, document(50_000))
     harness.bus.fail_next = 10**6
-    retry = harness.claimcheck.consumer.handle(harness.delivery(count=1))
+    retry = consume_and_settle(harness.claimcheck.consumer, harness.delivery(count=1))
     assert isinstance(retry, Retry)
     assert sum(harness.sleeps) == pytest.approx(2)  # waited the outage budget, then gave the delivery up
     assert len(harness.blob_names()) == 1  # no deletion before the effect is confirmed
-    last = harness.claimcheck.consumer.handle(harness.delivery(count=harness.settings.max_delivery_count))
+    last = consume_and_settle(
+        harness.claimcheck.consumer, harness.delivery(count=harness.settings.max_delivery_count)
+    )
     harness.bus.fail_next = 0
     assert isinstance(last, DeadLetter)
     assert last.reason is DeadLetterReason.PROCESSING_FAILED
@@ -243,7 +246,7 @@ def test_unexpected_failures_are_retried_a_bounded_number_of_times(make_harness:
     assert view is not None
     assert (view.state, view.failure_reason) == ("failed", "processing_failed")
     # An operator replays the dead-lettered message: it runs again and completes once.
-    assert harness.claimcheck.consumer.handle(harness.delivery(count=1)) == Complete()
+    assert consume_and_settle(harness.claimcheck.consumer, harness.delivery(count=1)) == Complete()
     assert harness.blob_names() == []
     assert len(harness.results()) == 1
 
@@ -252,12 +255,14 @@ def test_forged_envelope_does_not_poison_the_real_work_item(make_harness: Build)
     """A same-tenant envelope with an unknown ref is dead-lettered without touching the work item."""
     harness = make_harness()
     receipt = submit(harness, document(50_000))
-    forged_outcome = harness.claimcheck.consumer.handle(forged(harness, payload_ref=new_payload_ref()))
+    forged_outcome = consume_and_settle(
+        harness.claimcheck.consumer, forged(harness, payload_ref=new_payload_ref())
+    )
     assert isinstance(forged_outcome, DeadLetter)
     view = harness.claimcheck.status.get(receipt.work_item_id)
     assert view is not None
     assert view.state == "accepted"
-    assert harness.claimcheck.consumer.handle(harness.delivery()) == Complete()
+    assert consume_and_settle(harness.claimcheck.consumer, harness.delivery()) == Complete()
 
 
 def test_version_never_confirmed_gives_up_as_payload_missing(make_harness: Build) -> None:
@@ -265,9 +270,9 @@ def test_version_never_confirmed_gives_up_as_payload_missing(make_harness: Build
     harness = make_harness()
     submit(harness, b"short inline text", classification="public", work_item_id="wi-unconfirmed")
     ahead = forged(harness, payload_version=2)
-    assert isinstance(harness.claimcheck.consumer.handle(ahead), Retry)
+    assert isinstance(consume_and_settle(harness.claimcheck.consumer, ahead), Retry)
     harness.clock.advance(timedelta(seconds=harness.settings.visibility_grace_seconds + 1))
-    outcome = harness.claimcheck.consumer.handle(ahead)
+    outcome = consume_and_settle(harness.claimcheck.consumer, ahead)
     assert isinstance(outcome, DeadLetter)
     assert outcome.reason is DeadLetterReason.PAYLOAD_MISSING
 
@@ -295,7 +300,7 @@ def test_message_ahead_of_activation_is_processed_after_in_process_polling(make_
             harness.bus.publish(destination, message)
             if destination == harness.settings.documents_queue:
                 worker = threading.Thread(
-                    target=lambda: outcomes.append(racing.consumer.handle(harness.delivery()))
+                    target=lambda: outcomes.append(consume_and_settle(racing.consumer, harness.delivery()))
                 )
                 worker.start()
                 workers.append(worker)
@@ -316,7 +321,7 @@ def test_unreadable_document_is_dead_lettered_at_once(make_harness: Build) -> No
     harness = make_harness()
     harness.claimcheck.consumer._analyzer = ContractObligationExtractor()
     receipt = submit(harness, b"%PDF-1.7\n" + document(30_000), content_type="application/pdf")
-    outcome = harness.claimcheck.consumer.handle(harness.delivery(count=1))
+    outcome = consume_and_settle(harness.claimcheck.consumer, harness.delivery(count=1))
     assert isinstance(outcome, DeadLetter)
     assert outcome.reason is DeadLetterReason.PROCESSING_FAILED
     assert harness.blob_names() == [receipt.payload_ref]  # kept: nothing is deleted on dead-letter

@@ -12,6 +12,7 @@ from claimcheck import DeadLetter, Retry
 from claimcheck.adapters.tables import AzureEntityTable
 from claimcheck.deliveries import DeliveryCounter
 from claimcheck.outcome import DeadLetterReason
+from claimcheck.testing import consume_and_settle
 
 from tests.integration.claimcheck.conftest import Harness, document
 from tests.integration.claimcheck.test_consumer import submit
@@ -51,13 +52,15 @@ def test_consumer_gives_up_on_the_last_delivery_by_its_own_count(make_harness: B
         delivery = replace(
             harness.delivery(), delivery_count=None, sequence_number=7, lock_token=str(uuid.uuid4())
         )
-        outcome = harness.claimcheck.consumer.handle(delivery)
+        outcome = consume_and_settle(harness.claimcheck.consumer, delivery)
         assert isinstance(outcome, Retry)
         delays.append(outcome.delay)
-    again = harness.claimcheck.consumer.handle(delivery)  # the same delivery decided twice counts once
+    again = consume_and_settle(
+        harness.claimcheck.consumer, delivery
+    )  # the same delivery decided twice counts once
     assert isinstance(again, Retry)
     last = replace(delivery, lock_token=str(uuid.uuid4()))
-    outcome = harness.claimcheck.consumer.handle(last)
+    outcome = consume_and_settle(harness.claimcheck.consumer, last)
     assert isinstance(outcome, DeadLetter)
     assert outcome.reason is DeadLetterReason.PROCESSING_FAILED
     assert f"gave up after {harness.settings.max_delivery_count} deliveries" in outcome.description
@@ -68,7 +71,7 @@ def test_the_brokers_count_costs_no_row(make_harness: Build) -> None:
     harness = make_harness(outage_wait_seconds=0)
     submit(harness, document(50_000))
     harness.bus.fail_next = 10**6
-    assert isinstance(harness.claimcheck.consumer.handle(harness.delivery(count=1)), Retry)
+    assert isinstance(consume_and_settle(harness.claimcheck.consumer, harness.delivery(count=1)), Retry)
     assert [
         row for row in harness.rows(harness.settings.idempotency_table) if row["RowKey"] == "deliveries"
     ] == []

@@ -18,6 +18,7 @@ from claimcheck.envelope import parse_envelope
 from claimcheck.errors import EffectInProgress
 from claimcheck.idempotency import Claimed, ClaimHeartbeat, IdempotencyLedger, idempotency_key
 from claimcheck.results import read_result
+from claimcheck.testing import consume_and_settle
 
 from tests.integration.claimcheck.conftest import Harness, RecordingAnalyzer, document
 
@@ -39,8 +40,8 @@ def test_two_deliveries_of_one_message_make_one_effect(make_harness: Build) -> N
     """A redelivered message completes without a second analysis, result row or result event."""
     harness = make_harness(claim_lease_seconds=60)
     submit(harness, document(80_000), purpose="evidence-archive")  # retained: the object stays readable
-    first = harness.claimcheck.consumer.handle(harness.delivery(count=1))
-    second = harness.claimcheck.consumer.handle(harness.delivery(count=2))
+    first = consume_and_settle(harness.claimcheck.consumer, harness.delivery(count=1))
+    second = consume_and_settle(harness.claimcheck.consumer, harness.delivery(count=2))
     assert first == second == Complete()
     assert len(harness.analyzer.seen) == 1
     assert len(harness.results()) == 1
@@ -51,9 +52,9 @@ def test_redelivery_after_sync_cleanup_still_completes(make_harness: Build) -> N
     """Once the object is cleaned up, a late duplicate completes instead of dead-lettering missing."""
     harness = make_harness()
     submit(harness, document(80_000))
-    assert harness.claimcheck.consumer.handle(harness.delivery()) == Complete()
+    assert consume_and_settle(harness.claimcheck.consumer, harness.delivery()) == Complete()
     assert harness.blob_names() == []
-    assert harness.claimcheck.consumer.handle(harness.delivery(count=2)) == Complete()
+    assert consume_and_settle(harness.claimcheck.consumer, harness.delivery(count=2)) == Complete()
     assert len(harness.results()) == 1
 
 
@@ -76,19 +77,19 @@ def test_two_consumers_at_once_make_one_effect(make_harness: Build) -> None:
     def rival_handles() -> Outcome:
         first_is_analyzing.wait(timeout=60)
         try:
-            return rival.consumer.handle(message)
+            return consume_and_settle(rival.consumer, message)
         finally:
             rival_finished.set()
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        first_future = pool.submit(harness.claimcheck.consumer.handle, message)
+        first_future = pool.submit(consume_and_settle, harness.claimcheck.consumer, message)
         rival_outcome = pool.submit(rival_handles).result(timeout=60)
         first_outcome = first_future.result(timeout=60)
     assert first_outcome == Complete()
     assert isinstance(rival_outcome, Retry)  # it waited out its claim budget in-process first
     assert sum(harness.sleeps) == pytest.approx(4)
     assert second_analyzer.seen == []
-    assert rival.consumer.handle(harness.delivery(count=2)) == Complete()
+    assert consume_and_settle(rival.consumer, harness.delivery(count=2)) == Complete()
     assert len(harness.results()) == 1
     assert len(harness.rows(harness.settings.results_table)) == 1
 
@@ -105,12 +106,12 @@ def test_replaced_version_never_feeds_new_bytes_to_the_old_envelope(make_harness
             submit(harness, new, work_item_id=work_item)
 
     harness.analyzer.before = replace_version
-    assert harness.claimcheck.consumer.handle(v1) == Complete()
+    assert consume_and_settle(harness.claimcheck.consumer, v1) == Complete()
     assert harness.analyzer.seen == [old]
     v2 = harness.delivery()
-    assert harness.claimcheck.consumer.handle(v2) == Complete()
+    assert consume_and_settle(harness.claimcheck.consumer, v2) == Complete()
     assert harness.analyzer.seen == [old, new]
-    late_v1 = harness.claimcheck.consumer.handle(harness.delivery(0, count=2))
+    late_v1 = consume_and_settle(harness.claimcheck.consumer, harness.delivery(0, count=2))
     assert late_v1 == Complete()  # v1's effect exists: a duplicate, not a second effect
     view = harness.claimcheck.status.get(work_item)
     assert view is not None
@@ -122,7 +123,7 @@ def test_unprocessed_old_version_is_dead_lettered_as_superseded(make_harness: Bu
     harness = make_harness()
     work_item = submit(harness, document(60_000), work_item_id="wi-superseded")
     submit(harness, document(61_000), work_item_id=work_item)
-    outcome = harness.claimcheck.consumer.handle(harness.delivery(0))
+    outcome = consume_and_settle(harness.claimcheck.consumer, harness.delivery(0))
     assert isinstance(outcome, DeadLetter)
     assert outcome.reason is DeadLetterReason.VERSION_MISMATCH
     assert harness.analyzer.seen == []
@@ -151,7 +152,7 @@ def test_a_large_result_is_stored_whole(make_harness: Build) -> None:
 
     harness.claimcheck.consumer._analyzer = BigAnalyzer()
     submit(harness, document(20_000))
-    assert harness.claimcheck.consumer.handle(harness.delivery()) == Complete()
+    assert consume_and_settle(harness.claimcheck.consumer, harness.delivery()) == Complete()
     (row,) = harness.rows(harness.settings.results_table)
     assert row["result_parts"] > 1
     assert read_result(row) == big.to_dict()
@@ -180,7 +181,7 @@ def test_a_crashed_attempts_claim_is_waited_out_without_spending_a_delivery(make
         harness.clock.advance(timedelta(seconds=seconds))
 
     harness.claimcheck.consumer._sleep = sleep
-    assert harness.claimcheck.consumer.handle(harness.delivery(count=2)) == Complete()
+    assert consume_and_settle(harness.claimcheck.consumer, harness.delivery(count=2)) == Complete()
     assert 30 <= sum(slept) < 33  # one lease, polled, not the 300 s of a fixed expiry
     assert len(harness.analyzer.seen) == 1
     assert len(harness.results()) == 1

@@ -21,6 +21,7 @@ from claimcheck.adapters.blobs import AzureBlobPayloadStore
 from claimcheck.errors import PublishNotConfirmed
 from claimcheck.routing import PayloadRoutes
 from claimcheck.settings import SettingsError
+from claimcheck.testing import consume_and_settle
 
 from tests.integration.claimcheck.conftest import Harness, document
 
@@ -55,7 +56,7 @@ def test_evidence_goes_to_its_own_container_and_stays_after_processing(make_harn
     )
     assert _names(harness, evidence) == [kept.payload_ref]
     assert harness.blob_names() == []
-    assert harness.claimcheck.consumer.handle(harness.delivery()) == Complete()
+    assert consume_and_settle(harness.claimcheck.consumer, harness.delivery()) == Complete()
     assert _names(harness, evidence) == [kept.payload_ref]  # retained: never deleted after use
 
     used = harness.claimcheck.producer.submit(
@@ -66,7 +67,7 @@ def test_evidence_goes_to_its_own_container_and_stays_after_processing(make_harn
         content_type="text/plain",
     )
     assert harness.blob_names() == [used.payload_ref]
-    assert harness.claimcheck.consumer.handle(harness.delivery()) == Complete()
+    assert consume_and_settle(harness.claimcheck.consumer, harness.delivery()) == Complete()
     assert harness.blob_names() == []  # sync cleanup, in the shared container
     assert _names(harness, evidence) == [kept.payload_ref]
 

@@ -22,6 +22,7 @@ from claimcheck.settings import (
     SettingsError,
     consumer_settings,
 )
+from claimcheck.testing import consume_and_settle
 
 from tests.integration.claimcheck.conftest import Harness, document
 from tests.integration.claimcheck.test_consumer import submit
@@ -57,7 +58,7 @@ def test_another_work_items_reference_in_a_same_tenant_envelope_is_access_denied
         (row["PartitionKey"], row["state"]) for row in harness.rows(harness.settings.registry_table)
     )
 
-    outcome = harness.claimcheck.consumer.handle(_as_work_item(message_b, "wi-a"))
+    outcome = consume_and_settle(harness.claimcheck.consumer, _as_work_item(message_b, "wi-a"))
 
     assert isinstance(outcome, DeadLetter)
     assert outcome.reason is DeadLetterReason.ACCESS_DENIED
@@ -73,8 +74,8 @@ def test_another_work_items_reference_in_a_same_tenant_envelope_is_access_denied
         assert view is not None
         assert (view.state, view.failure_reason) == ("accepted", None)
     # Both real messages still run, each on its own bytes.
-    assert harness.claimcheck.consumer.handle(message_a) == Complete()
-    assert harness.claimcheck.consumer.handle(message_b) == Complete()
+    assert consume_and_settle(harness.claimcheck.consumer, message_a) == Complete()
+    assert consume_and_settle(harness.claimcheck.consumer, message_b) == Complete()
     assert harness.analyzer.seen == [payload_a, payload_b]
 
 
@@ -91,7 +92,7 @@ def test_a_version_that_differs_from_the_references_record_is_access_denied(make
         (row["PartitionKey"], row["state"]) for row in harness.rows(harness.settings.registry_table)
     )
 
-    outcome = harness.claimcheck.consumer.handle(_forged(message_v1, payload_version=v2.version))
+    outcome = consume_and_settle(harness.claimcheck.consumer, _forged(message_v1, payload_version=v2.version))
 
     assert isinstance(outcome, DeadLetter)
     assert outcome.reason is DeadLetterReason.ACCESS_DENIED
@@ -103,8 +104,8 @@ def test_a_version_that_differs_from_the_references_record_is_access_denied(make
     )
     assert registry_after == registry_before
     # The genuine messages: v2 runs, v1 is the superseded case and keeps its own reason.
-    assert harness.claimcheck.consumer.handle(message_v2) == Complete()
-    superseded = harness.claimcheck.consumer.handle(message_v1)
+    assert consume_and_settle(harness.claimcheck.consumer, message_v2) == Complete()
+    superseded = consume_and_settle(harness.claimcheck.consumer, message_v1)
     assert isinstance(superseded, DeadLetter)
     assert superseded.reason is DeadLetterReason.VERSION_MISMATCH
     assert harness.analyzer.seen == [v2_bytes]
@@ -116,7 +117,7 @@ def test_a_consumer_identity_the_purpose_does_not_allow_reads_nothing(make_harne
     submit(harness, document(50_000))
     inline = submit(harness, document(500), classification="internal")
     for message in (harness.delivery(0), harness.delivery(1)):
-        outcome = harness.claimcheck.consumer.handle(message)
+        outcome = consume_and_settle(harness.claimcheck.consumer, message)
         assert isinstance(outcome, DeadLetter)
         assert outcome.reason is DeadLetterReason.ACCESS_DENIED
     assert harness.analyzer.seen == []
@@ -130,7 +131,7 @@ def test_allowed_consumers_per_purpose_come_from_settings(make_harness: Build) -
         purpose_consumers={"contract-review": frozenset({"func-claimcheck-dev"})},
     )
     submit(harness, document(50_000))
-    assert harness.claimcheck.consumer.handle(harness.delivery()) == Complete()
+    assert consume_and_settle(harness.claimcheck.consumer, harness.delivery()) == Complete()
 
 
 def test_purpose_consumer_settings_are_parsed_and_checked() -> None:
@@ -163,9 +164,9 @@ def test_a_purpose_the_stack_does_not_consume_is_read_by_nobody(make_harness: Bu
     settings = Settings.from_env(consumer_settings("principal-1", DEFAULT_PURPOSES, ["evidence-archive"]))
     harness = make_harness(consumer_identity="principal-1", purpose_consumers=settings.purpose_consumers)
     submit(harness, document(50_000))
-    outcome = harness.claimcheck.consumer.handle(harness.delivery())
+    outcome = consume_and_settle(harness.claimcheck.consumer, harness.delivery())
     assert isinstance(outcome, DeadLetter)
     assert outcome.reason is DeadLetterReason.ACCESS_DENIED
     assert harness.analyzer.seen == []
     submit(harness, document(50_000), purpose="evidence-archive")
-    assert harness.claimcheck.consumer.handle(harness.delivery()) == Complete()
+    assert consume_and_settle(harness.claimcheck.consumer, harness.delivery()) == Complete()

@@ -23,7 +23,7 @@ from claimcheck.envelope import parse_envelope
 from claimcheck.idempotency import Claimed, IdempotencyLedger, idempotency_key
 from claimcheck.intake_keys import INTAKE_LEASE
 from claimcheck.integrity import DEFAULT_CHUNK_BYTES
-from claimcheck.testing import InMemoryBus
+from claimcheck.testing import InMemoryBus, consume_and_settle
 
 from local.storage_requests import StorageRequests, Tally
 from tests.integration.claimcheck.conftest import Clock, RecordingAnalyzer, document
@@ -49,7 +49,8 @@ class Counted:
 
     def consume_last(self) -> None:
         sent = self.bus.messages(self.settings.documents_queue)[-1]
-        outcome = self.claimcheck.consumer.handle(
+        outcome = consume_and_settle(
+            self.claimcheck.consumer,
             InboundMessage(
                 body=sent.body,
                 message_id=sent.message_id,
@@ -58,7 +59,7 @@ class Counted:
                 correlation_id=sent.correlation_id,
                 application_properties=dict(sent.application_properties),
                 enqueued_time=None,
-            )
+            ),
         )
         assert outcome == Complete()
 

@@ -111,8 +111,10 @@ def test_document_travels_through_the_emulator_and_the_result_is_routed(
             ) as receiver:
                 (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=10)
                 assert message.session_id == receipt.work_item_id
-                assert claimcheck.consumer.handle(inbound_message(message)) == Complete()
+                outcome = claimcheck.consumer.handle(inbound_message(message))
+                assert outcome == Complete()
                 receiver.complete_message(message)
+                outcome.after_settlement()  # the cleanup, once the message is completed
             counts = {}
             for subscription in ("audit", "notifications", "contracts"):
                 with client.get_subscription_receiver("results", subscription) as receiver:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from claimcheck import Complete, DeadLetter, DeadLetterReason, InboundMessage, telemetry
 from claimcheck.telemetry import CONSUME_STAGES, INTAKE_STAGES, Telemetry
+from claimcheck.testing import consume_and_settle
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -78,7 +79,7 @@ def test_consumer_span_is_linked_to_the_producers_publish_and_stages_are_childre
         tracestate="vendor=abc,other@sys=1",
     )
     delivery = harness.delivery()
-    assert harness.claimcheck.consumer.handle(delivery) == Complete()
+    assert consume_and_settle(harness.claimcheck.consumer, delivery) == Complete()
 
     spans = recorded.spans.get_finished_spans()
     intake, consume = _named(spans, telemetry.INTAKE_SPAN), _named(spans, telemetry.CONSUME_SPAN)
@@ -142,7 +143,7 @@ def test_dead_letter_reason_is_counted_and_failed_stage_names_only_the_exception
     blob = harness.container.get_blob_client(receipt.payload_ref)
     tags = blob.get_blob_tags()
     blob.upload_blob(document(200_000, marker="TAMPERED-1234"), overwrite=True, tags=tags)
-    outcome = harness.claimcheck.consumer.handle(harness.delivery())
+    outcome = consume_and_settle(harness.claimcheck.consumer, harness.delivery())
     assert isinstance(outcome, DeadLetter)
     assert outcome.reason is DeadLetterReason.INTEGRITY_FAILED
 
@@ -183,7 +184,7 @@ def test_a_malformed_tracestate_in_a_message_is_dropped_and_the_delivery_still_p
         session_id=sent.session_id,
         application_properties=properties,
     )
-    assert harness.claimcheck.consumer.handle(delivery) == Complete()
+    assert consume_and_settle(harness.claimcheck.consumer, delivery) == Complete()
     consume = _named(recorded.spans.get_finished_spans(), telemetry.CONSUME_SPAN)
     assert len(consume.links) == 1
     assert consume.links[0].context.trace_state.to_header() == ""

@@ -14,7 +14,7 @@ from azure.storage.blob import BlobServiceClient
 from claimcheck import ClaimCheck, DeadLetter, DeadLetterReason, InboundMessage, Settings
 from claimcheck.adapters.azure import provision_storage
 from claimcheck.settings import DOCUMENTS_QUEUE, SETTING_NAMES
-from claimcheck.testing import InMemoryBus
+from claimcheck.testing import InMemoryBus, consume_and_settle
 
 from scripts.ops_reconcile import LOCAL_KEY_HOLDER
 from tests.integration.ops.bus import dead_letter_from_queue
@@ -104,10 +104,11 @@ def test_revoke_blocks_reads_and_records_the_proven_identity(
         for record in caplog.records
     )
     (sent,) = bus.messages(DOCUMENTS_QUEUE)
-    outcome = claimcheck.consumer.handle(
+    outcome = consume_and_settle(
+        claimcheck.consumer,
         InboundMessage(
             body=sent.body, message_id=sent.message_id, delivery_count=1, session_id=sent.session_id
-        )
+        ),
     )
     assert isinstance(outcome, DeadLetter)
     assert outcome.reason is DeadLetterReason.ACCESS_DENIED

@@ -22,7 +22,13 @@ from claimcheck.errors import (
 )
 from claimcheck.idempotency import AlreadyDone, Claimed, IdempotencyLedger
 from claimcheck.storage import Key, Tables
-from claimcheck.testing import InMemoryBus, InMemoryPayloadStore, InMemoryTable, in_memory_tables
+from claimcheck.testing import (
+    InMemoryBus,
+    InMemoryPayloadStore,
+    InMemoryTable,
+    consume_and_settle,
+    in_memory_tables,
+)
 from claimcheck.workitems import IntakeReceipt
 
 CONTRACT = b"The Supplier shall deliver the goods within 30 days. The Customer shall pay the invoice.\n"
@@ -140,9 +146,9 @@ def test_over_the_limit_is_refused_and_nothing_is_kept() -> None:
 def test_a_delivery_is_processed_once_and_its_duplicate_has_no_second_effect() -> None:
     world = make_world()
     receipt = world.submit(long_contract())
-    assert world.claimcheck.consumer.handle(world.delivery()) == Complete()
+    assert consume_and_settle(world.claimcheck.consumer, world.delivery()) == Complete()
     assert len(world.bus.messages(world.settings.results_topic)) == 1
-    assert world.claimcheck.consumer.handle(world.delivery()) == Complete()  # a redelivery
+    assert consume_and_settle(world.claimcheck.consumer, world.delivery()) == Complete()  # a redelivery
     assert len(world.bus.messages(world.settings.results_topic)) == 1
     view = world.claimcheck.status.get(receipt.work_item_id)
     assert view is not None
@@ -151,11 +157,26 @@ def test_a_delivery_is_processed_once_and_its_duplicate_has_no_second_effect() -
     assert world.registry_states() == ["removed"]
 
 
+def test_the_sync_cleanup_waits_for_the_settlement_step() -> None:
+    """handle() answers Complete with the object still stored; only its after-settlement step (run by
+    whoever completed the message) deletes it."""
+    world = make_world()
+    world.submit(long_contract())
+    outcome = world.claimcheck.consumer.handle(world.delivery())
+    assert outcome == Complete()
+    assert len(world.store.refs()) == 1
+    assert world.registry_states() == ["cleanup_pending"]
+    assert isinstance(outcome, Complete)
+    outcome.after_settlement()
+    assert world.store.refs() == []
+    assert world.registry_states() == ["removed"]
+
+
 def test_a_replaced_object_is_dead_lettered_as_integrity_failed_and_kept() -> None:
     world = make_world()
     receipt = world.submit(long_contract())
     world.store.tamper(str(receipt.payload_ref), long_contract().replace(b"Supplier", b"Supp1ier"))
-    outcome = world.claimcheck.consumer.handle(world.delivery())
+    outcome = consume_and_settle(world.claimcheck.consumer, world.delivery())
     assert isinstance(outcome, DeadLetter)
     assert outcome.reason is DeadLetterReason.INTEGRITY_FAILED
     assert world.registry_states() == ["integrity_failed"]
@@ -166,7 +187,7 @@ def test_an_object_removed_early_is_dead_lettered_as_missing() -> None:
     world = make_world()
     receipt = world.submit(long_contract())
     world.store.delete(str(receipt.payload_ref))
-    outcome = world.claimcheck.consumer.handle(world.delivery())
+    outcome = consume_and_settle(world.claimcheck.consumer, world.delivery())
     assert isinstance(outcome, DeadLetter)
     assert outcome.reason is DeadLetterReason.PAYLOAD_MISSING
     assert world.registry_states() == ["missing"]
@@ -175,7 +196,7 @@ def test_an_object_removed_early_is_dead_lettered_as_missing() -> None:
 def test_an_envelope_naming_another_tenant_is_denied_without_touching_the_work_item() -> None:
     world = make_world()
     receipt = world.submit(long_contract())
-    outcome = world.claimcheck.consumer.handle(world.delivery(tenant_id="tenant-b"))
+    outcome = consume_and_settle(world.claimcheck.consumer, world.delivery(tenant_id="tenant-b"))
     assert isinstance(outcome, DeadLetter)
     assert outcome.reason is DeadLetterReason.ACCESS_DENIED
     view = world.claimcheck.status.get(receipt.work_item_id)
@@ -229,7 +250,7 @@ def test_reconciler_flags_an_available_object_that_disappeared() -> None:
 def test_reconciler_sweeps_cleanup_pending_objects() -> None:
     world = make_world()
     receipt = world.submit(long_contract(), purpose="bulk-ingest", classification="internal")
-    assert world.claimcheck.consumer.handle(world.delivery()) == Complete()
+    assert consume_and_settle(world.claimcheck.consumer, world.delivery()) == Complete()
     assert world.registry_states() == ["cleanup_pending"]
     report = world.claimcheck.reconciler.run()
     assert report.cleaned_up == [receipt.payload_ref]

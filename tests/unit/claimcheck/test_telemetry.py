@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from claimcheck import telemetry
 from claimcheck.telemetry import Telemetry, check_tracestate
+from claimcheck.testing import consume_and_settle
 from opentelemetry.trace import NoOpTracerProvider
 
 
@@ -82,7 +83,7 @@ def test_a_delivery_ahead_of_its_version_records_its_visibility_wait_and_its_ret
     try:
         world = make_world()
         world.submit(CONTRACT, classification="internal")  # inline, version 1
-        outcome = world.claimcheck.consumer.handle(world.delivery(payload_version=2))
+        outcome = consume_and_settle(world.claimcheck.consumer, world.delivery(payload_version=2))
     finally:
         telemetry.use(previous)
     assert isinstance(outcome, Retry)
