@@ -50,6 +50,18 @@ def test_pdf_over_the_inline_threshold_travels_by_reference(stack: LocalStack) -
     views = wait_for_states(stack, [large["work_item_id"], pdf["work_item_id"]])
     assert views[large["work_item_id"]]["result"]["obligations"] == 120
     assert views[pdf["work_item_id"]]["result"]["page_count"] == 3
+    # contract-review cleans up synchronously: the object is removed after the message is completed
+    # (the order itself: tests/integration/claimcheck/test_settlement_order.py, tests/e2e/test_telemetry.py).
+    wait_until(
+        lambda: (
+            {
+                view["payload_state"]
+                for view in wait_for_states(stack, [large["work_item_id"], pdf["work_item_id"]]).values()
+            }
+            == {"removed"}
+        ),
+        "the by-reference objects were not removed once their messages were completed",
+    )
 
 
 def test_invalid_message_is_dead_lettered_with_its_reason(stack: LocalStack, bus: ServiceBusClient) -> None:

@@ -314,4 +314,9 @@ def test_a_forged_same_tenant_envelope_cannot_read_another_work_items_object(
         "normal",
         "contract",
     )
-    assert views[item_b]["payload_state"] == "removed"  # B's own sync cleanup, after B's own effect
+    # B's own sync cleanup, after B's own effect and once its message is completed (so just after the
+    # work item reads completed).
+    wait_until(
+        lambda: wait_for_states(stack, [item_b])[item_b]["payload_state"] == "removed",
+        "B's object was not removed after its message was completed",
+    )

@@ -73,6 +73,11 @@ def test_one_documents_trace_links_consumer_to_producer_and_dead_letters_are_cou
     assert consume.attributes[telemetry.OUTCOME] == "complete"
     stages = {row.span.attributes.get(telemetry.STAGE) for row in rows}
     assert {stage.value for stage in Stage} <= stages
+    # The sync cleanup is the after-settlement step: it starts once the consumer answered Complete and
+    # the trigger completed the message, i.e. after the consume span ended, still in its trace.
+    cleanup = next(row.span for row in rows if row.span.name == "consume cleanup")
+    assert (cleanup.trace_id, cleanup.parent_id) == (trace_id, consume.span_id)
+    assert cleanup.start_ns >= consume.end_ns
 
     def dead_letter_counted() -> bool:
         return any(
