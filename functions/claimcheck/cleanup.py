@@ -4,7 +4,8 @@ Called only once the effect is durably recorded (idempotency ledger completed, r
 published) and the message is completed (the consumer's ``Complete`` carries the cleanup as its
 ``after_settlement`` step): never before, and never for a dead-lettered delivery. Sync then deletes at
 once; async marks ``cleanup_pending`` for the reconciler's sweep; retain keeps the object until
-retention ends.
+retention ends. Until the step runs the record is ``processed``: ``cleanup_pending`` (which the sweep
+deletes at once) is written only by the step, after the completion.
 """
 
 from __future__ import annotations
@@ -26,17 +27,6 @@ from claimcheck.timestamps import format_timestamp
 log = logging.getLogger(__name__)
 
 
-def state_after_effect(policy: CleanupPolicy) -> PayloadState:
-    """The registry state the consumer moves a readable record to once its effect is confirmed.
-
-    ``processed`` when the object is kept (retention); otherwise ``cleanup_pending`` at once, which
-    says "processed, and to be deleted": one conditional write instead of ``processed`` then
-    ``cleanup_pending``. A crash after it leaves a record the reconciler's sweep deletes (with proof),
-    as it would after the second of the two writes.
-    """
-    return PayloadState.PROCESSED if policy is CleanupPolicy.RETAIN else PayloadState.CLEANUP_PENDING
-
-
 class Cleaner:
     def __init__(
         self, stores: PayloadStores, registry: PayloadRegistry, audit: EntityTable, *, identity: str
@@ -47,8 +37,10 @@ class Cleaner:
         self._identity = identity
 
     def after_effect(self, record: PayloadRecord, policy: CleanupPolicy, *, now: datetime) -> PayloadRecord:
-        """Apply ``policy`` to an object whose effect is confirmed: in ``state_after_effect(policy)``
-        (the consumer's one move), or ``processed`` (a record an earlier release left there)."""
+        """Apply ``policy`` to an object whose effect is confirmed and whose message is completed: the
+        consumer left it ``processed``; sync and async move it to ``cleanup_pending`` only now (a
+        crash before the completion must never leave a state the reconciler's sweep deletes at once),
+        then sync deletes. ``cleanup_pending`` already (a redelivery finishing a crashed step) goes on."""
         if record.state is PayloadState.PROCESSED and policy is not CleanupPolicy.RETAIN:
             record = self._registry.move(record, PayloadState.CLEANUP_PENDING, now=now)
         if policy is CleanupPolicy.SYNC:

@@ -23,7 +23,7 @@ from typing import Any, BinaryIO
 from claimcheck import telemetry
 from claimcheck.admission import Admission, Duplicate
 from claimcheck.analysis import AnalysisError, AnalysisResult, Analyzer
-from claimcheck.cleanup import Cleaner, state_after_effect
+from claimcheck.cleanup import Cleaner
 from claimcheck.concurrently import Settled, all_three, both, settled
 from claimcheck.consumer_outcomes import (
     dead_letter_for,
@@ -371,8 +371,8 @@ class Consumer:
             )
 
     def _settle(self, work: _Work, summary: Mapping[str, Any], work_item: WorkItemRecord | None) -> Complete:
-        """After the effect is durable: work item completed, object processed or ``cleanup_pending``;
-        answers Complete with the cleanup per policy as its step, to run once the message is completed.
+        """After the effect is durable: work item completed, object ``processed``; answers Complete
+        with the cleanup per policy as its step, to run once the message is completed.
 
         The work item row and the registry record are independent: their moves go at once, each
         conditioned on the row as this delivery last read or wrote it (re-read only on a lost race).
@@ -397,12 +397,17 @@ class Consumer:
         )
 
     def _settle_payload(self, work: _Work, now: datetime) -> PayloadRecord | None:
-        """The record moved to the state that follows the effect, or None when there is none to clean."""
+        """The record moved to ``processed``, or None when there is none to clean.
+
+        ``processed`` whatever the policy: ``cleanup_pending`` is written by the after-settlement step
+        only, once the message is completed, because the reconciler's sweep deletes a
+        ``cleanup_pending`` object at once (DESIGN: never delete before the message is completed). A
+        crash or failed completion leaves ``processed``: the redelivery, or the reconciler after
+        CLAIMCHECK_INTERRUPTED_CLEANUP_GRACE_SECONDS, finishes the cleanup.
+        """
         if work.record is None:
             return None
-        record, policy = work.record, work.policy.cleanup
-        # processed (retained) or cleanup_pending (to be deleted) in one move: the effect is confirmed.
-        target = state_after_effect(policy)
+        record, target = work.record, PayloadState.PROCESSED
         if record.state in (PayloadState.REF_PUBLISHED, PayloadState.AVAILABLE):
             try:
                 record = self._registry.move(record, target, now=now)
@@ -415,8 +420,8 @@ class Consumer:
     def _after_settlement(self, cleanup: Callable[[datetime], object]) -> Callable[[], None]:
         """``cleanup`` as a ``Complete``'s step: timed when it runs (so its proof is dated after the
         completion), in the delivery's trace, and never raising into the settler: a failure is logged
-        (type and frames, no payload) and the record, still ``cleanup_pending``, is left to the
-        reconciler's sweep or a redelivery."""
+        (type and frames, no payload) and the record, ``processed`` or ``cleanup_pending`` where it
+        stopped, is left to a redelivery or the reconciler (its sweep, or its interrupted-cleanup grace)."""
 
         def step() -> None:
             try:

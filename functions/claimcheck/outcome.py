@@ -46,8 +46,9 @@ class Complete:
     ``after_settlement``: the cleanup per policy, which may delete the object (DESIGN: never before the
     message is completed). The consumer cannot complete a message itself, so the step travels with its
     answer and whoever settles runs it once the completion succeeded, and never when it failed (the
-    record then stays ``cleanup_pending``: a redelivery, a duplicate, or the reconciler's sweep
-    finishes it). The step never raises: a failing cleanup is logged and left to the sweep.
+    record then stays ``processed``: a redelivery, a duplicate, or the reconciler after its
+    interrupted-cleanup grace finishes it). The step never raises: a failing cleanup is logged and
+    left to the reconciler.
 
     A field of the answer rather than a second entry point: the outcome already says what to settle,
     so what follows the settlement goes with it, and nothing can settle a ``Complete`` without seeing

@@ -9,10 +9,11 @@ from datetime import timedelta
 
 import pytest
 from claimcheck import ClaimCheck, Complete, DeadLetter, DeadLetterReason
-from claimcheck import consumer as consumer_module
 from claimcheck.adapters.blobs import AzureBlobPayloadStore
+from claimcheck.adapters.tables import AzureEntityTable
 from claimcheck.deadletters import DeadLetterCount
 from claimcheck.errors import BrokerUnavailable
+from claimcheck.registry import PayloadRegistry
 from claimcheck.states import PayloadState
 from claimcheck.testing import consume_and_settle
 
@@ -186,11 +187,11 @@ def test_revoked_object_is_not_read_and_not_deleted(make_harness: Build) -> None
     assert not harness.claimcheck.reconciler.revoke(receipt.payload_ref, why="again")
 
 
-def _crash_before_cleanup(harness: Harness, monkeypatch: pytest.MonkeyPatch, *, left: str) -> str:
-    """Process a sync-cleanup document whose consumer dies (or whose completion fails) right after its
-    registry move, before the delete: the consumer answered Complete, its after-settlement step never
-    ran. ``left="cleanup_pending"``: the consumer's one move (claimcheck.cleanup.state_after_effect);
-    ``left="processed"``: the first of the two moves an earlier release made."""
+def _crash_before_cleanup(harness: Harness, *, left: str) -> str:
+    """Process a sync-cleanup document whose consumer dies (or whose completion fails) before its
+    after-settlement step: the consumer answered Complete and left the record ``processed``.
+    ``left="cleanup_pending"``: the step ran its first write (processed -> cleanup_pending), then died
+    before the delete."""
     receipt = harness.claimcheck.producer.submit(
         document(30_000),
         tenant_id="tenant-a",
@@ -199,22 +200,24 @@ def _crash_before_cleanup(harness: Harness, monkeypatch: pytest.MonkeyPatch, *, 
         content_type="text/plain",
     )
     assert receipt.payload_ref is not None
-
-    if left == "processed":
-        monkeypatch.setattr(consumer_module, "state_after_effect", lambda policy: PayloadState.PROCESSED)
     assert harness.claimcheck.consumer.handle(harness.delivery()) == Complete()  # the step is not run
-    monkeypatch.undo()
+    assert states(harness) == ["processed"]
+    if left == "cleanup_pending":
+        registry = PayloadRegistry(
+            AzureEntityTable(harness.tables.get_table_client(harness.settings.registry_table))
+        )
+        record = registry.get(receipt.payload_ref)
+        assert record is not None
+        registry.move(record, PayloadState.CLEANUP_PENDING, now=harness.clock.now)
     assert states(harness) == [left]
     assert harness.blob_names() == [receipt.payload_ref]
     return receipt.payload_ref
 
 
-def test_sync_cleanup_interrupted_after_processed_is_finished_by_reconciliation(
-    make_harness: Build, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_sync_cleanup_interrupted_after_processed_is_finished_by_reconciliation(make_harness: Build) -> None:
     """A crash between processed and the sync cleanup: after the grace the reconciler deletes, with proof."""
     harness = make_harness()
-    ref = _crash_before_cleanup(harness, monkeypatch, left="processed")
+    ref = _crash_before_cleanup(harness, left="processed")
     assert harness.claimcheck.reconciler.run().interrupted_cleanups_finished == []  # inside the grace
     later = harness.clock.now + timedelta(seconds=harness.settings.interrupted_cleanup_grace_seconds)
     report = harness.claimcheck.reconciler.run(later)
@@ -227,11 +230,11 @@ def test_sync_cleanup_interrupted_after_processed_is_finished_by_reconciliation(
 
 
 def test_sync_cleanup_interrupted_after_cleanup_pending_is_finished_by_the_next_sweep(
-    make_harness: Build, monkeypatch: pytest.MonkeyPatch
+    make_harness: Build,
 ) -> None:
-    """The consumer's one move says the object is to be deleted: the next run deletes it, with proof."""
+    """The step's first write says the object is to be deleted (then it died): the next run deletes it."""
     harness = make_harness()
-    ref = _crash_before_cleanup(harness, monkeypatch, left="cleanup_pending")
+    ref = _crash_before_cleanup(harness, left="cleanup_pending")
     report = harness.claimcheck.reconciler.run()
     assert report.cleaned_up == [ref]
     assert harness.blob_names() == []
@@ -241,12 +244,10 @@ def test_sync_cleanup_interrupted_after_cleanup_pending_is_finished_by_the_next_
 
 
 @pytest.mark.parametrize("left", ["processed", "cleanup_pending"])
-def test_redelivery_after_interrupted_cleanup_finishes_it(
-    make_harness: Build, monkeypatch: pytest.MonkeyPatch, left: str
-) -> None:
+def test_redelivery_after_interrupted_cleanup_finishes_it(make_harness: Build, left: str) -> None:
     """The redelivery completes as a duplicate (no second effect) and finishes the cleanup itself."""
     harness = make_harness()
-    _crash_before_cleanup(harness, monkeypatch, left=left)
+    _crash_before_cleanup(harness, left=left)
     assert consume_and_settle(harness.claimcheck.consumer, harness.delivery(count=2)) == Complete()
     assert len(harness.analyzer.seen) == 1
     assert harness.blob_names() == []

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import function_app
 import pytest
+from claimcheck import Complete
 from claimcheck.adapters import servicebus as servicebus_adapter
 from claimcheck.adapters.blobs import AzureBlobPayloadStore
 from claimcheck.errors import StorageUnavailable
@@ -103,7 +105,7 @@ def test_a_failed_completion_deletes_nothing_and_the_redelivery_finishes_the_cle
         function_app.consume_document(harness.delivery(count=1), failing)
     assert failing.calls == [("complete", [ref])]
     assert harness.blob_names() == [ref]  # nothing deleted: the message is not completed
-    assert _states(harness) == ["cleanup_pending"]
+    assert _states(harness) == ["processed"]  # not cleanup_pending, which the sweep deletes at once
     assert _proofs(harness) == []
 
     # The broker redelivers: a duplicate of the completed effect, completed before it cleans up.
@@ -122,11 +124,37 @@ def test_a_failed_completion_left_to_the_sweep_is_removed_with_proof(harness: Ha
     with pytest.raises(SettlementFailed):
         function_app.consume_document(harness.delivery(), Actions(harness, complete_fails=True))
     assert harness.blob_names() == [ref]
-    report = harness.claimcheck.reconciler.run()  # no redelivery came: the backstop
-    assert report.cleaned_up == [ref]
+    assert harness.claimcheck.reconciler.run().interrupted_cleanups_finished == []  # within the grace
+    later = harness.clock.now + timedelta(seconds=harness.settings.interrupted_cleanup_grace_seconds)
+    report = harness.claimcheck.reconciler.run(later)  # no redelivery came: the backstop
+    assert report.interrupted_cleanups_finished == [ref]
     assert harness.blob_names() == []
     assert _states(harness) == ["removed"]
     assert len(_proofs(harness)) == 1
+
+
+@pytest.mark.parametrize("purpose", ["contract-review", "bulk-ingest"])  # sync, async
+def test_a_reconcile_run_before_the_completion_deletes_nothing(harness: Harness, purpose: str) -> None:
+    """Between the consumer's answer and the message's completion the record says ``processed``, which
+    the reconciler leaves alone within its grace: only the after-settlement step writes the
+    ``cleanup_pending`` its sweep deletes at once."""
+    receipt = harness.claimcheck.producer.submit(
+        document(30_000),
+        tenant_id="tenant-a",
+        purpose=purpose,
+        classification="internal",
+        content_type="text/plain",
+    )
+    assert receipt.payload_ref is not None
+    outcome = harness.claimcheck.consumer.handle(harness.delivery())  # answered, not yet completed
+    report = harness.claimcheck.reconciler.run()
+    assert (report.cleaned_up, report.interrupted_cleanups_finished) == ([], [])
+    assert harness.blob_names() == [receipt.payload_ref]
+    assert isinstance(outcome, Complete)
+    outcome.after_settlement()  # the message completed: now the policy applies
+    swept = harness.claimcheck.reconciler.run().cleaned_up
+    assert harness.blob_names() == []
+    assert swept == ([] if purpose == "contract-review" else [receipt.payload_ref])
 
 
 def test_a_cleanup_failing_after_the_completion_is_logged_not_raised_and_swept(

@@ -165,7 +165,7 @@ def test_the_sync_cleanup_waits_for_the_settlement_step() -> None:
     outcome = world.claimcheck.consumer.handle(world.delivery())
     assert outcome == Complete()
     assert len(world.store.refs()) == 1
-    assert world.registry_states() == ["cleanup_pending"]
+    assert world.registry_states() == ["processed"]  # cleanup_pending only once the message is completed
     assert isinstance(outcome, Complete)
     outcome.after_settlement()
     assert world.store.refs() == []
