@@ -249,8 +249,8 @@ def _inline_cap(name: str, raw: str) -> int:
     number = _positive(name, raw)
     if number > FUNCTIONS_REQUEST_LIMIT_BYTES:
         raise SettingsError(
-            f"{name} must be at most {FUNCTIONS_REQUEST_LIMIT_BYTES} (the Functions HTTP request limit), "
-            f"got {number}"
+            f"{name} must be at most {FUNCTIONS_REQUEST_LIMIT_BYTES} (an inline body is held whole in "
+            f"memory; larger documents take the direct upload), got {number}"
         )
     return number
 
