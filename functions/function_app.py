@@ -330,11 +330,7 @@ def get_work_item(req: func.HttpRequest) -> func.HttpResponse:
         min_version = parse_min_version(req.params.get("min_version"))
     except BadRequest as bad:
         return _json(400, {"error": bad.code, "message": str(bad)})
-    access, selected = identity()[2], req.headers.get("x-tenant-id")
-
-    def visible(tenant_id: str) -> bool:
-        return access.may_see_tenant(caller, tenant_id) and selected in (None, tenant_id)
-
+    visible = identity()[2].read_scope(caller, req.headers.get("x-tenant-id"))
     from claimcheck.resilience import is_outage
 
     try:
@@ -391,11 +387,7 @@ def get_work_item_result(req: func.HttpRequest) -> func.HttpResponse:
         version = parse_min_version(req.params.get("version"), "version")
     except BadRequest as bad:
         return _json(400, {"error": bad.code, "message": str(bad)})
-    access, selected = identity()[2], req.headers.get("x-tenant-id")
-
-    def visible(tenant_id: str) -> bool:
-        return access.may_see_tenant(caller, tenant_id) and selected in (None, tenant_id)
-
+    visible = identity()[2].read_scope(caller, req.headers.get("x-tenant-id"))
     from claimcheck.resilience import is_outage
 
     service = claimcheck()
@@ -454,7 +446,8 @@ def list_dead_letters(req: func.HttpRequest) -> func.HttpResponse:
     """Operators: the documents queue's dead-lettered messages, metadata only (reason, description,
     work item, tenant, purpose, delivery count), those attributed to one of the caller's tenants by
     the work item's own record (claimcheck.dead_letter_scope): a message's stated tenant decides
-    nothing, and one the record does not confirm is shown to no caller of this route."""
+    nothing, and one the record does not confirm is shown to no caller of this route. X-Tenant-Id
+    narrows to one of those tenants like the status route; a tenant not granted lists nothing."""
     from claimcheck.auth import AppRole
     from claimcheck.errors import BrokerFailed, BrokerUnavailable, StorageFailed, StorageUnavailable
 
@@ -468,7 +461,7 @@ def list_dead_letters(req: func.HttpRequest) -> func.HttpResponse:
     try:
         desk = dead_letters()
         found = desk.list(DEAD_LETTER_BROWSE)
-        scope = _dead_letter_scope(caller)
+        scope = _dead_letter_scope(caller, req.headers.get("x-tenant-id"))
         # Lazily: the records of work items past the page are not read.
         shown = list(islice((m for m in found if scope.shows(m.work_item_id, m.tenant)), limit))
     except (BrokerUnavailable, BrokerFailed) as error:
@@ -482,8 +475,8 @@ def list_dead_letters(req: func.HttpRequest) -> func.HttpResponse:
 def replay_dead_letter(req: func.HttpRequest) -> func.HttpResponse:
     """Operators: send a dead-lettered message back to the documents queue once (copy id
     ``<message id>.replay.<sequence number>``, as ``claimcheck-ops dlq replay``), then complete it.
-    A message the caller may not see (the list route's rule) answers exactly like one that is not
-    there, and is left untouched."""
+    A message the caller may not see (the list route's rule, X-Tenant-Id included) answers exactly like
+    one that is not there, and is left untouched."""
     from claimcheck.adapters.dead_letter_queue import ReplayStatus
     from claimcheck.auth import AppRole
     from claimcheck.errors import BrokerFailed, BrokerUnavailable, StorageFailed, StorageUnavailable
@@ -499,7 +492,8 @@ def replay_dead_letter(req: func.HttpRequest) -> func.HttpResponse:
     try:
         desk = dead_letters()
         found = desk.find(sequence_number)
-        if found is None or not _dead_letter_scope(caller).shows(found.work_item_id, found.tenant):
+        scope = _dead_letter_scope(caller, req.headers.get("x-tenant-id"))
+        if found is None or not scope.shows(found.work_item_id, found.tenant):
             return _json(404, missing)
         # The sequence number names that one message for its whole life: the replay moves the message
         # just checked, never another.
@@ -517,14 +511,13 @@ def replay_dead_letter(req: func.HttpRequest) -> func.HttpResponse:
     return _json(200, result.to_dict())
 
 
-def _dead_letter_scope(caller: "Caller") -> "DeadLetterScope":
-    """What ``caller`` may see of the dead-letter queue: attributed by the work items' own records."""
+def _dead_letter_scope(caller: "Caller", selected_tenant: str | None) -> "DeadLetterScope":
+    """What ``caller`` may see of the dead-letter queue: attributed by the work items' own records, of
+    its granted tenants narrowed by X-Tenant-Id exactly as the status routes are (AccessTable.read_scope)."""
     from claimcheck.dead_letter_scope import DeadLetterScope
 
-    access = identity()[2]
-    return DeadLetterScope(
-        claimcheck().status.recorded_tenant, lambda tenant: access.may_see_tenant(caller, tenant)
-    )
+    visible = identity()[2].read_scope(caller, selected_tenant)
+    return DeadLetterScope(claimcheck().status.recorded_tenant, visible)
 
 
 def _unavailable(what: str, error: Exception, service: str = "Service Bus") -> func.HttpResponse:

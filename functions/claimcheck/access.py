@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -133,6 +133,23 @@ class AccessTable:
 
     def may_see_tenant(self, caller: Caller, tenant_id: str) -> bool:
         return any(grant.allows_tenant(tenant_id) for grant in self.grants_for(caller))
+
+    def read_scope(self, caller: Caller, selected_tenant: str | None) -> Callable[[str], bool]:
+        """Which tenants' data a read route may show ``caller``: those it is granted, narrowed to
+        ``selected_tenant`` (the request's ``X-Tenant-Id``) when one is stated. The one rule of every
+        tenant-scoped read (work-item status and result, the operator dead-letter routes).
+
+        A stated tenant only narrows: one the caller is not granted (or a malformed one, or an empty
+        header) selects nothing, and the route answers exactly as for data that does not exist (404
+        like an unknown id, an empty list), never a refusal that would confirm the tenant exists."""
+        grants = self.grants_for(caller)
+
+        def visible(tenant_id: str) -> bool:
+            if selected_tenant is not None and tenant_id != selected_tenant:
+                return False
+            return any(grant.allows_tenant(tenant_id) for grant in grants)
+
+        return visible
 
     def check(self, caller: Caller, *, tenant_id: str, purpose: str, classification: str) -> None:
         """``AccessForbidden`` unless one of the caller's grants covers all three."""

@@ -15,7 +15,7 @@ import requests
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceivedMessage
 from claimcheck.auth import AppRole
 
-from local.identity import LOCAL_ARCHIVE_ROLE, LocalIdentity, identity_named
+from local.identity import LOCAL_ARCHIVE_ROLE, LOCAL_REVIEWERS_GROUP, LocalIdentity, identity_named
 from local.stack import LocalStack
 
 from .journey import SAMPLES, TEST_IDENTITY, dead_letters, wait_until
@@ -135,3 +135,86 @@ def test_a_dead_letter_forging_a_tenant_is_not_shown_to_or_replayable_by_that_te
     replayed = _replay(stack, archive_operator, int(own_dead.sequence_number or 0))
     assert (replayed.status_code, replayed.json()["status"]) == (200, "replayed"), replayed.text
     assert replayed.json()["replay_message_id"] == f"{own.message_id}.replay.{own_dead.sequence_number}"
+
+
+def test_x_tenant_id_narrows_the_operator_routes_as_it_narrows_status_reads_and_never_widens_them(
+    stack: LocalStack, bus: ServiceBusClient
+) -> None:
+    """The operator routes apply AccessTable.read_scope like the status routes: X-Tenant-Id selects one
+    of the caller's tenants; a tenant it is not granted lists nothing and replays nothing, with exactly
+    the answers of a granted tenant without dead letters and of a missing sequence number."""
+    tests = identity_named(TEST_IDENTITY)
+    archived, reviewed = f"r-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    archived_item, reviewed_item = f"wi-r-{uuid.uuid4().hex[:12]}", f"wi-g-{uuid.uuid4().hex[:12]}"
+    _submit(
+        stack,
+        _bearer(stack.token(TEST_IDENTITY, roles=(*tests.roles, LOCAL_ARCHIVE_ROLE))),
+        archived,
+        archived_item,
+    )
+    reviewer = stack.minter.sign({**stack.minter.claims(tests), "groups": [LOCAL_REVIEWERS_GROUP]})
+    _submit(stack, _bearer(reviewer), reviewed, reviewed_item)
+    messages = {
+        tenant: _not_an_envelope(item, tenant)
+        for tenant, item in ((archived, archived_item), (reviewed, reviewed_item))
+    }
+    with bus.get_queue_sender("documents") as sender:
+        sender.send_messages(list(messages.values()))
+    ids = {str(message.message_id): tenant for tenant, message in messages.items()}
+    dead: dict[str, ServiceBusReceivedMessage] = {}
+
+    def all_dead_lettered() -> bool:
+        dead.update({ids[str(m.message_id)]: m for m in dead_letters(bus) if m.message_id in ids})
+        return set(dead) == set(messages)
+
+    wait_until(all_dead_lettered, "the two messages were not both dead-lettered")
+
+    # Granted r-* (app role) and g-* (group): both tenants, or one of them when it is selected.
+    both = stack.minter.sign(
+        {
+            **stack.minter.claims(ARCHIVE_OPERATOR, roles=(AppRole.OPERATE, LOCAL_ARCHIVE_ROLE)),
+            "groups": [LOCAL_REVIEWERS_GROUP],
+        }
+    )
+    only_archive = stack.minter.token(ARCHIVE_OPERATOR, roles=(AppRole.OPERATE, LOCAL_ARCHIVE_ROLE))
+
+    def listed(token: str, selected: str | None = None) -> requests.Response:
+        headers = _bearer(token) | ({} if selected is None else {"X-Tenant-Id": selected})
+        answer = requests.get(f"{stack.api_url}/dead-letters", headers=headers, timeout=60)
+        assert answer.status_code == 200, answer.text
+        return answer
+
+    def ours(answer: requests.Response) -> set[str]:
+        return {ids[m["message_id"]] for m in answer.json()["messages"] if m["message_id"] in ids}
+
+    assert ours(listed(both)) == {archived, reviewed}
+    assert ours(listed(both, archived)) == {archived}
+    assert ours(listed(both, reviewed)) == {reviewed}
+    # Not granted, malformed, or granted without dead letters: the same empty answer, byte for byte.
+    empty = listed(both, f"g-{uuid.uuid4().hex[:8]}")
+    assert empty.json() == {"queue": "documents", "messages": []}
+    for token, selected in (
+        (both, "t-not-granted"),
+        (both, "g-*"),
+        (both, "bad id'"),
+        (only_archive, reviewed),
+    ):
+        assert listed(token, selected).content == empty.content
+
+    def replay(token: str, selected: str, tenant: str) -> requests.Response:
+        sequence_number = int(dead[tenant].sequence_number or 0)
+        headers = _bearer(token) | {"X-Tenant-Id": selected}
+        return requests.post(
+            f"{stack.api_url}/dead-letters/{sequence_number}/replay", headers=headers, timeout=60
+        )
+
+    for token, selected, tenant in ((both, reviewed, archived), (only_archive, reviewed, reviewed)):
+        refused = replay(token, selected, tenant)
+        number = dead[tenant].sequence_number
+        assert (refused.status_code, refused.json()) == (
+            404,
+            {"error": "not_found", "message": f"no dead-lettered message {number}"},
+        )
+        assert _still_dead_lettered(bus, dead[tenant])
+    replayed = replay(both, reviewed, reviewed)
+    assert (replayed.status_code, replayed.json()["status"]) == (200, "replayed"), replayed.text

@@ -169,14 +169,24 @@ def test_every_gated_route_documents_the_gates_answers() -> None:
             assert "WWW-Authenticate" in operation["responses"]["401"]["headers"]
 
 
-def test_status_reads_the_headers_it_documents() -> None:
-    """The status route reads X-Tenant-Id (narrowing to one tenant) and If-None-Match; both documented."""
-    [status] = [function for function in _http_functions() if function.route == "work-items/{id}"]
-    source = inspect.getsource(status.handler)
+@pytest.mark.parametrize(
+    ("route", "method", "headers"),
+    [
+        ("work-items/{id}", "get", {"x-tenant-id", "if-none-match"}),
+        ("work-items/{id}/result", "get", {"x-tenant-id"}),
+        ("dead-letters", "get", {"x-tenant-id"}),
+        ("dead-letters/{sequence_number}/replay", "post", {"x-tenant-id"}),
+    ],
+)
+def test_reads_use_the_headers_they_document(route: str, method: str, headers: set[str]) -> None:
+    """The tenant-scoped reads take X-Tenant-Id (narrowing to one granted tenant, the one rule
+    AccessTable.read_scope) and the status route If-None-Match; each documents what it reads."""
+    [function] = [function for function in _http_functions() if function.route == route]
+    source = inspect.getsource(function.handler)
     read = {name.lower() for name in re.findall(r'headers\.get\("([\w-]+)"\)', source)}
     documented = {
         parameter["name"].lower()
-        for parameter in DOCUMENT["paths"]["/work-items/{id}"]["get"]["parameters"]
+        for parameter in DOCUMENT["paths"][f"/{route}"][method]["parameters"]
         if parameter["in"] == "header"
     }
-    assert read == documented == {"x-tenant-id", "if-none-match"}
+    assert read == documented == headers

@@ -53,6 +53,30 @@ def test_every_refusal_reads_the_same(caller: Caller, tenant: str, purpose: str,
     assert tenant not in str(refused.value)
 
 
+def test_the_read_scope_is_the_callers_tenants_and_a_stated_tenant_only_narrows_it() -> None:
+    wide = TABLE.read_scope(TESTS, None)
+    assert [wide(tenant) for tenant in ("t-1", "t-2", "acme")] == [True, True, False]
+    narrowed = TABLE.read_scope(TESTS, "t-1")
+    assert [narrowed(tenant) for tenant in ("t-1", "t-2", "acme")] == [True, False, False]
+
+
+@pytest.mark.parametrize(
+    ("caller", "stated"),
+    [
+        (TESTS, "acme"),  # another caller's tenant: stating it never widens
+        (ACME, "t-1"),
+        (TESTS, "no-such-tenant"),
+        (TESTS, ""),  # an empty header states a tenant too: it selects nothing
+        (TESTS, "t-*"),  # a grant's pattern is not a tenant id
+        (TESTS, "t-1' or PartitionKey ne '"),
+        (NOBODY, "acme"),
+    ],
+)
+def test_a_stated_tenant_not_granted_selects_nothing(caller: Caller, stated: str) -> None:
+    visible = TABLE.read_scope(caller, stated)
+    assert not any(visible(tenant) for tenant in (stated, "acme", "t-1", "t-*", "globex"))
+
+
 def test_an_absent_table_grants_nothing() -> None:
     assert AccessTable.from_env({}).grants == ()
     assert not AccessTable.from_env({}).may_see_tenant(ACME, "acme")

@@ -3,7 +3,11 @@ only when the message states that same tenant; what the message states alone dec
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from claimcheck.access import AccessTable
+from claimcheck.auth import Caller
 from claimcheck.dead_letter_scope import DeadLetterScope
 
 RECORDS = {"wi-acme": "acme", "wi-globex": "globex"}
@@ -52,3 +56,36 @@ def test_each_work_item_is_read_once_per_scope_and_invalid_ids_never() -> None:
         scope.shows("bad id", "acme")
         scope.shows("wi-globex", "globex")  # a tenant this operator is not granted: no read needed
     assert reads == ["wi-acme", "wi-unknown"]
+
+
+OPERATOR = Caller(object_id="oid-operator", app_id="app-operator", directory_tenant="d", roles=frozenset())
+TABLE = AccessTable.parse(
+    json.dumps([{"name": "ops", "principal": "oid-operator", "tenants": ["acme", "globex"]}])
+)
+
+
+@pytest.mark.parametrize(
+    ("stated_header", "shown", "records_read"),
+    [
+        (None, {"wi-acme", "wi-globex"}, {"wi-acme", "wi-globex"}),  # no X-Tenant-Id: every granted tenant
+        ("acme", {"wi-acme"}, {"wi-acme"}),  # narrowed to one granted tenant
+        ("globex", {"wi-globex"}, {"wi-acme", "wi-globex"}),  # the forgery states globex: its record is read
+        ("initech", set(), set()),  # not granted: nothing, like a tenant without dead letters
+        ("", set(), set()),
+    ],
+)
+def test_x_tenant_id_narrows_the_operators_view_as_it_narrows_status_reads(
+    stated_header: str | None, shown: set[str], records_read: set[str]
+) -> None:
+    """The operator routes build their scope from AccessTable.read_scope, the status routes' rule."""
+    reads: list[str] = []
+
+    def recorded(work_item_id: str) -> str | None:
+        reads.append(work_item_id)
+        return RECORDS.get(work_item_id)
+
+    scope = DeadLetterScope(recorded, TABLE.read_scope(OPERATOR, stated_header))
+    messages = [("wi-acme", "acme"), ("wi-globex", "globex"), ("wi-acme", "globex")]  # the last one forged
+    assert {item for item, stated in messages if scope.shows(item, stated)} == shown
+    # A message stating a tenant outside the narrowed scope costs no record read.
+    assert set(reads) == records_read
