@@ -27,7 +27,7 @@ from claimcheck.outcome import compute_backoff
 from claimcheck.policy import PurposePolicy, ReadRequest, Verdict, authorize, base_content_type
 from claimcheck.registry import PayloadRecord, PayloadRegistry
 from claimcheck.settings import Settings
-from claimcheck.states import PayloadState
+from claimcheck.states import PayloadState, WorkItemState
 from claimcheck.telemetry import Stage, stage
 from claimcheck.workitems import WorkItemRecord, WorkItemStore
 
@@ -112,7 +112,7 @@ class Admission:
             )
         record: PayloadRecord | None = None
         if ref is not None:
-            resolved = self._resolve(envelope, found, key, now)
+            resolved = self._resolve(envelope, found, work_item, key, now)
             if isinstance(resolved, Duplicate):
                 return resolved
             record = resolved
@@ -120,7 +120,12 @@ class Admission:
         return self._check_confirmed_version(envelope, work_item, key, now) or Admitted(record, work_item)
 
     def _resolve(
-        self, envelope: Envelope, record: PayloadRecord | None, key: str, now: datetime
+        self,
+        envelope: Envelope,
+        record: PayloadRecord | None,
+        work_item: WorkItemRecord | None,
+        key: str,
+        now: datetime,
     ) -> PayloadRecord | Duplicate:
         assert envelope.payload_ref is not None
         request = ReadRequest(
@@ -142,10 +147,14 @@ class Admission:
             if (record.content_length, record.sha256) != (envelope.content_length, envelope.checksum.value):
                 raise IntegrityFailed("the envelope's length or checksum differs from the registered object")
             return record
-        if verdict is not Verdict.UNRESOLVABLE and self._ledger.lookup(key) is not None:
-            if record is not None and record.state in (PayloadState.PROCESSED, PayloadState.CLEANUP_PENDING):
+        if verdict is not Verdict.UNRESOLVABLE:
+            assert record is not None
+            if record.state in (PayloadState.PROCESSED, PayloadState.CLEANUP_PENDING):
+                # Written only once the effect is durable (``Consumer._settle``, at once with the
+                # claim's completion, which a crash may have lost): the record itself proves it.
                 return Duplicate(unfinished=record)
-            return DUPLICATE  # of a completed effect: the object may be processed or gone
+            if _completed(envelope, work_item) or self._ledger.lookup(key) is not None:
+                return DUPLICATE  # of a completed effect whose object is gone
         if verdict is Verdict.NOT_YET_VISIBLE:
             assert record is not None
             self._retry_within_grace(record.created_at, now, "the producer has not confirmed this version")
@@ -170,6 +179,8 @@ class Admission:
         if confirmed < envelope.payload_version:
             self._retry_within_grace(envelope.created_at, now, "the work item version is not confirmed yet")
             raise PayloadMissing("the producer never confirmed this version (publish not completed)")
+        if envelope.payload_ref is None and _completed(envelope, work_item):
+            return DUPLICATE  # inline: nothing to clean, and the claim's completion may have been lost
         if confirmed > envelope.payload_version:
             if self._ledger.lookup(key) is not None:
                 return DUPLICATE
@@ -180,3 +191,15 @@ class Admission:
         """Inside the grace window, not yet visible means retry (raise); after it, the caller classifies."""
         if now < since + timedelta(seconds=self._settings.visibility_grace_seconds):
             raise NotYetVisible(why)
+
+
+def _completed(envelope: Envelope, work_item: WorkItemRecord | None) -> bool:
+    """Whether the work item says this envelope's effect is done: ``completed`` is written only once
+    the result row and the result event are durable (``Consumer._settle``), at once with the claim's
+    completion, so it proves the effect even when a crash lost the claim's."""
+    return (
+        work_item is not None
+        and work_item.state is WorkItemState.COMPLETED
+        and (work_item.version, work_item.tenant_id, work_item.purpose)
+        == (envelope.payload_version, envelope.tenant_id, envelope.purpose)
+    )

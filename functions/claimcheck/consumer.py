@@ -49,6 +49,7 @@ from claimcheck.errors import (
 )
 from claimcheck.idempotency import (
     AlreadyDone,
+    Claimed,
     ClaimHeartbeat,
     IdempotencyLedger,
     idempotency_key,
@@ -264,10 +265,10 @@ class Consumer:
             document.close()
             self._ledger.release_or_let_expire(heartbeat.stop())
             raise
-        self._ledger.complete(heartbeat.stop(), summary, now=self._clock())
+        settled_effect = self._settle(work, summary, work_item, claim=heartbeat.stop())
         log.info("completed %s v%d", envelope.work_item_id, envelope.payload_version)
         telemetry.completed(envelope.purpose)
-        return self._settle(work, summary, work_item)
+        return settled_effect
 
     def _claim_and_hold(self, key: str) -> ClaimHeartbeat | AlreadyDone:
         """Claim the effect and start renewing its lease at once (a long download runs meanwhile)."""
@@ -370,15 +371,37 @@ class Consumer:
                 result_key(envelope), result_row(envelope, analysis, summary, completed_at=self._clock())
             )
 
-    def _settle(self, work: _Work, summary: Mapping[str, Any], work_item: WorkItemRecord | None) -> Complete:
-        """After the effect is durable: work item completed, object ``processed``; answers Complete
-        with the cleanup per policy as its step, to run once the message is completed.
+    def _settle(
+        self,
+        work: _Work,
+        summary: Mapping[str, Any],
+        work_item: WorkItemRecord | None,
+        *,
+        claim: Claimed | None = None,
+    ) -> Complete:
+        """After the effect is durable (result row written, result event published): the claim
+        completed (``claim``: this delivery made the effect), the work item completed and the object
+        ``processed``; answers Complete with the cleanup per policy as its step, to run once the
+        message is completed.
 
-        The work item row and the registry record are independent: their moves go at once, each
-        conditioned on the row as this delivery last read or wrote it (re-read only on a lost race).
+        The three writes are independent rows, each conditioned on the row as this delivery last read
+        or wrote it (re-read only on a lost race), so they go at once. None of them may go before the
+        result event: each says the effect is done. A crash or a failure that lands any subset of
+        them leaves a state the redelivery completes without a second effect (``admission.py``):
+        the claim completed → its ``AlreadyDone`` settles the rest; the record ``processed``, or the
+        work item ``completed`` at this version with the object gone or inline → a duplicate at
+        admission; the work item ``completed`` alone while the record is still readable → the dead
+        attempt's claim is waited out and taken over, and the effect's writes find their rows (result
+        row insert-if-absent, result event under the same message id, deduplicated by the topic).
         """
         envelope, now = work.envelope, self._clock()
-        settled_record, _ = both(
+
+        def complete_claim() -> None:
+            if claim is not None:
+                self._ledger.complete(claim, summary, now=now)
+
+        _, settled_record, _ = all_three(
+            complete_claim,
             lambda: self._settle_payload(work, now),
             lambda: self._work_items.move_state(
                 work_item,

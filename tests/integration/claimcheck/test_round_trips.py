@@ -32,7 +32,7 @@ from tests.integration.claimcheck.conftest import Clock, RecordingAnalyzer, docu
 BY_REFERENCE_CEILING = (6, 13)
 INLINE_CEILING = (2, 6)
 # Sequential steps of the by-reference path (intake, consumption): requests sent at once are one step.
-BY_REFERENCE_STEPS = (2, 8)
+BY_REFERENCE_STEPS = (2, 7)
 # Long enough that a request sent at once with another never starts a pace after it, on a busy machine.
 PACE_SECONDS = 0.25
 # Intake with an Idempotency-Key adds the key's insert and its completion.
