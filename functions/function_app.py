@@ -48,6 +48,7 @@ from claimcheck.settings import (
     DOCUMENTS_QUEUE_SETTING,
     SERVICEBUS_CONNECTION,
     STORAGE_CONNECTION,
+    Settings,
     SettingsError,
 )
 from upload_routes import upload_routes
@@ -80,7 +81,8 @@ _claimcheck: "ClaimCheck | None" = None
 _claimcheck_lock = threading.Lock()
 _identity: "tuple[TokenRules, SigningKeys, AccessTable] | None" = None
 _dead_letters: "QueueDeadLetters | None" = None
-_inline_cap: int | None = None
+_settings: Settings | None = None
+_settings_lock = threading.Lock()
 
 # Operator routes: at most this many dead-lettered messages per answer, browsed from this many.
 DEAD_LETTER_PAGE = 100
@@ -95,20 +97,29 @@ def claimcheck() -> "ClaimCheck":
             from claimcheck.adapters.telemetry_setup import configure as configure_telemetry
 
             configure_telemetry(os.environ)  # the OpenTelemetry SDK, on first use like the other SDKs
-            _claimcheck = _build_claimcheck(os.environ)
+            _claimcheck = _build_claimcheck(os.environ, app_settings())
         return _claimcheck
 
 
-def _build_claimcheck(env: Mapping[str, str]) -> "ClaimCheck":
+def app_settings() -> Settings:
+    """The worker's app settings (claimcheck.settings.SETTINGS), parsed once on first use: the one value
+    the ClaimCheck, intake's inline cap and the dead-letter routes' queue all read. A malformed setting
+    is a SettingsError naming it."""
+    global _settings
+    with _settings_lock:
+        if _settings is None:
+            _settings = Settings.from_env(os.environ)
+        return _settings
+
+
+def _build_claimcheck(env: Mapping[str, str], settings: Settings) -> "ClaimCheck":
     """Locally the connection names hold emulator/Azurite connection strings; on Azure, identity-based
     settings (``<name>__fullyQualifiedNamespace``, ``<name>__blobServiceUri``...) with a managed identity.
     """
     from azure.identity import DefaultAzureCredential
     from claimcheck import ClaimCheck
     from claimcheck.adapters.servicebus import ServiceBusBus
-    from claimcheck.settings import Settings
 
-    settings = Settings.from_env(env)
     credential = None
     bus_connection = env.get(SERVICEBUS_CONNECTION)
     storage_connection = env.get(STORAGE_CONNECTION)
@@ -164,14 +175,10 @@ def identity() -> "tuple[TokenRules, SigningKeys, AccessTable]":
 
 
 def inline_cap() -> int:
-    """POST /documents' largest request body (``Settings.max_inline_request_bytes``), read on first use."""
-    global _inline_cap
-    with _claimcheck_lock:
-        if _inline_cap is None:
-            from claimcheck.settings import Settings
-
-            _inline_cap = Settings.from_env(os.environ).max_inline_request_bytes
-        return _inline_cap
+    """POST /documents' largest request body (``Settings.max_inline_request_bytes``). Intake enforces it
+    from Content-Length before the body is read; the host's own limit, what bounds a request's memory, is
+    derived from it (the cap plus the 1 MiB multipart margin, claimcheck.settings.host_request_body_limit)."""
+    return app_settings().max_inline_request_bytes
 
 
 def _gate(req: func.HttpRequest, *roles: "AppRole") -> "Caller | func.HttpResponse":
@@ -425,7 +432,6 @@ def dead_letters() -> "QueueDeadLetters":
         if _dead_letters is None:
             from azure.servicebus import ServiceBusClient
             from claimcheck.adapters.dead_letter_queue import QueueDeadLetters
-            from claimcheck.settings import Settings
 
             env = os.environ
             retry: dict[str, Any] = {"retry_total": 1, "retry_backoff_max": 2}
@@ -437,7 +443,7 @@ def dead_letters() -> "QueueDeadLetters":
 
                 namespace = _required(env, f"{SERVICEBUS_CONNECTION}__fullyQualifiedNamespace")
                 client = ServiceBusClient(namespace, DefaultAzureCredential(), **retry)
-            _dead_letters = QueueDeadLetters(client, Settings.from_env(env).documents_queue)
+            _dead_letters = QueueDeadLetters(client, app_settings().documents_queue)
         return _dead_letters
 
 

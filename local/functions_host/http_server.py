@@ -26,6 +26,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import azure.functions as func
+from claimcheck.settings import INLINE_REQUEST_MAX_BYTES, host_request_body_limit
 
 from local.functions_host.app_loader import HttpFunction
 from local.functions_host.host_config import HttpOptions
@@ -41,8 +42,11 @@ from local.functions_host.request_body import (
 
 logger = logging.getLogger(__name__)
 
-# The Functions host accepts request bodies up to 100 MB (FUNCTIONS_REQUEST_BODY_SIZE_LIMIT default).
-DEFAULT_MAX_BODY_BYTES = 100 * 1024 * 1024
+# The body limit (FUNCTIONS_REQUEST_BODY_SIZE_LIMIT) when none is given: the one derivation infra/ and
+# local/stack.py use, for the default inline cap. Intake enforces its cap from Content-Length before the
+# body is read, so the host need only take the cap plus a 1 MiB multipart margin (a document of exactly the
+# cap sent as multipart still reaches the app); anything above is refused before it is buffered.
+DEFAULT_MAX_BODY_BYTES = host_request_body_limit(INLINE_REQUEST_MAX_BYTES)
 
 # Connections the kernel queues before accept() (socketserver's default of 5 drops bursts).
 LISTEN_BACKLOG = 1024

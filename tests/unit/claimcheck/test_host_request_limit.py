@@ -97,3 +97,12 @@ def test_the_example_local_settings_derive_the_host_limit_from_their_cap() -> No
     values = json.loads(example.read_text(encoding="utf-8"))["Values"]
     cap = Settings.from_env(values).max_inline_request_bytes
     assert values[HOST_REQUEST_LIMIT_SETTING] == str(host_request_body_limit(cap))
+
+
+def test_the_local_hosts_default_limit_is_the_derivation_for_the_default_cap() -> None:
+    """``python -m local.functions_host`` without --max-body-bytes takes what infra/ and the local stack
+    configure for an unset cap, not the Functions default of 100 MB it used to copy."""
+    from local.functions_host.http_server import DEFAULT_MAX_BODY_BYTES
+
+    assert host_request_body_limit(Settings.from_env({}).max_inline_request_bytes) == DEFAULT_MAX_BODY_BYTES
+    assert DEFAULT_MAX_BODY_BYTES < FUNCTIONS_REQUEST_LIMIT_BYTES
