@@ -1,11 +1,11 @@
 """Cleanup tied to settlement, with a proof record for every deletion.
 
-Called only once the effect is durably recorded (idempotency ledger completed, result event
-published) and the message is completed (the consumer's ``Complete`` carries the cleanup as its
-``after_settlement`` step): never before, and never for a dead-lettered delivery. Sync then deletes at
-once; async marks ``cleanup_pending`` for the reconciler's sweep; retain keeps the object until
-retention ends. Until the step runs the record is ``processed``: ``cleanup_pending`` (which the sweep
-deletes at once) is written only by the step, after the completion.
+Called only once the effect is durably recorded (result row written, result event published, the
+record ``processed``) and the message is completed (the consumer's ``Complete`` carries the cleanup as
+its ``after_settlement`` step): never before, and never for a dead-lettered delivery. Sync then deletes
+at once, straight from ``processed``; async marks ``cleanup_pending`` for the reconciler's sweep; retain
+keeps the object until retention ends. Until the step runs the record is ``processed``:
+``cleanup_pending`` (which the sweep deletes at once) is written only by the step, after the completion.
 """
 
 from __future__ import annotations
@@ -38,13 +38,20 @@ class Cleaner:
 
     def after_effect(self, record: PayloadRecord, policy: CleanupPolicy, *, now: datetime) -> PayloadRecord:
         """Apply ``policy`` to an object whose effect is confirmed and whose message is completed: the
-        consumer left it ``processed``; sync and async move it to ``cleanup_pending`` only now (a
-        crash before the completion must never leave a state the reconciler's sweep deletes at once),
-        then sync deletes. ``cleanup_pending`` already (a redelivery finishing a crashed step) goes on."""
-        if record.state is PayloadState.PROCESSED and policy is not CleanupPolicy.RETAIN:
-            record = self._registry.move(record, PayloadState.CLEANUP_PENDING, now=now)
+        consumer left it ``processed``. Async moves it to ``cleanup_pending`` only now (a crash before
+        the completion must never leave a state the reconciler's sweep deletes at once). Sync deletes
+        it at once, with no ``cleanup_pending`` write first: that intent would only tell the reconciler
+        what the record's ``processed`` state and its purpose's policy already say, and cost a round
+        trip before the delete. A crash or a failed delete after the completion leaves the record
+        ``processed`` (the object gone or not), which a redelivery finishes, or the reconciler once the
+        interrupted-cleanup grace has passed, with a proof that records whether the object still
+        existed. ``cleanup_pending`` already (a redelivery finishing a crashed step) goes on."""
         if policy is CleanupPolicy.SYNC:
-            return self.remove(record, why="sync cleanup after the effect was confirmed", now=now)
+            return self._delete_and_prove(
+                record, why="sync cleanup after the effect was confirmed", now=now, previous=record.state
+            )
+        if record.state is PayloadState.PROCESSED and policy is CleanupPolicy.ASYNC:
+            return self._registry.move(record, PayloadState.CLEANUP_PENDING, now=now)
         return record
 
     def finish_interrupted(
@@ -68,16 +75,25 @@ class Cleaner:
     def remove(self, record: PayloadRecord, *, why: str, now: datetime) -> PayloadRecord:
         """Delete the object, move the record to ``removed`` (checked moves), and write the proof.
 
-        A processed object passes through ``cleanup_pending`` first, so a crash mid-way leaves a
-        state the reconciler's sweep finishes; a lost race on the record raises before deleting.
+        The reconciler's removals: a processed object passes through ``cleanup_pending`` first, so a
+        crash mid-way leaves a state its sweep finishes, and a lost race on the record (the consumer's
+        own late cleanup) raises before deleting.
         """
         previous = record.state
         if record.state is PayloadState.PROCESSED:
             record = self._registry.move(record, PayloadState.CLEANUP_PENDING, now=now)
+        return self._delete_and_prove(record, why=why, now=now, previous=previous)
+
+    def _delete_and_prove(
+        self, record: PayloadRecord, *, why: str, now: datetime, previous: PayloadState
+    ) -> PayloadRecord:
+        """Delete the object, then move the record to ``removed`` and write the proof (whether the
+        object still existed comes from the delete's answer, so both wait for it)."""
         existed = self._stores.for_purpose(record.purpose).delete(record.ref)
         # The record's move and the proof are independent writes (the proof is keyed by ref and a
-        # fresh row id): both at once. A crash that leaves the record cleanup_pending is swept again
-        # (a second proof then says the object was already gone).
+        # fresh row id): both at once. A crash that leaves the record cleanup_pending is swept again,
+        # one that leaves it processed (the consumer's sync cleanup) is finished by the reconciler
+        # after the interrupted-cleanup grace (a second proof then says the object was already gone).
         removed, _ = both(
             lambda: self._registry.move(record, PayloadState.REMOVED, now=now),
             lambda: self._prove(

@@ -9,11 +9,14 @@
 - ``ref_published`` records (publish confirmed, activation unfinished) → activation finished;
 - readable or processed (kept) records whose object is still tagged provisional (that same step lost
   the tag's activation) → activated, so the lifecycle backstop never removes them;
-- readable or processed records whose object is gone → flagged ``missing``;
+- readable records, and processed ones kept under a retention policy, whose object is gone → flagged
+  ``missing``;
 - ``cleanup_pending`` records → deleted (the asynchronous cleanup sweep); a failed delete keeps the
   record ``cleanup_pending`` for the next run;
-- processed records under a sync or async policy, older than the interrupted-cleanup grace → deleted
-  (a crash between ``processed`` and the cleanup; a redelivery only completes as a duplicate);
+- processed records under a sync or async policy, older than the interrupted-cleanup grace → deleted,
+  or (object already gone) moved to ``removed``, with proof either way: a crash or a failed
+  completion between ``processed`` and the cleanup, or the sync cleanup (which deletes straight from
+  ``processed``) interrupted after its delete; left alone within the grace, gone object or not;
 - processed records kept under a retention policy → deleted once retention has elapsed;
 - reconciliation entries of versions past their visibility deadline (raised by the status read,
   ``claimcheck.propagation``) → resolved once the version is confirmed, otherwise counted and alerted;
@@ -244,6 +247,15 @@ class Reconciler:
         elif record.state is PayloadState.CLEANUP_PENDING:
             self._cleaner.remove(record, why="asynchronous cleanup sweep", now=now)
             report.cleaned_up.append(record.ref)
+        elif record.state is PayloadState.PROCESSED and self._cleaned_after_effect(record):
+            # Its object is due for deletion once its message is completed, and the consumer's sync
+            # cleanup deletes it straight from processed: a gone object is that cleanup interrupted
+            # after its delete, not a missing one. Left to the consumer within the grace.
+            if self._cleanup_interrupted(record, now):
+                self._cleaner.remove(
+                    record, why="cleanup interrupted after processed; finished by reconciliation", now=now
+                )
+                report.interrupted_cleanups_finished.append(record.ref)
         elif not self._stores.for_purpose(record.purpose).exists(record.ref):
             self._registry.move(record, PayloadState.MISSING, now=now)
             report.flagged_missing.append(record.ref)
@@ -259,11 +271,6 @@ class Reconciler:
         elif record.state is PayloadState.PROCESSED and self._retention_over(record, now):
             self._cleaner.remove(record, why="retention period elapsed", now=now)
             report.retention_removed.append(record.ref)
-        elif record.state is PayloadState.PROCESSED and self._cleanup_interrupted(record, now):
-            self._cleaner.remove(
-                record, why="cleanup interrupted after processed; finished by reconciliation", now=now
-            )
-            report.interrupted_cleanups_finished.append(record.ref)
 
     def _orphan(self, record: PayloadRecord, now: datetime, report: ReconciliationReport) -> None:
         due = self._removable_at(self._stores.routes.container_for(record.purpose), record.created_at)
@@ -339,13 +346,13 @@ class Reconciler:
                 " provisional object removed"
             )
 
-    def _cleanup_interrupted(self, record: PayloadRecord, now: datetime) -> bool:
+    def _cleaned_after_effect(self, record: PayloadRecord) -> bool:
+        """Whether the record's purpose deletes its object after the effect (sync or async cleanup)."""
         policy = self._purposes.get(record.purpose)
-        return (
-            policy is not None
-            and policy.cleanup in (CleanupPolicy.SYNC, CleanupPolicy.ASYNC)
-            and now >= record.updated_at + self._interrupted_cleanup_grace
-        )
+        return policy is not None and policy.cleanup in (CleanupPolicy.SYNC, CleanupPolicy.ASYNC)
+
+    def _cleanup_interrupted(self, record: PayloadRecord, now: datetime) -> bool:
+        return now >= record.updated_at + self._interrupted_cleanup_grace
 
     def _retention_over(self, record: PayloadRecord, now: datetime) -> bool:
         policy = self._purposes.get(record.purpose)

@@ -3,13 +3,14 @@
 Payload (stored object) states, in intake order:
 
 - preparing → available (publish confirmed; the producer activates the object in the same step) →
-  processed (effect done, object kept) or cleanup_pending (effect done, object to be deleted: sync and
-  async cleanup);
+  processed (effect done: the consumer's move, whatever the cleanup policy);
 - preparing → ref_published (publish confirmed, activation unfinished: what reconciliation records when
   it finds a confirmed version's record still preparing) → available (activated by reconciliation);
 - preparing → removed (orphan: publish never confirmed, grace period over);
 - ref_published / available → missing | integrity_failed | access_denied (kept for investigation);
-- processed → removed (sync cleanup) | cleanup_pending → removed (async sweep) | missing.
+- processed → removed (sync cleanup, once the message is completed, straight after its delete) |
+  cleanup_pending (async cleanup once the message is completed; the reconciler's removals) → removed
+  (the sweep) | missing (retained object gone).
 """
 
 from __future__ import annotations

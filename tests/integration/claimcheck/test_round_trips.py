@@ -29,10 +29,10 @@ from local.storage_requests import StorageRequests, Tally
 from tests.integration.claimcheck.conftest import Clock, RecordingAnalyzer, document
 
 # (intake, consumption) ceilings per path; the breakdown of a failure names every request.
-BY_REFERENCE_CEILING = (6, 13)
+BY_REFERENCE_CEILING = (6, 12)
 INLINE_CEILING = (2, 6)
 # Sequential steps of the by-reference path (intake, consumption): requests sent at once are one step.
-BY_REFERENCE_STEPS = (2, 7)
+BY_REFERENCE_STEPS = (2, 6)
 # Long enough that a request sent at once with another never starts a pace after it, on a busy machine.
 PACE_SECONDS = 0.25
 # Intake with an Idempotency-Key adds the key's insert and its completion.

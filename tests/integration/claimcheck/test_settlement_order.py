@@ -17,6 +17,8 @@ from claimcheck import Complete
 from claimcheck.adapters import servicebus as servicebus_adapter
 from claimcheck.adapters.blobs import AzureBlobPayloadStore
 from claimcheck.errors import StorageUnavailable
+from claimcheck.registry import PayloadRecord, PayloadRegistry
+from claimcheck.states import PayloadState
 
 from tests.integration.claimcheck.conftest import Harness, document
 
@@ -93,7 +95,7 @@ def test_the_trigger_completes_the_message_before_it_deletes_the_object(harness:
     assert harness.blob_names() == []
     assert _states(harness) == ["removed"]
     (proof,) = _proofs(harness)
-    assert (proof["previous_state"], proof["object_existed"]) == ("cleanup_pending", True)
+    assert (proof["previous_state"], proof["object_existed"]) == ("processed", True)
 
 
 def test_a_failed_completion_deletes_nothing_and_the_redelivery_finishes_the_cleanup(
@@ -116,7 +118,7 @@ def test_a_failed_completion_deletes_nothing_and_the_redelivery_finishes_the_cle
     assert harness.blob_names() == []
     assert _states(harness) == ["removed"]
     (proof,) = _proofs(harness)
-    assert (proof["previous_state"], proof["object_existed"]) == ("cleanup_pending", True)
+    assert (proof["previous_state"], proof["object_existed"]) == ("processed", True)
 
 
 def test_a_failed_completion_left_to_the_sweep_is_removed_with_proof(harness: Harness) -> None:
@@ -157,9 +159,11 @@ def test_a_reconcile_run_before_the_completion_deletes_nothing(harness: Harness,
     assert swept == ([] if purpose == "contract-review" else [receipt.payload_ref])
 
 
-def test_a_cleanup_failing_after_the_completion_is_logged_not_raised_and_swept(
+def test_a_cleanup_failing_after_the_completion_is_logged_not_raised_and_finished_after_the_grace(
     harness: Harness, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The sync cleanup deletes straight from ``processed``: a failed delete leaves the record there,
+    which the reconciler leaves to the consumer within the interrupted-cleanup grace and finishes after."""
     ref = _submit_sync_cleanup(harness)
 
     def storage_down(self: AzureBlobPayloadStore, ref: str) -> bool:
@@ -174,9 +178,49 @@ def test_a_cleanup_failing_after_the_completion_is_logged_not_raised_and_swept(
     assert logged.startswith("cleanup after settlement left to reconciliation: StorageUnavailable")
     assert DETAIL not in logged  # the type and frames only, never the exception's text
     assert harness.blob_names() == [ref]
-    assert _states(harness) == ["cleanup_pending"]
+    assert _states(harness) == ["processed"]
 
     monkeypatch.undo()
-    assert harness.claimcheck.reconciler.run().cleaned_up == [ref]
+    within = harness.claimcheck.reconciler.run()
+    assert (within.cleaned_up, within.interrupted_cleanups_finished, within.flagged_missing) == ([], [], [])
+    later = harness.clock.now + timedelta(seconds=harness.settings.interrupted_cleanup_grace_seconds)
+    assert harness.claimcheck.reconciler.run(later).interrupted_cleanups_finished == [ref]
     assert harness.blob_names() == []
-    assert len(_proofs(harness)) == 1
+    assert _states(harness) == ["removed"]
+    (proof,) = _proofs(harness)
+    assert (proof["previous_state"], proof["object_existed"]) == ("processed", True)
+
+
+def test_a_sync_cleanup_interrupted_after_its_delete_is_not_flagged_missing(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sync cleanup deletes straight from ``processed`` (no ``cleanup_pending`` write first): a
+    crash after its delete leaves a processed record whose object is gone. The reconciler must not flag
+    it ``missing`` (its object was due for deletion): within the grace it leaves it alone, after the
+    grace it moves it to ``removed`` with a proof that the object was already gone."""
+    ref = _submit_sync_cleanup(harness)
+    outcome = harness.claimcheck.consumer.handle(harness.delivery())
+    assert isinstance(outcome, Complete)
+
+    def host_died(self: PayloadRegistry, record: PayloadRecord, target: PayloadState, **kwargs: Any) -> Any:
+        if target is PayloadState.REMOVED:
+            raise RuntimeError("the worker died after the delete")
+        return moving(self, record, target, **kwargs)
+
+    moving = PayloadRegistry.move
+    monkeypatch.setattr(PayloadRegistry, "move", host_died)
+    outcome.after_settlement()  # logged, not raised (as by the trigger)
+    monkeypatch.undo()
+    assert harness.blob_names() == []
+    assert _states(harness) == ["processed"]
+
+    within = harness.claimcheck.reconciler.run()
+    assert (within.flagged_missing, within.interrupted_cleanups_finished, within.alerts) == ([], [], [])
+    assert _states(harness) == ["processed"]
+    later = harness.clock.now + timedelta(seconds=harness.settings.interrupted_cleanup_grace_seconds)
+    assert harness.claimcheck.reconciler.run(later).interrupted_cleanups_finished == [ref]
+    assert _states(harness) == ["removed"]
+    assert sorted((proof["previous_state"], proof["object_existed"]) for proof in _proofs(harness)) == [
+        ("processed", False),  # the reconciler's: the object was already gone
+        ("processed", True),  # the interrupted step's, written at once with its failed move
+    ]
