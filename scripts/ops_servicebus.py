@@ -21,6 +21,7 @@ from claimcheck.adapters.dead_letter_replay import (
     ReplayResult,
     ReplayStatus,
     first_line,
+    optional_text,
     peek_pages,
     replay_from,
     text_of,
@@ -156,16 +157,16 @@ def summarize(message: ServiceBusReceivedMessage) -> MessageSummary:
     state = message.state
     return MessageSummary(
         sequence_number=int(message.sequence_number or 0),
-        message_id=message.message_id,
+        message_id=optional_text(message.message_id),
         session_id=message.session_id,
-        correlation_id=message.correlation_id,
+        correlation_id=optional_text(message.correlation_id),
         enqueued_time=message.enqueued_time_utc,
         delivery_count=message.delivery_count,
         state=state.name.lower() if hasattr(state, "name") else text_of(state),
         subject=message.subject,
         content_type=message.content_type,
-        dead_letter_reason=message.dead_letter_reason,
-        dead_letter_description=message.dead_letter_error_description,
+        dead_letter_reason=optional_text(message.dead_letter_reason),
+        dead_letter_description=optional_text(message.dead_letter_error_description),
     )
 
 

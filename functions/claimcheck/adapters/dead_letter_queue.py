@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from claimcheck.adapters.dead_letter_replay import (
     ReplayResult,
     ReplayStatus,
+    optional_text,
     peek_pages,
     replay_from,
     text_of,
@@ -58,18 +59,18 @@ class DeadLettered:
 
 
 def dead_lettered(message: ServiceBusReceivedMessage) -> DeadLettered:
+    """Every field as text (or None, adapters/dead_letter_replay.optional_text): the routes answer JSON."""
     properties = {text_of(key): value for key, value in (message.application_properties or {}).items()}
-    tenant, purpose = properties.get("tenant"), properties.get("purpose")
     return DeadLettered(
         sequence_number=int(message.sequence_number or 0),
-        message_id=message.message_id,
-        work_item_id=message.session_id,
-        tenant=None if tenant is None else text_of(tenant),
-        purpose=None if purpose is None else text_of(purpose),
+        message_id=optional_text(message.message_id),
+        work_item_id=optional_text(message.session_id),
+        tenant=optional_text(properties.get("tenant")),
+        purpose=optional_text(properties.get("purpose")),
         enqueued_at=message.enqueued_time_utc,
         delivery_count=message.delivery_count,
-        reason=message.dead_letter_reason,
-        description=message.dead_letter_error_description,
+        reason=optional_text(message.dead_letter_reason),
+        description=optional_text(message.dead_letter_error_description),
     )
 
 

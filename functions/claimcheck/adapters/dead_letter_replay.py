@@ -75,6 +75,12 @@ def text_of(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
+def optional_text(value: Any) -> str | None:
+    """A message field as text: an AMQP message or correlation id may be a UUID, a number or bytes, as
+    its sender wrote it (the SDK hands it over as is), and what shows it writes JSON."""
+    return None if value is None else text_of(value)
+
+
 def peek_pages(
     receiver: ServiceBusReceiver, limit: int, start: int = 1
 ) -> Iterator[ServiceBusReceivedMessage]:

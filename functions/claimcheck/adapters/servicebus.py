@@ -123,7 +123,7 @@ def inbound_message(message: ServiceBusReceivedMessage) -> InboundMessage:
         str(_text(key)): _text(value) for key, value in (message.application_properties or {}).items()
     }
     return InboundMessage(
-        body=b"".join(message.body),
+        body=_data_body(message),
         message_id=str(message.message_id),
         delivery_count=_delivery_count(message),
         session_id=message.session_id,
@@ -144,5 +144,18 @@ def _delivery_count(message: ServiceBusReceivedMessage) -> int | None:
     return (header.delivery_count or 0) + 1
 
 
+def _data_body(message: ServiceBusReceivedMessage) -> bytes:
+    """A data body's sections, joined. A value or sequence body (any AMQP sender may write one) is no
+    envelope: it reads as an empty body, which the consumer dead-letters invalid_envelope at once,
+    instead of a TypeError in the trigger that would spend every delivery of the message."""
+    from azure.servicebus.amqp import AmqpMessageBodyType
+
+    if message.body_type != AmqpMessageBodyType.DATA:
+        return b""
+    return b"".join(message.body)
+
+
 def _text(value: object) -> object:
-    return value.decode() if isinstance(value, bytes) else value
+    # "replace": a binary property that is not UTF-8 (the SDK never sends one, other AMQP clients may)
+    # must not raise in the trigger; the consumer checks the values it uses.
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
