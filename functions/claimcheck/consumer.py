@@ -3,7 +3,8 @@ result write → result event; answers an ``Outcome`` for the Function App to se
 policy is a ``Complete``'s ``after_settlement`` step, which the settler runs once the message is
 completed (DESIGN: never delete before the effect is confirmed and the message completed).
 Resolving and authorizing a delivery (may it run, is it a duplicate, is it ahead of the producer?) is
-``admission.py``.
+``admission.py``; what is written once the effect is durable, and the cleanup step, is
+``consumer_settlement.py``.
 
 Every failure is classified into one of three answers: ``DeadLetter`` (a ``MessageRejected`` leaf,
 with its reason), ``Retry`` with backoff (a ``RetryableError`` or an unexpected I/O failure), or,
@@ -32,12 +33,12 @@ from claimcheck.consumer_outcomes import (
     rejection_for,
     retry_or_give_up,
 )
+from claimcheck.consumer_settlement import Settlement
 from claimcheck.deliveries import DeliveryCounter
 from claimcheck.envelope import Envelope, parse_envelope
 from claimcheck.errors import (
     AccessDenied,
     ClaimCheckError,
-    ConcurrencyConflict,
     EnvelopeExpired,
     IllegalTransition,
     MessageRejected,
@@ -49,14 +50,13 @@ from claimcheck.errors import (
 )
 from claimcheck.idempotency import (
     AlreadyDone,
-    Claimed,
     ClaimHeartbeat,
     IdempotencyLedger,
     idempotency_key,
 )
 from claimcheck.integrity import DEFAULT_CHUNK_BYTES, spool_verified
 from claimcheck.messages import Bus, InboundMessage
-from claimcheck.outcome import Complete, DeadLetter, DeadLetterReason, Outcome, compute_backoff
+from claimcheck.outcome import DeadLetter, DeadLetterReason, Outcome, compute_backoff
 from claimcheck.policy import (
     PurposePolicy,
     base_content_type,
@@ -114,7 +114,6 @@ class Consumer:
         self._ledger = ledger
         self._deliveries = deliveries
         self._results = results
-        self._cleaner = cleaner
         self._bus = bus
         self._analyzer = analyzer
         self._purposes = purposes
@@ -130,6 +129,14 @@ class Consumer:
             identity=identity,
             clock=clock,
             sleep=sleep,
+        )
+        self._settlement = Settlement(
+            registry=registry,
+            work_items=work_items,
+            ledger=ledger,
+            cleaner=cleaner,
+            purposes=purposes,
+            clock=clock,
         )
         # Shared by all deliveries: an outage is logged once when it starts and once when it ends.
         self._dependencies = FailureStreak("the consumer's storage or Service Bus", log)
@@ -215,14 +222,7 @@ class Consumer:
         )
         admitted = self._admission.admit(envelope, policy, key)
         if isinstance(admitted, Duplicate):
-            unfinished = admitted.unfinished
-            if unfinished is None:
-                return Complete()
-            return Complete(
-                self._after_settlement(
-                    lambda now: self._cleaner.finish_interrupted(unfinished, self._purposes, now=now)
-                )
-            )
+            return self._settlement.duplicate(admitted.unfinished)
         record = admitted.record
         traceparent = message.application_properties.get("traceparent")
         work = _Work(
@@ -256,7 +256,8 @@ class Consumer:
             if isinstance(held, ClaimHeartbeat):
                 document = self._verified(work, fetched, held)
         if isinstance(held, AlreadyDone):
-            return self._settle(work, held.result, running.value if running.error is None else None)
+            known = running.value if running.error is None else None
+            return self._settlement.effect_done(envelope, record, policy.cleanup, held.result, known)
         heartbeat = held
         try:
             work_item = running.get()
@@ -265,7 +266,9 @@ class Consumer:
             document.close()
             self._ledger.release_or_let_expire(heartbeat.stop())
             raise
-        settled_effect = self._settle(work, summary, work_item, claim=heartbeat.stop())
+        settled_effect = self._settlement.effect_done(
+            envelope, record, policy.cleanup, summary, work_item, claim=heartbeat.stop()
+        )
         log.info("completed %s v%d", envelope.work_item_id, envelope.payload_version)
         telemetry.completed(envelope.purpose)
         return settled_effect
@@ -370,94 +373,6 @@ class Consumer:
             self._results.insert_if_absent(
                 result_key(envelope), result_row(envelope, analysis, summary, completed_at=self._clock())
             )
-
-    def _settle(
-        self,
-        work: _Work,
-        summary: Mapping[str, Any],
-        work_item: WorkItemRecord | None,
-        *,
-        claim: Claimed | None = None,
-    ) -> Complete:
-        """After the effect is durable (result row written, result event published): the claim
-        completed (``claim``: this delivery made the effect), the work item completed and the object
-        ``processed``; answers Complete with the cleanup per policy as its step, to run once the
-        message is completed.
-
-        The three writes are independent rows, each conditioned on the row as this delivery last read
-        or wrote it (re-read only on a lost race), so they go at once. None of them may go before the
-        result event: each says the effect is done. A crash or a failure that lands any subset of
-        them leaves a state the redelivery completes without a second effect (``admission.py``):
-        the claim completed → its ``AlreadyDone`` settles the rest; the record ``processed``, or the
-        work item ``completed`` at this version with the object gone or inline → a duplicate at
-        admission; the work item ``completed`` alone while the record is still readable → the dead
-        attempt's claim is waited out and taken over, and the effect's writes find their rows (result
-        row insert-if-absent, result event under the same message id, deduplicated by the topic).
-        """
-        envelope, now = work.envelope, self._clock()
-
-        def complete_claim() -> None:
-            if claim is not None:
-                self._ledger.complete(claim, summary, now=now)
-
-        _, settled_record, _ = all_three(
-            complete_claim,
-            lambda: self._settle_payload(work, now),
-            lambda: self._work_items.move_state(
-                work_item,
-                envelope.work_item_id,
-                envelope.payload_version,
-                WorkItemState.COMPLETED,
-                now=now,
-                result=summary,
-            ),
-        )
-        if settled_record is None:
-            return Complete()
-        policy = work.policy.cleanup
-        return Complete(
-            self._after_settlement(lambda at: self._cleaner.after_effect(settled_record, policy, now=at))
-        )
-
-    def _settle_payload(self, work: _Work, now: datetime) -> PayloadRecord | None:
-        """The record moved to ``processed``, or None when there is none to clean.
-
-        ``processed`` whatever the policy: ``cleanup_pending`` is written by the after-settlement step
-        only, once the message is completed, because the reconciler's sweep deletes a
-        ``cleanup_pending`` object at once (DESIGN: never delete before the message is completed). A
-        crash or failed completion leaves ``processed``: the redelivery, or the reconciler after
-        CLAIMCHECK_INTERRUPTED_CLEANUP_GRACE_SECONDS, finishes the cleanup.
-        """
-        if work.record is None:
-            return None
-        record, target = work.record, PayloadState.PROCESSED
-        if record.state in (PayloadState.REF_PUBLISHED, PayloadState.AVAILABLE):
-            try:
-                record = self._registry.move(record, target, now=now)
-            except ConcurrencyConflict:  # changed since it was admitted (e.g. the producer's activation)
-                record = self._registry.get(record.ref) or record
-                if record.state in (PayloadState.REF_PUBLISHED, PayloadState.AVAILABLE):
-                    record = self._registry.move(record, target, now=now)
-        return record if record.state is target else None
-
-    def _after_settlement(self, cleanup: Callable[[datetime], object]) -> Callable[[], None]:
-        """``cleanup`` as a ``Complete``'s step: timed when it runs (so its proof is dated after the
-        completion), in the delivery's trace, and never raising into the settler: a failure is logged
-        (type and frames, no payload) and the record, ``processed`` or ``cleanup_pending`` where it
-        stopped, is left to a redelivery or the reconciler (its sweep, or its interrupted-cleanup grace)."""
-
-        def step() -> None:
-            try:
-                with stage(Stage.CLEANUP):
-                    cleanup(self._clock())
-            except Exception as failed:
-                log.warning(
-                    "cleanup after settlement left to reconciliation: %s\n%s",
-                    type(failed).__name__,
-                    "".join(traceback.format_tb(failed.__traceback__)),
-                )
-
-        return telemetry.in_current_trace(step)
 
     def _mark_failed(self, envelope: Envelope, reason: DeadLetterReason) -> None:
         try:

@@ -171,10 +171,12 @@ def test_a_cleanup_failing_after_the_completion_is_logged_not_raised_and_finishe
 
     monkeypatch.setattr(AzureBlobPayloadStore, "delete", storage_down)
     actions = Actions(harness)
-    with caplog.at_level(logging.WARNING, logger="claimcheck.consumer"):
+    with caplog.at_level(logging.WARNING, logger="claimcheck.consumer_settlement"):
         function_app.consume_document(harness.delivery(), actions)  # no raise
     assert actions.calls == [("complete", [ref])]
-    (logged,) = [record.getMessage() for record in caplog.records if record.name == "claimcheck.consumer"]
+    (logged,) = [
+        record.getMessage() for record in caplog.records if record.name == "claimcheck.consumer_settlement"
+    ]
     assert logged.startswith("cleanup after settlement left to reconciliation: StorageUnavailable")
     assert DETAIL not in logged  # the type and frames only, never the exception's text
     assert harness.blob_names() == [ref]
