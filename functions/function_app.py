@@ -112,6 +112,12 @@ def app_settings() -> Settings:
         return _settings
 
 
+# Parsed at indexing, not on a first request: a malformed setting refuses the app at start, naming the
+# setting (the host reports the import error and starts no trigger), instead of a 500 on every request
+# and a delivery spent on every message until each is dead-lettered. Pure Python: no SDK is loaded.
+app_settings()
+
+
 def _build_claimcheck(env: Mapping[str, str], settings: Settings) -> "ClaimCheck":
     """Locally the connection names hold emulator/Azurite connection strings; on Azure, identity-based
     settings (``<name>__fullyQualifiedNamespace``, ``<name>__blobServiceUri``...) with a managed identity.

@@ -4,9 +4,14 @@ readers of one worker can disagree about a value."""
 
 from __future__ import annotations
 
+import sys
+
 import function_app
 import pytest
 from claimcheck.settings import DOCUMENTS_QUEUE_SETTING, SERVICEBUS_CONNECTION, SettingsError
+
+from local.functions_host import DEFAULT_APP
+from local.functions_host.app_loader import load_function_app
 
 CAP_SETTING = "CLAIMCHECK_MAX_INLINE_REQUEST_BYTES"
 
@@ -42,3 +47,14 @@ def test_a_malformed_cap_is_a_settings_error_naming_it(monkeypatch: pytest.Monke
     monkeypatch.setenv(CAP_SETTING, "32MiB")
     with pytest.raises(SettingsError, match=CAP_SETTING):
         function_app.inline_cap()
+
+
+def test_a_malformed_setting_refuses_the_app_when_it_is_indexed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not a 500 on each request and a spent delivery on each message: the host cannot load the app, and
+    the error it reports names the setting."""
+    monkeypatch.setitem(sys.modules, "function_app", function_app)  # the loader replaces it: put it back
+    monkeypatch.setenv(CAP_SETTING, "0")
+    with pytest.raises(SettingsError, match=CAP_SETTING):
+        load_function_app(DEFAULT_APP)
+    monkeypatch.setenv(CAP_SETTING, "4096")
+    assert load_function_app(DEFAULT_APP).functions
