@@ -196,6 +196,13 @@ def test_status_of_another_tenants_work_item_reads_like_an_unknown_id(stack: Loc
     narrowed = {**stack.auth_headers("local-producer"), "X-Tenant-Id": "globex"}
     narrowed_read = requests.get(f"{api}/work-items/{work_item_id}", headers=narrowed, timeout=30)
     assert narrowed_read.json() == not_found(work_item_id)
+    # The result route by the same rule (AccessTable.read_scope), and stating a tenant never widens.
+    narrowed_result = requests.get(f"{api}/work-items/{work_item_id}/result", headers=narrowed, timeout=30)
+    assert (narrowed_result.status_code, narrowed_result.json()) == (404, not_found(work_item_id))
+    widened = {**auth(stack), "X-Tenant-Id": "acme"}
+    for route in (f"work-items/{work_item_id}", f"work-items/{work_item_id}/result"):
+        stated = requests.get(f"{api}/{route}", headers=widened, timeout=30)
+        assert (stated.status_code, stated.json()) == (404, not_found(work_item_id))
     answers = [
         requests.get(f"{api}/work-items/{item}?min_version=1", headers=auth(stack), timeout=30)
         for item in (work_item_id, unknown)
