@@ -17,9 +17,11 @@ from local.servicebus.amqp_types import Array, Symbol, UInt, UShort
 from local.servicebus.attach import Attacher
 from local.servicebus.broker import Broker
 from local.servicebus.cbs import Authorization, SharedAccessKey
+from local.servicebus.fastframes import accepted_disposition
 from local.servicebus.frames import (
     AMQP_HEADER,
     EMPTY_FRAME,
+    FRAME_AMQP,
     FRAME_HEADER,
     FRAME_SASL,
     SASL_HEADER,
@@ -118,7 +120,8 @@ class AmqpConnection(asyncio.Protocol):
         self.attacher = Attacher(broker, management, Authorization(key), Replies())
         self.sessions: dict[int, Session] = {}
         self.remote_max_frame_size = 512
-        self._buffer = bytearray()
+        self._buffer = bytearray()  # a partial frame (or header), until the rest arrives
+        self._needed = 0  # bytes the partial frame in _buffer needs before it can be parsed
         self._expect_header = True
         self._out: list[bytes] = []
         self._flush_pending = False
@@ -199,28 +202,54 @@ class AmqpConnection(asyncio.Protocol):
     # --- input -----------------------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
-        self._buffer += data
+        """Split the stream into frames. They are read in place from ``data`` (only a partial frame
+        is kept, in ``_buffer``); a receiver's accepted disposition, one per message in the steady
+        state, goes straight to its session (``fastframes.accepted_disposition``)."""
+        if self._buffer:
+            self._buffer += data
+            if len(self._buffer) < self._needed:
+                return  # the frame is still incomplete: nothing to parse yet
+            data = bytes(self._buffer)
+            self._buffer.clear()
+        elif not isinstance(data, bytes):
+            data = bytes(data)  # frames may keep views of it: it must not change
+        view = memoryview(data)
+        end = len(view)
+        offset = 0
         try:
             while self._transport is not None:
                 if self._expect_header:
-                    if len(self._buffer) < 8:
-                        return
-                    self._on_header(bytes(self._buffer[:8]))
-                    del self._buffer[:8]
+                    if end - offset < 8:
+                        self._needed = 8
+                        break
+                    offset += 8
+                    self._on_header(data[offset - 8 : offset])
                     continue
-                if len(self._buffer) < 8:
-                    return
-                size, doff, frame_type, channel = FRAME_HEADER.unpack_from(self._buffer, 0)
+                if end - offset < 8:
+                    self._needed = 8
+                    break
+                size, doff, frame_type, channel = FRAME_HEADER.unpack_from(view, offset)
                 if size < 8 or size > MAX_FRAME_SIZE:
                     raise FrameError(f"frame size {size} outside 8..{MAX_FRAME_SIZE}")
                 if doff < 2 or doff * 4 > size:
                     raise FrameError(f"data offset {doff} outside 2..{size // 4}")
-                if len(self._buffer) < size:
-                    return
-                body = memoryview(bytes(self._buffer[doff * 4 : size]))
-                del self._buffer[:size]
-                if body:
-                    self._on_frame(frame_type, channel, body)
+                if end - offset < size:
+                    self._needed = size
+                    break
+                body = view[offset + doff * 4 : offset + size]
+                offset += size
+                if not body:
+                    continue
+                if frame_type == FRAME_AMQP and len(body) > 2 and body[2] == 0x15:
+                    accepted = accepted_disposition(body)
+                    if accepted is not None:
+                        session = self.sessions.get(channel)
+                        if session is not None:
+                            session.on_accepted(*accepted)
+                        continue
+                self._on_frame(frame_type, channel, body)
+            if offset < end and self._transport is not None:
+                self._buffer += view[offset:]
         except (FrameError, ValueError, KeyError, TypeError, RecursionError) as exc:
             _LOG.warning("closing connection after a protocol error: %s", exc)
             self._close(error("amqp:decode-error", f"Protocol error: {exc}"))

@@ -102,6 +102,17 @@ def _header_items(header: dict[str, Any]) -> bytes:
     return cached
 
 
+def _annotations_head(own: tuple[bytes, int], extra: bytes, extra_count: int) -> bytes:
+    """The message annotations section up to the end of the message's own items (``extra``, the
+    broker's, follows): descriptor, map constructor, size and count, then the own items."""
+    items, count = own
+    size = len(items) + len(extra)
+    count += extra_count
+    if size < 255 and count < 256:
+        return _ANNOTATIONS_DESCRIPTOR + bytes((0xC1, size + 1, count)) + items
+    return _ANNOTATIONS_DESCRIPTOR + b"\xd1" + struct.pack(">II", size + 4, count) + items
+
+
 def _as_list(names: tuple[str, ...], values: dict[str, Any]) -> list[Any]:
     items = [values.get(name) for name in names]
     while items and items[-1] is None:
@@ -211,37 +222,39 @@ class AmqpMessage:
             encode_value(value, body)
         self._annotations_section(bytes(body), 2 * len(extra), out)
 
-    def _annotations_section(self, extra: bytes, extra_count: int, out: bytearray) -> None:
+    def _own_annotation_items(self) -> tuple[bytes, int]:
+        """The message's own annotations encoded as map items, and their count (cached)."""
         if self._annotation_items is None:
             items = bytearray()
             for key, value in self.annotations.items():
                 encode_value(key, items)
                 encode_value(value, items)
             self._annotation_items = (bytes(items), 2 * len(self.annotations))
-        own, count = self._annotation_items
-        body = own + extra
-        count += extra_count
-        out += _ANNOTATIONS_DESCRIPTOR
-        if len(body) < 255 and count < 256:
-            out += bytes((0xC1, len(body) + 1, count))
-        else:
-            out.append(0xD1)
-            out += struct.pack(">II", len(body) + 4, count)
-        out += body
+        return self._annotation_items
+
+    def _annotations_section(self, extra: bytes, extra_count: int, out: bytearray) -> None:
+        out += _annotations_head(self._own_annotation_items(), extra, extra_count)
+        out += extra
 
     def encode_delivery(self, delivery_count: int, extra: bytes, extra_count: int) -> bytes:
         """What ``encode(delivery_count=..., annotations=...)`` writes, the broker's annotations
         given already encoded (``extra``: ``extra_count`` map items whose keys the message's own
-        annotations must not have): the delivery fast path, a handful of concatenations."""
+        annotations must not have): the delivery fast path, one join of a few parts."""
         if self._header_items is None:
             self._header_items = _header_items(self.header)
-        header = self._header_items + uint(delivery_count)  # at most 14 bytes: a short list
-        out = bytearray(_HEADER_DESCRIPTOR)
-        out += bytes((0xC0, len(header) + 1, len(HEADER_FIELDS)))
-        out += header
-        self._annotations_section(extra, extra_count, out)
-        out += self.tail()
-        return bytes(out)
+        count = uint(delivery_count)  # the header's last field: at most 14 bytes, a short list
+        own = self._own_annotation_items()
+        return b"".join(
+            (
+                _HEADER_DESCRIPTOR,
+                bytes((0xC0, len(self._header_items) + len(count) + 1, len(HEADER_FIELDS))),
+                self._header_items,
+                count,
+                _annotations_head(own, extra, extra_count),
+                extra,
+                self.tail(),
+            )
+        )
 
     def copy(self) -> AmqpMessage:
         """An independent copy (each subscription or DLQ gets its own)."""

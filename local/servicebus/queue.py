@@ -21,6 +21,7 @@ from local.servicebus.model import (
     SCHEDULED,
     BrokerError,
     Entry,
+    new_lock_token,
     now_ms,
 )
 
@@ -201,7 +202,7 @@ class MessageQueue:
                         self.router.forget(self, entry.seq)
                         consumer.deliver(entry, None)
                         continue
-                    token = uuid.uuid4()
+                    token = new_lock_token()
                     entry.lock_token, entry.owner = token, consumer
                     entry.locked_until_ms = locked_until
                     self.locks[token] = entry
@@ -414,7 +415,7 @@ class MessageQueue:
             found.append(entry)
         for entry in found:
             entry.delivery_count += 1
-            entry.lock_token, entry.owner = uuid.uuid4(), owner
+            entry.lock_token, entry.owner = new_lock_token(), owner
             entry.locked_until_ms = now_ms() + self.lock_ms
             self.locks_checked_until_ms = min(self.locks_checked_until_ms, entry.locked_until_ms)
             self.locks[entry.lock_token] = entry

@@ -13,7 +13,7 @@ from local.servicebus.broker import encode_delivery
 from local.servicebus.codec import encode
 from local.servicebus.fastframes import ACCEPTED_STATE
 from local.servicebus.frames import composite, composite_name, error, fields_of
-from local.servicebus.links import OutgoingLink
+from local.servicebus.links import ACCEPTED, OutgoingLink
 from local.servicebus.model import BrokerError, Entry
 from local.servicebus.ports import LinkSession
 from local.servicebus.queue import MessageQueue
@@ -85,6 +85,26 @@ class ReceiverLink(OutgoingLink):
                 self.session.send_disposition(
                     delivery_id, ACCEPTED_STATE if echo is state and outcome == "accepted" else encode(echo)
                 )
+
+    def on_accepted(self, first: int, last: int, settled: bool) -> None:
+        """``on_disposition`` with the accepted outcome (a completion), one delivery without the
+        generic outcome dispatch: the SDK completes one message per disposition."""
+        if first != last:
+            self.on_disposition(first, last, settled, ACCEPTED)
+            return
+        queue = self.queue
+        if queue is None:
+            return
+        token = self.unsettled.pop(first, None)
+        if token is None:
+            return
+        echo = ACCEPTED_STATE
+        try:
+            queue.complete(token)
+        except BrokerError as exc:
+            echo = encode(composite("rejected", error=error(exc.condition, exc.description)))
+        if not settled:
+            self.session.send_disposition(first, echo)
 
     @staticmethod
     def _settle(queue: MessageQueue, token: uuid.UUID, outcome: str | None, state: Any) -> None:

@@ -7,7 +7,13 @@ from typing import Any
 
 from local.servicebus.amqp_types import UInt
 from local.servicebus.attach import Attacher
-from local.servicebus.fastframes import ACCEPTED_STATE, disposition_frame, flow_frame, transfer_frame
+from local.servicebus.fastframes import (
+    ACCEPTED_STATE,
+    accepted_echo_frame,
+    disposition_frame,
+    flow_frame,
+    transfer_frame,
+)
 from local.servicebus.frames import composite, composite_name
 from local.servicebus.links import IncomingLink, Link, OutgoingLink
 from local.servicebus.ports import LinkIdentity, SessionHost
@@ -60,6 +66,9 @@ class Session:
 
     def send_disposition(self, delivery_id: int, state: bytes) -> None:
         """Settle a delivery the broker sent (``state`` encoded, see ``fastframes``)."""
+        if state is ACCEPTED_STATE:
+            self.host.send_encoded(accepted_echo_frame(self.channel, delivery_id))
+            return
         self.host.send_encoded(
             disposition_frame(
                 self.channel, role=False, first=delivery_id, last=None, settled=True, state=state
@@ -72,6 +81,13 @@ class Session:
         self.next_outgoing_id += 1
         self.remote_incoming_window -= 1
         room = self.host.remote_max_frame_size - 128 - len(tag)
+        if len(payload) <= room:  # the usual case: one frame, the payload not sliced (copied)
+            self.host.send_encoded(
+                transfer_frame(
+                    self.channel, handle, delivery_id, tag, settled=settled, more=False, payload=payload
+                )
+            )
+            return delivery_id
         offset = 0
         while True:
             chunk = payload[offset : offset + room]
@@ -167,6 +183,13 @@ class Session:
         if was_closed and self.remote_incoming_window > 0:
             for link in list(self.outgoing_by_handle.values()):
                 link.resume()
+
+    def on_accepted(self, first: int, last: int, settled: bool) -> None:
+        """A receiver's disposition accepting first..last (the steady state's completion, read by
+        ``fastframes.accepted_disposition``): what ``on_frame`` does with it, without the fields."""
+        for link in list(self.outgoing_by_handle.values()):
+            if isinstance(link, ReceiverLink) and link.unsettled:
+                link.on_accepted(first, last, settled)
 
     def _on_disposition(self, fields: dict[str, Any]) -> None:
         if not fields.get("role"):  # only a receiver settles what the broker sent
