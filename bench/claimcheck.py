@@ -2,7 +2,9 @@
 
 For each size it prints the envelope size, claim-check throughput, peak RSS growth (sampled in a
 thread with psutil) and the ratio of claim-check time to a raw upload + download of the same bytes
-with the same SDK and the same transfer settings, measured in the same run.
+with the same SDK and the same transfer settings, measured in the same run. Next to the times, the
+client CPU of each (this process's CPU time over the round trip, all its threads, without the RSS
+sampler's own): the Python work per document that a GIL-bound worker pays whatever the wall time.
 
     python -m bench.claimcheck                    # 1KB,1MB,100MB,1GiB
     python -m bench.claimcheck --sizes 1MB,100MB
@@ -10,7 +12,8 @@ with the same SDK and the same transfer settings, measured in the same run.
 Targets: envelope ≤ 1 KiB; peak RSS growth < 64 MiB at 1 GiB; claim-check ≤ 3x raw at 1 KB, ≤ 1.5x
 at 1 MB, ≤ 1.1x at 100 MB and 1 GiB. The last column counts the storage requests of intake and of
 consumption (local/storage_requests.py), the cause of the fixed cost per document.
-Payloads come from a deterministic generator (seeded text blocks), never held whole in memory.
+Payloads come from a deterministic generator (seeded text blocks, made once per process so that
+neither measured round trip pays for them), never held whole in memory.
 The analyzer step uses a bounded analyzer that reads only the first 64 KiB of the verified
 document (the full payload is still downloaded and verified: length, sha256, type).
 """
@@ -18,6 +21,7 @@ document (the full payload is still downloaded and verified: length, sha256, typ
 from __future__ import annotations
 
 import argparse
+import functools
 import random
 import threading
 import time
@@ -50,9 +54,7 @@ class PayloadStream:
     """``size`` bytes of seeded ASCII text, produced block by block (one 1 MiB block in memory)."""
 
     def __init__(self, size: int, seed: int = 7) -> None:
-        alphabet = b"abcdefghijklmnopqrstuvwxyz      \n"
-        rng = random.Random(seed)
-        self._block = bytes(rng.choice(alphabet) for _ in range(4096)) * (_BLOCK // 4096)
+        self._block = _seeded_block(seed)
         self._remaining = size
         self._offset = 0
 
@@ -67,6 +69,14 @@ class PayloadStream:
             self._offset += len(piece)
             self._remaining -= len(piece)
         return b"".join(parts)
+
+
+@functools.cache
+def _seeded_block(seed: int) -> bytes:
+    """One 1 MiB block of seeded text (made once: a few ms of CPU that is no part of a round trip)."""
+    alphabet = b"abcdefghijklmnopqrstuvwxyz      \n"
+    rng = random.Random(seed)
+    return bytes(rng.choice(alphabet) for _ in range(4096)) * (_BLOCK // 4096)
 
 
 class HeadAnalyzer:
@@ -86,7 +96,10 @@ class HeadAnalyzer:
 
 
 class Measured:
-    """Wall time and peak RSS growth of a block: RSS is sampled every 5 ms in a thread."""
+    """Wall time, client CPU and peak RSS growth of a block: RSS is sampled every 5 ms in a thread.
+
+    ``cpu_seconds`` is the process's CPU time (user + system, every thread: the SDK's requests, the
+    thread pool's, the kernel's work on our sockets) over the block, less the sampler thread's own."""
 
     def __init__(self) -> None:
         self._process = psutil.Process()
@@ -94,22 +107,30 @@ class Measured:
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self.start_rss = self.peak_rss = 0
         self.seconds = 0.0
+        self.cpu_seconds = 0.0
+        self._sampler_cpu = 0.0
         self._started = 0.0
+        self._started_cpu = 0.0
 
     def _sample(self) -> None:
+        started = time.thread_time()
         while not self._stop.wait(0.005):
             self.peak_rss = max(self.peak_rss, self._process.memory_info().rss)
+        self._sampler_cpu = time.thread_time() - started
 
     def __enter__(self) -> Measured:
         self.start_rss = self.peak_rss = self._process.memory_info().rss
         self._thread.start()
+        self._started_cpu = time.process_time()
         self._started = time.perf_counter()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.seconds = time.perf_counter() - self._started
+        cpu = time.process_time() - self._started_cpu
         self._stop.set()
         self._thread.join()
+        self.cpu_seconds = max(0.0, cpu - self._sampler_cpu)
         self.peak_rss = max(self.peak_rss, self._process.memory_info().rss)
 
     @property
@@ -124,6 +145,8 @@ class Row:
     envelope_bytes: int
     claimcheck_seconds: float
     raw_seconds: float
+    claimcheck_cpu: float  # seconds of this process's CPU per round trip (median)
+    raw_cpu: float
     claimcheck_rss: int
     raw_rss: int
     size: int
@@ -231,6 +254,8 @@ def run(sizes: list[str]) -> list[Row]:
                     envelope,
                     claim_check.seconds,
                     raw.seconds,
+                    _median_cpu(checks),
+                    _median_cpu(raws),
                     claim_check.rss_growth,
                     raw.rss_growth,
                     size,
@@ -246,10 +271,15 @@ def _median(runs: list[Measured]) -> Measured:
     return sorted(runs, key=lambda run: run.seconds)[len(runs) // 2]
 
 
+def _median_cpu(runs: list[Measured]) -> float:
+    return sorted(run.cpu_seconds for run in runs)[len(runs) // 2]
+
+
 def print_header() -> None:
     print(
         f"{'size':>6} {'transport':>9} {'envelope B':>10} {'cc ms':>9} {'raw ms':>9} {'cc MB/s':>8} "
-        f"{'raw MB/s':>8} {'cc/raw':>7} {'cc RSS+ MiB':>11} {'raw RSS+ MiB':>12} {'requests in+out':>15}"
+        f"{'raw MB/s':>8} {'cc/raw':>7} {'cc CPU ms':>9} {'raw CPU ms':>10} "
+        f"{'cc RSS+ MiB':>11} {'raw RSS+ MiB':>12} {'requests in+out':>15}"
     )
 
 
@@ -259,6 +289,7 @@ def print_row(row: Row) -> None:
         f"{row.label:>6} {row.transport:>9} {row.envelope_bytes:>10} {row.claimcheck_seconds * 1000:>9.1f} "
         f"{row.raw_seconds * 1000:>9.1f} {row.size / 1e6 / row.claimcheck_seconds:>8.2f} "
         f"{row.size / 1e6 / row.raw_seconds:>8.2f} {row.claimcheck_seconds / row.raw_seconds:>7.2f} "
+        f"{row.claimcheck_cpu * 1000:>9.1f} {row.raw_cpu * 1000:>10.1f} "
         f"{row.claimcheck_rss / mib:>11.1f} {row.raw_rss / mib:>12.1f} "
         f"{f'{row.intake_requests}+{row.consume_requests}':>15}",
         flush=True,
@@ -289,6 +320,11 @@ def main(argv: list[str] | None = None) -> None:
         target = TARGET_RATIOS[row.label]
         print(
             f"claim-check ≤ {target}x raw at {row.label}: {'yes' if ratio <= target else 'NO'} ({ratio:.2f}x)"
+        )
+        requests = row.intake_requests + row.consume_requests
+        print(
+            f"client CPU per document at {row.label}: claim-check {row.claimcheck_cpu * 1000:.1f} ms, "
+            f"raw {row.raw_cpu * 1000:.1f} ms ({requests} storage requests against 3)"
         )
         if row.label == "1GiB":
             print(f"RSS growth at 1 GiB < 64 MiB: {'yes' if row.claimcheck_rss < 64 * 2**20 else 'NO'}")
