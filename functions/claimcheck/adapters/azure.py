@@ -11,6 +11,7 @@ request.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +36,13 @@ from claimcheck.storage import Tables
 # gets a 503 with Retry-After in seconds (and asks again), never a stale answer and never a request
 # that hangs through the SDK's default retries for minutes.
 STATUS_READ_LIMITS: dict[str, Any] = {"retry_total": 1, "connection_timeout": 3, "read_timeout": 10}
+
+# The level of azure-core's per-request HTTP logs (HttpLoggingPolicy: the request's URL, which names the
+# stored object, and its headers, then the response's). The SDK's default is INFO, the level the Azure
+# Functions Python worker sets on the root logger: every storage request of the hot path would format
+# two records and ship them to the host (and Application Insights). At DEBUG they appear only when
+# debug logging is on (PYTHON_ENABLE_DEBUG_LOGGING on Azure).
+STORAGE_HTTP_LOG_LEVEL = logging.DEBUG
 
 # Proxy variables requests would look up in the environment on every request (their exceptions too).
 PROXY_VARIABLES = tuple(
@@ -81,6 +89,7 @@ def connect_storage(
     status_options = dict(STATUS_READ_LIMITS)
     for options in (transfer, table_options, status_options):
         options.update(_transport())
+        options["http_logging_level"] = STORAGE_HTTP_LOG_LEVEL
         trust_env = options.get("use_env_settings", True)
         options["session"] = _pooled_session(settings.storage_pool_connections, trust_env=trust_env)
     if request_hook is not None:
