@@ -51,6 +51,7 @@ from claimcheck.settings import (
     Settings,
     SettingsError,
 )
+from claimcheck.telemetry_settings import check as check_telemetry_settings
 from upload_routes import upload_routes
 
 if TYPE_CHECKING:
@@ -114,8 +115,10 @@ def app_settings() -> Settings:
 
 # Parsed at indexing, not on a first request: a malformed setting refuses the app at start, naming the
 # setting (the host reports the import error and starts no trigger), instead of a 500 on every request
-# and a delivery spent on every message until each is dead-lettered. Pure Python: no SDK is loaded.
+# and a delivery spent on every message until each is dead-lettered. Pure Python: no SDK is loaded. The
+# telemetry settings too, though the SDK they configure is loaded on first use.
 app_settings()
+check_telemetry_settings(os.environ)
 
 
 def _build_claimcheck(env: Mapping[str, str], settings: Settings) -> "ClaimCheck":

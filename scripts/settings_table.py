@@ -13,12 +13,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from claimcheck.adapters.telemetry_setup import (
+from claimcheck.settings import SERVICEBUS_CONNECTION, SETTING_NAMES, SETTINGS, STORAGE_CONNECTION
+from claimcheck.telemetry_settings import (
     DEFAULT_FILE_MAX_BYTES,
     FILE_MAX_BYTES_SETTING,
     TELEMETRY_DIR_SETTING,
 )
-from claimcheck.settings import SERVICEBUS_CONNECTION, SETTING_NAMES, SETTINGS, STORAGE_CONNECTION
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 BEGIN = (

@@ -9,6 +9,12 @@ import sys
 import function_app
 import pytest
 from claimcheck.settings import DOCUMENTS_QUEUE_SETTING, SERVICEBUS_CONNECTION, SettingsError
+from claimcheck.telemetry_settings import (
+    AUTHENTICATION_STRING_SETTING,
+    CONNECTION_STRING_SETTING,
+    FILE_MAX_BYTES_SETTING,
+    TELEMETRY_DIR_SETTING,
+)
 
 from local.functions_host import DEFAULT_APP
 from local.functions_host.app_loader import load_function_app
@@ -58,3 +64,25 @@ def test_a_malformed_setting_refuses_the_app_when_it_is_indexed(monkeypatch: pyt
         load_function_app(DEFAULT_APP)
     monkeypatch.setenv(CAP_SETTING, "4096")
     assert load_function_app(DEFAULT_APP).functions
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        ({TELEMETRY_DIR_SETTING: "telemetry", FILE_MAX_BYTES_SETTING: "8MiB"}, FILE_MAX_BYTES_SETTING),
+        (
+            {CONNECTION_STRING_SETTING: "InstrumentationKey=k", AUTHENTICATION_STRING_SETTING: "ClientId=c"},
+            AUTHENTICATION_STRING_SETTING,
+        ),
+    ],
+)
+def test_malformed_telemetry_settings_refuse_the_app_when_it_is_indexed(
+    monkeypatch: pytest.MonkeyPatch, settings: dict[str, str], named: str
+) -> None:
+    """The telemetry SDK is configured on the first invocation (cold start), but its settings are read
+    at indexing: without this, every invocation would fail on them."""
+    monkeypatch.setitem(sys.modules, "function_app", function_app)
+    for name, value in settings.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError, match=named):
+        load_function_app(DEFAULT_APP)

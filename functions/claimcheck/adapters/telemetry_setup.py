@@ -26,20 +26,21 @@ import io
 import logging
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
 from typing import IO, cast
 
-from claimcheck.settings import SettingsError
+# The settings themselves are read in the core (pure Python: the app checks them when it is indexed).
+from claimcheck.telemetry_settings import TELEMETRY_DIR_SETTING as TELEMETRY_DIR_SETTING  # local/stack.py
+from claimcheck.telemetry_settings import (
+    AzureMonitorTarget,
+    azure_monitor_target,
+    file_max_bytes,
+    local_directory,
+)
 
-TELEMETRY_DIR_SETTING = "CLAIMCHECK_TELEMETRY_DIR"
-CONNECTION_STRING_SETTING = "APPLICATIONINSIGHTS_CONNECTION_STRING"
-AUTHENTICATION_STRING_SETTING = "APPLICATIONINSIGHTS_AUTHENTICATION_STRING"
 SPANS_FILE = "spans.jsonl"
 METRICS_FILE = "metrics.jsonl"
-FILE_MAX_BYTES_SETTING = "CLAIMCHECK_TELEMETRY_FILE_MAX_BYTES"
-DEFAULT_FILE_MAX_BYTES = 8 * 1024 * 1024  # at ~9 KB of spans per document: the last ~1,800 documents
 SERVICE_NAME = "claimcheck-functions"
 
 # The distro's instrumentations (its "library names"), all turned off.
@@ -57,27 +58,6 @@ DISTRO_INSTRUMENTATIONS = (
 
 _configured: str | None = None
 _lock = threading.Lock()
-
-
-@dataclass(frozen=True)
-class AzureMonitorTarget:
-    connection_string: str
-    client_id: str | None  # the user-assigned identity; None = the system-assigned one
-
-
-def local_directory(env: Mapping[str, str]) -> Path | None:
-    value = env.get(TELEMETRY_DIR_SETTING)
-    return Path(value) if value else None
-
-
-def file_max_bytes(env: Mapping[str, str]) -> int:
-    """How large each local telemetry file may grow before it is rotated (SettingsError naming it)."""
-    raw = env.get(FILE_MAX_BYTES_SETTING)
-    if not raw:
-        return DEFAULT_FILE_MAX_BYTES
-    if not raw.isascii() or not raw.isdigit() or int(raw) <= 0:
-        raise SettingsError(f"{FILE_MAX_BYTES_SETTING} must be a positive whole number of bytes, got {raw!r}")
-    return int(raw)
 
 
 def rotated(path: Path) -> Path:
@@ -117,25 +97,6 @@ class RotatingLines(io.TextIOBase):
     def close(self) -> None:
         self._handler.close()
         super().close()
-
-
-def azure_monitor_target(env: Mapping[str, str]) -> AzureMonitorTarget | None:
-    """The Application Insights target and the identity that authenticates to it, or None.
-
-    Refuses (``SettingsError`` naming the setting) an authentication string that does not ask for
-    Entra ID: ingestion with the instrumentation key alone is refused by the component."""
-    connection_string = env.get(CONNECTION_STRING_SETTING)
-    if not connection_string:
-        return None
-    raw = env.get(AUTHENTICATION_STRING_SETTING, "")
-    pairs = dict(part.split("=", 1) for part in raw.split(";") if "=" in part)
-    fields = {key.strip().lower(): value.strip() for key, value in pairs.items()}
-    if fields.get("authorization") != "AAD":
-        raise SettingsError(
-            f"{AUTHENTICATION_STRING_SETTING} must be 'ClientId=<identity client id>;Authorization=AAD' "
-            "(the Application Insights component accepts Entra ID authentication only)"
-        )
-    return AzureMonitorTarget(connection_string, fields.get("clientid") or None)
 
 
 def configure(env: Mapping[str, str]) -> str:

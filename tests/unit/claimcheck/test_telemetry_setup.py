@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 from claimcheck.adapters import telemetry_setup
-from claimcheck.adapters.telemetry_setup import (
-    FILE_MAX_BYTES_SETTING,
-    SPANS_FILE,
-    AzureMonitorTarget,
-    RotatingLines,
-    azure_monitor_target,
-    rotated,
-)
+from claimcheck.adapters.telemetry_setup import SPANS_FILE, RotatingLines, rotated
 from claimcheck.settings import SettingsError
 from claimcheck.telemetry import CONSUME_SPAN, INTAKE_SPAN, WORK_ITEM_ID
+from claimcheck.telemetry_settings import (
+    DEFAULT_FILE_MAX_BYTES,
+    FILE_MAX_BYTES_SETTING,
+    AzureMonitorTarget,
+    azure_monitor_target,
+    file_max_bytes,
+)
 
 from scripts.telemetry_files import read_spans, timeline
 
@@ -150,11 +150,11 @@ def test_a_line_longer_than_the_limit_is_kept_and_keeps_the_lines_before_it(tmp_
 
 
 def test_a_bad_file_limit_is_refused_naming_the_setting() -> None:
-    assert telemetry_setup.file_max_bytes({}) == telemetry_setup.DEFAULT_FILE_MAX_BYTES
-    assert telemetry_setup.file_max_bytes({FILE_MAX_BYTES_SETTING: "4096"}) == 4096
+    assert file_max_bytes({}) == DEFAULT_FILE_MAX_BYTES
+    assert file_max_bytes({FILE_MAX_BYTES_SETTING: "4096"}) == 4096
     for bad in ("0", "-1", "4k", " "):
         with pytest.raises(SettingsError, match=FILE_MAX_BYTES_SETTING):
-            telemetry_setup.file_max_bytes({FILE_MAX_BYTES_SETTING: bad})
+            file_max_bytes({FILE_MAX_BYTES_SETTING: bad})
 
 
 def _span_line(work_item_id: str, name: str, span_id: str, start: int) -> str:
