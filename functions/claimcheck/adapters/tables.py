@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from azure.data.tables import TableClient
 
 _INT32 = range(-(2**31), 2**31)
+INSERT_PREFERENCE = "return-no-content"
 _KEY_PROPERTIES = frozenset({"PartitionKey", "RowKey", "Timestamp"})
 _FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -42,7 +43,12 @@ class AzureEntityTable:
     def insert_if_absent(self, key: Key, values: Mapping[str, Any]) -> str:
         with self._errors("insert"):
             try:
-                metadata = self._client.create_entity(_encode(key, values))
+                # Only the ETag is wanted: the service's default answer echoes the whole entity, which
+                # the SDK then decodes (about a tenth of an insert's client CPU). The Insert Entity
+                # operation's Prefer header turns that off; the SDK passes its keyword through.
+                metadata = self._client.create_entity(
+                    _encode(key, values), response_preference=INSERT_PREFERENCE
+                )
             except ResourceExistsError as exc:
                 raise RecordExists(f"{self._client.table_name}: key already taken") from exc
         return str(metadata["etag"])
