@@ -94,8 +94,12 @@ def test_one_documents_trace_links_consumer_to_producer_and_dead_letters_are_cou
 
     assert ops_main(["trace", work_item_id, "--telemetry-dir", str(directory), "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
-    assert [entry["name"] for entry in printed][:2] == [INTAKE_SPAN, "intake upload"]
-    assert CONSUME_SPAN in [entry["name"] for entry in printed]
+    names = [entry["name"] for entry in printed]
+    assert names[0] == INTAKE_SPAN
+    # The upload of a one-chunk document and its registry record are sent at once (README, "Hot
+    # path"): either may start first, so the timeline's order between them is not asserted.
+    assert {"intake upload", "intake registry"} <= set(names[1:4])
+    assert CONSUME_SPAN in names
     assert ops_main(["trace", "wi-never-submitted", "--telemetry-dir", str(directory)]) == 1
     assert "no spans for work item wi-never-submitted" in capsys.readouterr().err
 
