@@ -4,9 +4,9 @@ Writes are queued and applied as one transaction when the broker commits, before
 anything to a client (group commit), so a crash loses nothing that was acknowledged. Runs of the
 same statement go to SQLite as one ``executemany`` and a lone statement commits by itself, so a
 batch of sends costs one or two calls into SQLite. Removals (completions) that come alone go to
-the removal journal instead (``journal``: one append); with other writes they are rows of the same
-transaction. WAL mode with synchronous=NORMAL survives a killed process; ``--in-memory`` uses
-SQLite's ``:memory:`` database, so tests exercise the same code.
+the removal journal instead (``journal``: a record copied into a mapped file); with other writes
+they are rows of the same transaction. WAL mode with synchronous=NORMAL survives a killed
+process; ``--in-memory`` uses SQLite's ``:memory:`` database, so tests exercise the same code.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ class Store:
         else:
             data_dir.mkdir(parents=True, exist_ok=True)
             target = str(data_dir / "servicebus.sqlite")
-        self._journal = RemovalJournal(None if data_dir is None else data_dir / "removed.journal")
+        self._journal = RemovalJournal(None if data_dir is None else data_dir / "removals.map")
         self._removals: list[tuple[str, int]] = []  # since the last commit
         self._db = sqlite3.connect(target, isolation_level=None, check_same_thread=False)
         # Before WAL mode, and in a new file only: 8 KiB pages keep a message of up to ~2 KB inside its

@@ -25,7 +25,7 @@ from local.servicebus.frames import (
     fields_of,
     parse_frame_body,
 )
-from local.servicebus.journal import decode_records, encode_records
+from local.servicebus.journal import RemovalJournal, decode_marked, decode_records, encode_records
 from local.servicebus.message import AmqpMessage, MessageFormatError
 from local.servicebus.model import DEFERRED, Entry
 from local.servicebus.queue import MessageQueue
@@ -217,30 +217,65 @@ def test_a_delivery_is_the_generic_encoding(
 
 def test_removed_messages_stay_gone_across_a_restart_before_and_after_the_purge(tmp_path: Path) -> None:
     message = AmqpMessage(properties={"message_id": "m"}, body=b"\x00\x53\x75\xa0\x01x")
+    journal = tmp_path / "removals.map"
     store = Store(tmp_path)
     for seq in (1, 2, 3, 4):
         store.put("q", _entry(message, seq=seq))
     store.commit()
     store.remove("q", 2)
-    store.commit()  # a removal alone: one record appended to the journal
-    assert decode_records((tmp_path / "removed.journal").read_bytes()) == [("q", 2)]
+    store.commit()  # a removal alone: one record in the mapped journal, in the file at once
+    assert decode_marked(journal.read_bytes()) == ([("q", 2)], len(encode_records([("q", 2)])) + 1)
     store.remove("q", 4)
     store.put("q", _entry(message, seq=5))
     store.commit()  # with another write: a row of the same transaction
-    assert decode_records((tmp_path / "removed.journal").read_bytes()) == [("q", 2)]
+    assert decode_marked(journal.read_bytes())[0] == [("q", 2)]
     assert store.removed_backlog == 2
+    end = decode_marked(journal.read_bytes())[1]
     store._db.close()  # as in a crash: the removals are recorded, not yet purged
-    with (tmp_path / "removed.journal").open("ab") as journal:
-        journal.write(encode_records([("q", 3)])[:-1])  # a record torn by the crash: not a removal
+    store._journal.close()
+    with journal.open("r+b") as torn:  # a record whose marker the crash kept from being written
+        torn.seek(end)
+        torn.write(encode_records([("q", 3)]))
     reopened = Store(tmp_path)
     assert [entry.seq for entry in reopened.entries("q")] == [1, 3, 5]
-    assert (tmp_path / "removed.journal").read_bytes() == b""  # applied, then emptied
+    assert decode_marked(journal.read_bytes()) == ([], 0)  # applied, then emptied
+    assert set(journal.read_bytes()) == {0}
     reopened.remove("q", 1)
     reopened.commit()
     reopened.purge_removed()
     assert reopened.removed_backlog == 0
     assert [entry.seq for entry in reopened.entries("q")] == [3, 5]
     reopened.close()
+
+
+def test_the_appended_journal_of_earlier_versions_is_applied_then_deleted(tmp_path: Path) -> None:
+    message = AmqpMessage(properties={"message_id": "m"}, body=b"\x00\x53\x75\xa0\x01x")
+    store = Store(tmp_path)
+    for seq in (1, 2, 3):
+        store.put("q", _entry(message, seq=seq))
+    store.close()
+    (tmp_path / "removed.journal").write_bytes(encode_records([("q", 1), ("q", 3)]))
+    reopened = Store(tmp_path)
+    assert [entry.seq for entry in reopened.entries("q")] == [2]
+    assert not (tmp_path / "removed.journal").exists()
+    reopened.close()
+
+
+def test_the_mapped_journal_grows_past_its_first_size_and_reads_back_whole(tmp_path: Path) -> None:
+    path = tmp_path / "removals.map"
+    journal = RemovalJournal(path)
+    first_size = path.stat().st_size
+    keys = [(f"queue-{i % 7}/subscriptions/s", i) for i in range(first_size // 30 + 100)]
+    for start in range(0, len(keys), 1000):
+        journal.append(keys[start : start + 1000])
+    assert path.stat().st_size > first_size
+    journal.close()
+    reopened = RemovalJournal(path)
+    assert reopened.pending == keys
+    reopened.clear()
+    assert reopened.pending == []
+    reopened.close()
+    assert RemovalJournal(path).pending == []
 
 
 def test_journal_records_round_trip_any_entity_path() -> None:
