@@ -25,6 +25,7 @@ from local.functions_host.host_config import (
     read_host_json,
 )
 from local.functions_host.http_server import DEFAULT_MAX_BODY_BYTES, FunctionsHttpServer, RouteTable
+from local.functions_host.listener_lock import ListenerLock, host_id
 from local.functions_host.servicebus_listener import ServiceBusListener
 from local.functions_host.timer_runner import TimerRunner
 
@@ -32,6 +33,8 @@ logger = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_APP = REPO_ROOT / "functions" / "function_app.py"
+# The host's own storage (locks, as on Azure), from the app settings.
+_HOST_STORAGE_SETTING = "AzureWebJobsStorage"
 
 
 @dataclass
@@ -88,6 +91,8 @@ def start_host(
     only: Collection[str] | None = None,
     http_limits: HttpOptions | None = None,
     service_bus: ServiceBusOptions | None = None,
+    instance: int = 0,
+    reuse_port: bool = False,
 ) -> RunningHost:
     """Load the app next to its host.json and local.settings.json and start all its triggers.
 
@@ -95,7 +100,10 @@ def start_host(
     folder's local.settings.json; its "Values" are applied before the app is imported, as Core Tools does.
     ``only`` runs just the named functions, like ``func start --functions``. ``http_limits`` replaces
     host.json's ``extensions.http`` throttles (tests use small ones); ``service_bus`` likewise replaces its
-    ``extensions.serviceBus`` options.
+    ``extensions.serviceBus`` options. ``instance`` (this process's index among the app's instances) and
+    ``reuse_port`` (share the port with the other instances) are set by the instances' supervisor.
+    Timers take the function's listener lock in ``AzureWebJobsStorage`` when that setting is present
+    (without it, as with a single instance and no storage, they simply run).
     """
     folder = app_path.resolve().parent
     apply_local_settings(local_settings or folder / "local.settings.json")
@@ -106,6 +114,7 @@ def start_host(
         RouteTable(app.of_type(HttpFunction), options.route_prefix),
         max_body_bytes,
         http_limits or options.http,
+        reuse_port=reuse_port,
     )
     running = RunningHost(app=app, options=options, http=http)
     try:
@@ -117,7 +126,11 @@ def start_host(
             running.listeners.append(listener)
             listener.start()
         for timer_function in app.of_type(TimerFunction):
-            timer = TimerRunner(timer_function)
+            storage = os.environ.get(_HOST_STORAGE_SETTING)
+            lock = (
+                ListenerLock(storage, host_id(app.path), timer_function.name, instance) if storage else None
+            )
+            timer = TimerRunner(timer_function, lock)
             running.timers.append(timer)
             timer.start()
         running.http_thread = http.serve_in_thread()

@@ -149,7 +149,12 @@ class FunctionsHttpServer(ThreadingHTTPServer):
         routes: RouteTable,
         max_body_bytes: int,
         limits: HttpOptions | None = None,
+        *,
+        reuse_port: bool = False,
     ) -> None:
+        # Several host instances listen on one port with SO_REUSEPORT: the kernel spreads the incoming
+        # connections over them (instances.py). Read by server_bind, during the constructor.
+        self.allow_reuse_port = reuse_port
         super().__init__(address, _Handler)
         limits = limits or HttpOptions()
         self.routes = routes

@@ -10,7 +10,8 @@ The extension's ServiceBusMessageActions is a process-wide singleton that reads 
 and ``--functions-grpc-max-message-length`` from the worker's command line. Our worker is this very
 process, so one server per process serves every host in it, and its address is appended to
 ``sys.argv`` before the singleton is first built (later options win in argparse, so the local host's
-own ``--port`` for HTTP does not interfere).
+own ``--port`` for HTTP does not interfere). The host's own options are dropped from it: the extension's
+parser abbreviates, so the host's ``--functions a b`` would read as ``--functions-grpc-max-message-length a``.
 """
 
 from __future__ import annotations
@@ -244,6 +245,6 @@ def settlement_server() -> SettlementServer:
             server.start()
             atexit.register(server.stop, None)
             _server = SettlementServer(registry, f"127.0.0.1:{port}", server)
-            sys.argv.extend(_server.worker_arguments())
+            sys.argv[1:] = _server.worker_arguments()
             logger.info("settlement service (gRPC) on %s", _server.address)
         return _server

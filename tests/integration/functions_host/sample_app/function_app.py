@@ -25,6 +25,19 @@ def _record(setting: str, line: dict[str, object]) -> None:
         journal.write(json.dumps(line) + "\n")
 
 
+def _instance() -> dict[str, object]:
+    """Which host instance runs this (set when the host runs several: local.functions_host.instances)."""
+    instance = os.environ.get("WEBSITE_INSTANCE_ID")
+    return {} if instance is None else {"instance": instance}
+
+
+@app.route(route="instance", methods=["GET"])
+def instance(req: func.HttpRequest) -> func.HttpResponse:
+    return func.HttpResponse(
+        json.dumps({"instance": os.environ.get("WEBSITE_INSTANCE_ID")}), mimetype="application/json"
+    )
+
+
 @app.route(route="echo/{name}", methods=["POST"])
 def echo(req: func.HttpRequest) -> func.HttpResponse:
     document = {
@@ -57,7 +70,7 @@ def slow(req: func.HttpRequest) -> func.HttpResponse:
 
 @app.timer_trigger(schedule="* * * * * *", arg_name="timer", run_on_startup=True)
 def tick(timer: func.TimerRequest) -> None:
-    _record("SAMPLE_TIMER_JOURNAL", {"past_due": timer.past_due})
+    _record("SAMPLE_TIMER_JOURNAL", {"past_due": timer.past_due, "at": time.time(), **_instance()})
 
 
 @app.service_bus_queue_trigger(
@@ -78,7 +91,7 @@ def orders(message: ServiceBusReceivedMessage, message_actions: ServiceBusMessag
         raise RuntimeError("the first delivery fails; the host must abandon it")
     _record(
         "SAMPLE_BUS_JOURNAL",
-        {"session": message.session_id, "body": body, "deliveries": message.delivery_count},
+        {"session": message.session_id, "body": body, "deliveries": message.delivery_count, **_instance()},
     )
     message_actions.complete(message)
 
