@@ -8,6 +8,10 @@ whether every document ended as expected (status ``completed``, exactly one audi
 
     python -m bench.burst                                   # 200 documents, 20 tenants, 8 clients
     python -m bench.burst --documents 50 --classification confidential   # stored by reference
+    python -m bench.burst --host-instances 1                # the Function App in one host process
+
+The Function App runs as ``--host-instances`` host processes (default: LOCAL_FUNCTIONS_HOST_INSTANCES,
+else 2; local.functions_host.instances), and the CPU figures name each instance.
 
 Target (issue 14): 200 documents at >= 20 documents/s on the 2-core reference machine. A benchmark
 prints figures; it asserts nothing.
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import threading
 import time
@@ -66,7 +71,13 @@ def _listen(stack: LocalStack, timeline: Timeline, stop: threading.Event) -> Non
 
 
 def run(
-    documents: int, tenants: int, clients: int, classification: str, timeout: float, keep: Path | None
+    documents: int,
+    tenants: int,
+    clients: int,
+    classification: str,
+    timeout: float,
+    keep: Path | None,
+    host_instances: int | None = None,
 ) -> None:
     bodies = [(SAMPLES / name).read_bytes() for name in DOCUMENTS]
     tenant_ids = [f"t-burst-{uuid.uuid4().hex[:8]}-{index}" for index in range(tenants)]
@@ -75,7 +86,8 @@ def run(
         f"classification {classification})",
         flush=True,
     )
-    with start_stack(work_dir=keep) as stack:
+    with start_stack(work_dir=keep, host_instances=host_instances) as stack:
+        print(f"host instances: {stack.host_instances} (pids {', '.join(map(str, stack.host_pids()))})")
         token = stack.token(IDENTITY)
         timeline, stop = Timeline(), threading.Event()
         listener = threading.Thread(target=_listen, args=(stack, timeline, stop), daemon=True)
@@ -136,21 +148,31 @@ def run(
     expected = all(state == "completed" for state in states.values()) and done == documents and not duplicates
     print(f"every document ended as expected: {'yes' if expected else 'NO'}")
     print(cpu.report())
+    instances = {name: seconds for name, seconds in cpu.seconds.items() if name.startswith("host instance")}
+    if len(instances) > 1:
+        each = ", ".join(f"{seconds:.1f} s" for _, seconds in sorted(instances.items()))
+        total = sum(instances.values())
+        print(f"  functions host, all {len(instances)} instances: {total:.1f} s ({each})")
     for line in workers:
         # Whole run (the warm-up and idle polls too): per-document figures are the "each" ones.
-        print("host " + line.split(": ", 1)[-1])
+        tag = re.search(r"\[instance \d+\]", line)
+        print(f"host {tag.group(0) + ' ' if tag else ''}" + line.split(": ", 1)[-1])
 
 
 def _component_pids(stack: LocalStack) -> dict[str, int]:
     """The processes that do the burst's work: the stack's components and this bench (its HTTP clients
     and the audit listener are threads of this process)."""
     pids = {
-        "functions host": stack.host.process,
         "Service Bus emulator": stack.emulator.process,
         "token issuer": stack.issuer.process,
         "Azurite": stack.azurite.process,
     }
     found = {name: process.pid for name, process in pids.items() if process is not None}
+    hosts = stack.host_pids()
+    if len(hosts) == 1:
+        found["functions host"] = hosts[0]
+    else:
+        found.update({f"host instance {index}": pid for index, pid in enumerate(hosts)})
     return {**found, BENCH_PROCESS: os.getpid()}
 
 
@@ -220,8 +242,22 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for every result")
     parser.add_argument("--keep", type=Path, help="keep the stack's folder (logs) here")
+    parser.add_argument(
+        "--host-instances",
+        type=int,
+        default=None,
+        help="host processes running the Function App (default: $LOCAL_FUNCTIONS_HOST_INSTANCES, else 2)",
+    )
     args = parser.parse_args(argv)
-    run(args.documents, args.tenants, args.clients, args.classification, args.timeout, args.keep)
+    run(
+        args.documents,
+        args.tenants,
+        args.clients,
+        args.classification,
+        args.timeout,
+        args.keep,
+        args.host_instances,
+    )
 
 
 if __name__ == "__main__":

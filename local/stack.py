@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -54,6 +52,11 @@ from infra.app_settings import topology_settings
 from infra.emulator_config import write_emulator_config
 from infra.topology import Topology, load_topology
 from local.azurite import Azurite, AzuriteNotInstalled, start_azurite
+from local.functions_host.instances import (
+    InstanceCountRefused,
+    configured_instance_count,
+    parse_instance_count,
+)
 from local.identity import (
     SigningKey,
     TokenMinter,
@@ -62,94 +65,19 @@ from local.identity import (
     local_consumer_settings,
 )
 from local.identity.keys import jwks_url
-from local.ports import PortInUse, ensure_port_free, free_port, wait_for_port
-from local.processes import die_with_parent
+from local.ports import PortInUse, ensure_port_free, free_port
+from local.processes import ChildProcess
 from local.servicebus import DEFAULT_KEY, connection_string
 from local.servicebus.server import default_management_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TELEMETRY_DIR = "telemetry"  # under the stack's folder: spans.jsonl, metrics.jsonl
 FUNCTION_APP = REPO_ROOT / "functions" / "function_app.py"
-_STOP_GRACE_SECONDS = 15.0
-_READY_TIMEOUT_SECONDS = 60.0
 # How often the launcher looks at its children while it serves.
 _SUPERVISE_SECONDS = 0.5
 
 Component = Literal["azurite", "emulator", "issuer", "host"]
 COMPONENTS: tuple[Component, ...] = get_args(Component)
-
-
-def _accepts_connections(port: int) -> bool:
-    try:
-        wait_for_port(port, timeout=0)
-    except TimeoutError:
-        return False
-    return True
-
-
-@dataclass
-class ChildProcess:
-    """One component run as a child process in its own process group, logging to a file."""
-
-    name: str
-    command: list[str]
-    port: int
-    log_path: Path
-    # Other ports the process serves (checked free before it starts, awaited like ``port``).
-    other_ports: tuple[int, ...] = ()
-    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
-
-    def start(self, timeout: float = _READY_TIMEOUT_SECONDS) -> None:
-        """Start the process and wait until its port accepts connections (or it exits: then raise).
-
-        Raises ``PortInUse`` first if something already listens on the port: otherwise that listener
-        would answer the readiness probe while our own process dies on its failed bind."""
-        for port in (self.port, *self.other_ports):
-            ensure_port_free(port, self.name)
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(  # noqa: S603 - our own Python modules
-                self.command,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=REPO_ROOT,
-                start_new_session=True,
-                preexec_fn=die_with_parent(signal.SIGTERM),
-            )
-        deadline = time.monotonic() + timeout
-        ports = (self.port, *self.other_ports)
-        while not all(map(_accepts_connections, ports)) or self.process.poll() is not None:
-            if self.process.poll() is not None:
-                code = self.process.returncode
-                self.process = None
-                raise RuntimeError(f"{self.name} exited with {code} while starting; see {self.log_path}")
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"{self.name} not ready after {timeout:.0f} s; see {self.log_path}")
-            time.sleep(0.1)
-
-    def exit_code(self) -> int | None:
-        """The exit code if the process was started and has exited on its own since; else None."""
-        return None if self.process is None else self.process.poll()
-
-    def stop(self) -> None:
-        """SIGTERM the process group, then SIGKILL whatever is left after a grace period."""
-        self._signal(signal.SIGTERM, wait=_STOP_GRACE_SECONDS)
-
-    def kill(self) -> None:
-        """SIGKILL at once: a crash, as far as the rest of the stack can tell."""
-        self._signal(signal.SIGKILL, wait=_STOP_GRACE_SECONDS)
-
-    def _signal(self, signal_number: int, *, wait: float) -> None:
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal_number)
-            try:
-                self.process.wait(timeout=wait)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=wait)
-        self.process = None
 
 
 @dataclass(frozen=True)
@@ -188,6 +116,25 @@ class LocalStack:
     owns_work_dir: bool = False
     # Components killed or stopped on purpose through this object, until started again.
     taken_down: set[Component] = field(default_factory=set)
+    # How many processes run the Function App (local.functions_host.instances); ``host`` is their
+    # supervisor when more than one.
+    host_instances: int = 1
+
+    def host_pids(self) -> list[int]:
+        """The processes running the Function App: the host itself, or each of its instances."""
+        if self.host.process is None:
+            return []
+        if self.host_instances == 1:
+            return [self.host.process.pid]
+        import psutil  # a dev dependency, as the callers (tests, bench) are
+
+        from local.functions_host.instances import INSTANCE_INDEX_ENV
+
+        children = psutil.Process(self.host.process.pid).children()
+        return [
+            child.pid
+            for child in sorted(children, key=lambda child: int(child.environ()[INSTANCE_INDEX_ENV]))
+        ]
 
     @property
     def api_url(self) -> str:
@@ -296,13 +243,22 @@ def start_stack(
     issuer_port: int | None = None,
     app_path: Path = FUNCTION_APP,
     app_settings: Mapping[str, str] | None = None,
+    host_instances: int | None = None,
 ) -> LocalStack:
     """Start Azurite, the emulator and the Functions host; wait until each is ready.
 
     ``work_dir`` keeps the emulator data, Config.json, local.settings.json and the logs (a throwaway
     folder when omitted). Ports default to free ones. ``app_settings`` are added to the host's
-    local.settings.json values (e.g. a smaller inline threshold for a test).
+    local.settings.json values (e.g. a smaller inline threshold for a test). ``host_instances`` runs
+    the Function App as that many host processes sharing the port (default: the environment's
+    ``LOCAL_FUNCTIONS_HOST_INSTANCES``, else 2; an out-of-range value raises ``InstanceCountRefused``
+    naming it).
     """
+    instances = (
+        configured_instance_count()
+        if host_instances is None
+        else parse_instance_count(str(host_instances), source="host_instances")
+    )
     # Refuse a taken port before anything starts (ChildProcess.start checks again, against races).
     if emulator_port:
         ensure_port_free(emulator_port, "Service Bus emulator")
@@ -368,9 +324,13 @@ def start_stack(
                 # host's own 413), so its memory is bounded.
                 "--max-body-bytes",
                 local_values[HOST_REQUEST_LIMIT_SETTING],
+                "--instances",
+                str(instances),
             ],
             port=port,
             log_path=folder / "functions-host.log",
+            # Printed once every instance serves (the port answers as soon as the first does).
+            ready_text="Functions host ready on ",
         )
         host.start()
     except BaseException:
@@ -381,7 +341,7 @@ def start_stack(
         if owns:
             shutil.rmtree(folder, ignore_errors=True)
         raise
-    return LocalStack(folder, azurite, emulator, host, issuer, minter, owns)
+    return LocalStack(folder, azurite, emulator, host, issuer, minter, owns, host_instances=instances)
 
 
 def _issuer_process(folder: Path, port: int) -> tuple[ChildProcess, TokenMinter]:
@@ -506,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
         hint = f"; stop it, or choose another port with {flag}" if flag else ""
         print(f"error: {exc}{hint}", file=sys.stderr, flush=True)
         return 1
-    except (RuntimeError, AzuriteNotInstalled, TimeoutError) as exc:
+    except (RuntimeError, AzuriteNotInstalled, TimeoutError, InstanceCountRefused) as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 1
     _print_endpoints(stack)
@@ -530,6 +490,7 @@ def _print_endpoints(stack: LocalStack) -> None:
     """What a user needs to reach the stack; the README documents these lines as printed."""
     data = stack.work_dir
     print(f"Functions API      {stack.api_url}  (POST /documents, GET /work-items/{{id}}, GET /openapi.json)")
+    print(f"  (host instances) {stack.host_instances}  (LOCAL_FUNCTIONS_HOST_INSTANCES)")
     print(f"Service Bus        {stack.servicebus_connection_string}")
     print(f"  (management)     {stack.servicebus_management_connection_string}")
     print(f"Blob storage       {stack.azurite.blob_endpoint}")

@@ -3,6 +3,7 @@ and recovers by itself when the broker is back (issue 10)."""
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -72,6 +73,10 @@ def test_intake_with_the_broker_down_answers_503_fast_and_recovers(stack: LocalS
     with host_log.open("rb") as log:
         log.seek(log_offset)
         lines = log.read().decode("utf-8", "replace").splitlines()
+    # Each host instance (local.functions_host.instances) runs its own receivers, and says so once.
     receiver = "function consume_document: Service Bus (documents)"
-    assert len([line for line in lines if f"{receiver} is down" in line]) == 1
-    assert len([line for line in lines if f"{receiver} is back up" in line]) == 1
+    for event in ("is down", "is back up"):
+        said = [line for line in lines if f"{receiver} {event}" in line]
+        instances = [re.search(r"\[instance \d+\]", line) for line in said]
+        assert len(said) == stack.host_instances, said
+        assert len({tag.group(0) if tag else "" for tag in instances}) == len(said), said

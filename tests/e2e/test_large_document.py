@@ -120,6 +120,9 @@ def large_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack
         work_dir=work_dir,
         topology=load_topology(TEST_TOPOLOGY),
         app_settings={SETTING_NAMES["max_payload_bytes"]: str(2 * GIB)},
+        # One host process, so that the sampled process is the one the upload goes through (the bound
+        # is per process; with several instances any of them may take the connection).
+        host_instances=1,
     ) as running:
         yield running
     # Azurite's data folder now holds two copies of the gigabyte: give the disk back (logs stay).

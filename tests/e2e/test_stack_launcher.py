@@ -19,6 +19,7 @@ import pytest
 import requests
 from azure.storage.blob import BlobServiceClient
 
+from local.functions_host.instances import configured_instance_count
 from local.identity.client import local_token
 from local.stack import REPO_ROOT, start_stack
 
@@ -91,7 +92,10 @@ def test_killed_launcher_leaves_no_azurite_emulator_issuer_or_host(tmp_path: Pat
     _wait_for(lines, r"Press Ctrl-C")
     children = psutil.Process(launcher.pid).children(recursive=True)
     names = sorted(child.name() for child in children)
-    assert sum("python" in name for name in names) == 3, names  # emulator, token issuer, host
+    # The emulator, the token issuer, the host and (above one) its instances.
+    instances = configured_instance_count()
+    expected = 3 + (instances if instances > 1 else 0)
+    assert sum("python" in name for name in names) == expected, names
     assert "node" in names, names
     launcher.kill()
     launcher.wait(timeout=30)
@@ -142,8 +146,12 @@ def test_a_component_that_dies_stops_the_stack_with_an_error(tmp_path: Path) -> 
     try:
         _wait_for(lines, r"Press Ctrl-C")
         children = psutil.Process(launcher.pid).children(recursive=True)
-        (host,) = [child for child in children if "local.functions_host" in child.cmdline()]
-        host.kill()
+        hosts = [child for child in children if "local.functions_host" in child.cmdline()]
+        # With several instances (local.functions_host.instances) one of them crashes: the host dies
+        # the same way, and the launcher reports it as it would a single host's crash.
+        instances = [child for child in hosts if child.ppid() in {host.pid for host in hosts}]
+        assert len(hosts) == 1 + len(instances)
+        (instances or hosts)[0].kill()
         error = _wait_for(lines, r"^error:")
         assert launcher.wait(timeout=90) == 1
     finally:
