@@ -96,12 +96,19 @@ def peek_pages(
         next_sequence = int(page[-1].sequence_number or 0) + 1
 
 
-def replay_message_id(original_message_id: str | None, dead_letter_sequence_number: int) -> str:
-    """The copy's message id: the same for every replay of one DLQ message, so the broker de-duplicates."""
-    candidate = f"{original_message_id or 'message'}.replay.{dead_letter_sequence_number}"
+def replay_message_id(original_message_id: object, dead_letter_sequence_number: int) -> str:
+    """The copy's message id: the same for every replay of one DLQ message, so the broker de-duplicates.
+
+    Total over every message id the SDK hands over (AMQP allows a string, binary, UUID or ulong; the
+    SDK decodes UTF-8 binary to text and passes the rest as is): the short form is the id as the
+    operator routes list it (``optional_text``); one that would pass the 128-character limit is
+    replaced by the sha256 of its bytes. The sequence number keeps two messages' copies apart."""
+    text = optional_text(original_message_id) or "message"
+    candidate = f"{text}.replay.{dead_letter_sequence_number}"
     if len(candidate) <= _MAX_MESSAGE_ID_LENGTH:
         return candidate
-    digest = hashlib.sha256((original_message_id or "").encode("utf-8")).hexdigest()[:64]
+    raw = original_message_id if isinstance(original_message_id, bytes) else text.encode("utf-8")
+    digest = hashlib.sha256(raw).hexdigest()
     return f"{digest}.replay.{dead_letter_sequence_number}"
 
 
@@ -145,7 +152,7 @@ def _replay_one(
         sequence_number=int(message.sequence_number or 0),
         status=ReplayStatus.SEND_FAILED,
         detail="",
-        original_message_id=message.message_id,
+        original_message_id=optional_text(message.message_id),
     )
     try:
         copy = _replay_copy(message)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 
-from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
+from azure.servicebus.amqp import AmqpAnnotatedMessage, AmqpMessageProperties
 
 from tests.integration.ops.bus import (
     dead_letter_from_queue,
@@ -182,3 +184,46 @@ def test_an_unknown_entity_is_a_one_line_error(servicebus_connection: str) -> No
     assert result.stderr.startswith("error: no such entity in the namespace")
     assert len(result.stderr.strip().splitlines()) == 1
     assert "Traceback" not in result.output
+
+
+def _same_id(listed: object, sent: bytes) -> bool:
+    return listed == sent
+
+
+def test_replay_of_a_binary_message_id_near_the_limit_sends_a_copy_with_a_short_text_id(
+    servicebus_connection: str,
+) -> None:
+    """AMQP lets a sender write a binary message id; one that is not UTF-8 reaches us as bytes (the SDK
+    decodes only UTF-8). Near 128 bytes it takes the long-id path, which must not call str methods on it."""
+    session = _session()
+    binary_id = uuid.uuid4().bytes + b"\xff" * 111  # 127 bytes, not UTF-8
+    env = {"CLAIMCHECK_SERVICEBUS_CONNECTION": servicebus_connection}
+    with ServiceBusClient.from_connection_string(servicebus_connection) as client:
+        with client.get_queue_sender("documents") as sender:
+            sender.send_messages(
+                AmqpAnnotatedMessage(
+                    data_body=b"{not json",
+                    properties=AmqpMessageProperties(message_id=binary_id, group_id=session),
+                )
+            )
+        with client.get_queue_receiver("documents", session_id=session, max_wait_time=5) as receiver:
+            (received,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+            as_handed_over: object = received.message_id  # typed str, but the SDK passes bytes on
+            assert as_handed_over == binary_id
+            receiver.dead_letter_message(received, reason="invalid_envelope", error_description="not json")
+        with client.get_queue_receiver("documents", sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dlq:
+            (dead,) = [
+                m for m in dlq.peek_messages(max_message_count=250) if _same_id(m.message_id, binary_id)
+            ]
+            sequence_number = int(dead.sequence_number or 0)
+
+    result = run_ops("dlq", "replay", "documents", str(sequence_number), "--json", env=env)
+
+    assert result.exit_code == 0, result.output
+    (outcome,) = json.loads(result.stdout)
+    expected_id = f"{hashlib.sha256(binary_id).hexdigest()}.replay.{sequence_number}"
+    assert outcome["status"] == "replayed"
+    assert outcome["replay_message_id"] == expected_id
+    assert isinstance(outcome["original_message_id"], str)
+    (replayed,) = drain_session(servicebus_connection, session)
+    assert replayed.message_id == expected_id
