@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+from claimcheck.access import TENANT_ID
 from claimcheck.callers import AppRole
 from claimcheck.client import ClaimCheckClient
 from mcp.server import MCPServer
@@ -61,6 +62,16 @@ WorkItemId = Annotated[
     Field(
         description="The work item id from a receipt (1-64 letters, digits, '.', '_', ':', '-').",
         pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$",
+    ),
+]
+
+# Narrows an operator tool to one tenant (X-Tenant-Id); the API decides what the identity may see, so a
+# tenant it is not granted lists nothing and replays nothing. The pattern is the API's tenant id rule.
+SelectedTenant = Annotated[
+    str | None,
+    Field(
+        description="Only this one of the tenants this identity is granted (default: all of them).",
+        pattern=f"^{TENANT_ID.pattern}$",
     ),
 ]
 
@@ -308,20 +319,24 @@ def _add_operator_tools(
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     def list_dead_letters(
         limit: Annotated[int, Field(ge=1, le=100, description="At most this many messages.")] = 50,
+        tenant_id: SelectedTenant = None,
     ) -> DeadLetters:
         """Operators: the documents queue's dead-lettered messages with reason and description (metadata
         only, never a body), of the tenants this identity is granted: by the work item's own record,
         never by what a message states about itself."""
-        return DeadLetters.model_validate(refusing(lambda: tools.list_dead_letters(limit=limit)))
+        return DeadLetters.model_validate(
+            refusing(lambda: tools.list_dead_letters(limit=limit, tenant_id=tenant_id))
+        )
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=True))
     def replay_dead_letter(
         sequence_number: Annotated[int, Field(ge=1, description="From list_dead_letters.")],
+        tenant_id: SelectedTenant = None,
     ) -> Replayed:
         """Operators: after the cause is fixed, send one dead-lettered message back to the documents queue,
         exactly once (a repeated replay is de-duplicated)."""
         return Replayed.model_validate(
-            refusing(lambda: tools.replay_dead_letter(sequence_number=sequence_number))
+            refusing(lambda: tools.replay_dead_letter(sequence_number=sequence_number, tenant_id=tenant_id))
         )
 
 

@@ -257,15 +257,17 @@ class AgentTools:
             "truncated": result.get("truncated", False),
         }
 
-    def list_dead_letters(self, *, limit: int = 50) -> dict[str, Any]:
-        status, body = self._read(lambda: self._client.dead_letters(limit))
+    def list_dead_letters(self, *, limit: int = 50, tenant_id: str | None = None) -> dict[str, Any]:
+        status, body = self._read(lambda: self._client.dead_letters(limit, tenant_id=tenant_id))
         if status != 200:
             raise ToolRefusal.from_answer(status, body)
         return {"queue": body.get("queue"), "messages": list(body.get("messages", []))}
 
-    def replay_dead_letter(self, *, sequence_number: int) -> dict[str, Any]:
+    def replay_dead_letter(self, *, sequence_number: int, tenant_id: str | None = None) -> dict[str, Any]:
         # Resending is safe: the copy's message id is fixed per dead-lettered message (de-duplicated).
-        status, body = self._read(lambda: self._client.replay_dead_letter(sequence_number))
+        status, body = self._read(
+            lambda: self._client.replay_dead_letter(sequence_number, tenant_id=tenant_id)
+        )
         if status == 404:
             raise ToolRefusal("dead_letter_not_found", str(body.get("message", ""))[:300], status=404)
         if status != 200:

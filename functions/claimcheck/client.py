@@ -214,14 +214,24 @@ class ClaimCheckClient:
         )
         return answer.status, answer.body
 
-    def dead_letters(self, limit: int | None = None) -> tuple[int, dict[str, Any]]:
-        """Operators: the documents queue's dead-lettered messages (``GET /dead-letters``), metadata only."""
-        answer = self._call("GET", "/dead-letters" + ("" if limit is None else f"?limit={limit}"), {}, None)
+    def dead_letters(
+        self, limit: int | None = None, *, tenant_id: str | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        """Operators: the documents queue's dead-lettered messages (``GET /dead-letters``), metadata only.
+        ``tenant_id`` (sent as ``X-Tenant-Id``) narrows the list to that one of the caller's granted
+        tenants; the API decides, and a tenant the caller is not granted lists nothing."""
+        query = "" if limit is None else f"?limit={limit}"
+        answer = self._call("GET", "/dead-letters" + query, _tenant_header(tenant_id), None)
         return answer.status, answer.body
 
-    def replay_dead_letter(self, sequence_number: int) -> tuple[int, dict[str, Any]]:
-        """Operators: replay one dead-lettered message once (resending is safe: the copy's id is fixed)."""
-        answer = self._call("POST", f"/dead-letters/{int(sequence_number)}/replay", {}, b"")
+    def replay_dead_letter(
+        self, sequence_number: int, *, tenant_id: str | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        """Operators: replay one dead-lettered message once (resending is safe: the copy's id is fixed).
+        ``tenant_id`` (``X-Tenant-Id``) narrows as for ``dead_letters``: a message of another tenant
+        answers like a missing one and stays dead-lettered."""
+        path = f"/dead-letters/{int(sequence_number)}/replay"
+        answer = self._call("POST", path, _tenant_header(tenant_id), b"")
         return answer.status, answer.body
 
     def wait(self, receipt: Receipt, deadline_seconds: float, *, max_attempts: int = 30) -> FinalState:
@@ -311,6 +321,12 @@ class _Body:
 
 
 _CONTROL_HEADERS = frozenset({"Idempotency-Key", "If-Match"})
+
+
+def _tenant_header(tenant_id: str | None) -> dict[str, str]:
+    """``X-Tenant-Id`` when a tenant is stated: it only selects among the caller's grants (the API's
+    ``AccessTable.read_scope``), so sending it can narrow an answer, never widen it."""
+    return {} if tenant_id is None else {"X-Tenant-Id": tenant_id}
 
 
 def _receipt(answer: _Answer, key: str) -> Receipt:

@@ -377,6 +377,16 @@ def test_operator_tools_list_and_replay_a_dead_letter_exactly_once(stack: LocalS
             [dead] = await eventually(client, work_item, lambda found: len(found) == 1)
             assert (dead["reason"], dead["tenant"]) == ("processing_failed", "initech")
             sequence = {"sequence_number": dead["sequence_number"]}
+            # tenant_id (X-Tenant-Id) narrows to one granted tenant: another one sees and replays nothing.
+            narrowed = {"limit": 100, "tenant_id": "acme"}
+            other = _structured(await client.call_tool("list_dead_letters", narrowed))
+            assert work_item not in [message["work_item_id"] for message in other["messages"]]
+            own = _structured(
+                await client.call_tool("list_dead_letters", narrowed | {"tenant_id": "initech"})
+            )
+            assert dead["sequence_number"] in [message["sequence_number"] for message in own["messages"]]
+            elsewhere = _error(await client.call_tool("replay_dead_letter", sequence | {"tenant_id": "acme"}))
+            assert elsewhere["error"] == "dead_letter_not_found"
             replayed = _structured(await client.call_tool("replay_dead_letter", sequence))
             assert replayed["status"] == "replayed"
             assert replayed["replay_message_id"] == f"{dead['message_id']}.replay.{dead['sequence_number']}"

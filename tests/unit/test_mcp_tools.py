@@ -155,3 +155,31 @@ def test_the_token_is_fetched_again_only_near_its_expiry() -> None:
     token.refresh()  # refused by the API long before its expiry: a new one at once, then cached
     assert token() == token() == fetched[2]
     assert len(fetched) == 3
+
+
+class DeadLetterClient:
+    """Stands in for ClaimCheckClient's dead-letter calls: records the tenant each one stated."""
+
+    def __init__(self) -> None:
+        self.tenants: list[str | None] = []
+
+    def dead_letters(self, limit: int | None = None, *, tenant_id: str | None = None) -> tuple[int, Any]:
+        self.tenants.append(tenant_id)
+        return 200, {"queue": "documents", "messages": []}
+
+    def replay_dead_letter(self, sequence_number: int, *, tenant_id: str | None = None) -> tuple[int, Any]:
+        self.tenants.append(tenant_id)
+        return 404, {"error": "not_found", "message": f"no dead-lettered message {sequence_number}"}
+
+
+def test_operator_tools_pass_the_selected_tenant_to_the_api(tmp_path: Path) -> None:
+    client = DeadLetterClient()
+    tools = AgentTools(cast(ClaimCheckClient, client), roots=[tmp_path])
+
+    assert tools.list_dead_letters(limit=5, tenant_id="acme") == {"queue": "documents", "messages": []}
+    assert tools.list_dead_letters(limit=5)["messages"] == []
+    with pytest.raises(ToolRefusal) as missing:
+        tools.replay_dead_letter(sequence_number=3, tenant_id="globex")
+
+    assert missing.value.code == "dead_letter_not_found"
+    assert client.tenants == ["acme", None, "globex"]

@@ -233,3 +233,20 @@ def test_a_refused_block_is_an_api_error_that_never_carries_the_grant(serve: Any
     assert "sig=" not in printed
     assert SIGNATURE not in printed
     assert len(server.seen) == 2  # a 403 is not retried
+
+
+def test_dead_letter_calls_send_x_tenant_id_only_when_a_tenant_is_stated(serve: Any) -> None:
+    """The operator routes narrow by X-Tenant-Id (the API decides what it selects); the client sends the
+    header only for a stated tenant, so leaving it out keeps every granted tenant."""
+    listed = {"queue": "documents", "messages": []}
+    server = serve([(200, {}, listed), (200, {}, listed), (404, {}, {"error": "not_found"})])
+    client = _client(server, [])
+
+    assert client.dead_letters(10, tenant_id="acme") == (200, listed)
+    assert client.dead_letters(10) == (200, listed)
+    assert client.replay_dead_letter(7, tenant_id="globex")[0] == 404
+
+    paths = [path for path, _, _ in server.seen]
+    tenants = [headers.get("X-Tenant-Id") for _, headers, _ in server.seen]
+    assert paths == ["/api/dead-letters?limit=10", "/api/dead-letters?limit=10", "/api/dead-letters/7/replay"]
+    assert tenants == ["acme", None, "globex"]
