@@ -225,5 +225,10 @@ def test_replay_of_a_binary_message_id_near_the_limit_sends_a_copy_with_a_short_
     assert outcome["status"] == "replayed"
     assert outcome["replay_message_id"] == expected_id
     assert isinstance(outcome["original_message_id"], str)
-    (replayed,) = drain_session(servicebus_connection, session)
+    with (
+        ServiceBusClient.from_connection_string(servicebus_connection) as client,
+        client.get_queue_receiver("documents", session_id=session, max_wait_time=5) as receiver,
+    ):
+        (replayed,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+        receiver.complete_message(replayed)
     assert replayed.message_id == expected_id
