@@ -20,20 +20,38 @@ def now_ms() -> int:
 _ENTROPY_BLOCK = 4096  # 256 lock tokens
 
 
+class LockToken(uuid.UUID):
+    """A lock token that keeps the delivery tag it travels as: its ``bytes_le``, from which the
+    SDK rebuilds the token. Equal to (and hashed as) the plain ``uuid.UUID`` of the same value."""
+
+    __slots__ = ("delivery_tag",)
+    delivery_tag: bytes
+
+
 class _LockTokens:
-    """Random (version 4) UUIDs for lock tokens, drawn from the OS's CSPRNG a block at a time:
-    ``uuid.uuid4()`` makes one ``getrandom`` system call per token, one per delivered message."""
+    """Random (version 4) lock tokens, drawn from the OS's CSPRNG a block at a time
+    (``uuid.uuid4()`` makes one ``getrandom`` system call per token, one per delivered message)."""
 
     def __init__(self) -> None:
         self._block = b""
         self._offset = 0
 
-    def next(self) -> uuid.UUID:
+    def _refill(self) -> None:
+        block = bytearray(os.urandom(_ENTROPY_BLOCK))
+        # In each 16-byte tag (a UUID's bytes_le), byte 7 holds the version nibble and byte 8 the
+        # variant bits: version 4, RFC 4122 variant, as uuid4() sets them.
+        block[7::16] = bytes((byte & 0x0F) | 0x40 for byte in block[7::16])
+        block[8::16] = bytes((byte & 0x3F) | 0x80 for byte in block[8::16])
+        self._block, self._offset = bytes(block), 0
+
+    def next(self) -> LockToken:
         if self._offset >= len(self._block):
-            self._block, self._offset = os.urandom(_ENTROPY_BLOCK), 0
-        start = self._offset
+            self._refill()
+        tag = self._block[self._offset : self._offset + 16]
         self._offset += 16
-        return uuid.UUID(bytes=self._block[start : start + 16], version=4)
+        token = LockToken(bytes_le=tag)
+        object.__setattr__(token, "delivery_tag", tag)  # a UUID refuses attribute assignment
+        return token
 
 
 new_lock_token = _LockTokens().next

@@ -14,7 +14,7 @@ from local.servicebus.codec import encode
 from local.servicebus.fastframes import ACCEPTED_STATE
 from local.servicebus.frames import composite, composite_name, error, fields_of
 from local.servicebus.links import ACCEPTED, OutgoingLink
-from local.servicebus.model import BrokerError, Entry
+from local.servicebus.model import BrokerError, Entry, LockToken
 from local.servicebus.ports import LinkSession
 from local.servicebus.queue import MessageQueue
 
@@ -44,7 +44,8 @@ class ReceiverLink(OutgoingLink):
         if lock_token is None:
             self.transfer(payload, uuid.uuid4().bytes_le, settled=True)
         else:
-            delivery_id = self.transfer(payload, lock_token.bytes_le, settled=False)
+            tag = lock_token.delivery_tag if isinstance(lock_token, LockToken) else lock_token.bytes_le
+            delivery_id = self.transfer(payload, tag, settled=False)
             self.unsettled[delivery_id] = lock_token
 
     def session_lost(self) -> None:

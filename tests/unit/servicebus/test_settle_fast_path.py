@@ -1,9 +1,11 @@
 """The completion's fast path: a receiver's accepted disposition is read without decoding
 (``fastframes.accepted_disposition``) and answered with a precompiled echo; both agree with the
-generic codec, anything else falls back to it, and frames split anywhere across reads parse alike."""
+generic codec, anything else falls back to it, and frames split anywhere across reads parse alike.
+Lock tokens come with their delivery tag."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from local.servicebus.amqp_types import Described, UInt, UShort
+from local.servicebus.codec import encode
 from local.servicebus.connection import AmqpConnection, OutputGroup
 from local.servicebus.fastframes import (
     ACCEPTED_STATE,
@@ -27,6 +30,7 @@ from local.servicebus.frames import (
     error,
     parse_frame_body,
 )
+from local.servicebus.model import new_lock_token
 
 uints = st.integers(min_value=0, max_value=2**32 - 1)
 STATES = [
@@ -183,3 +187,16 @@ def test_frames_split_anywhere_across_reads_are_answered_alike(cuts: list[int]) 
     chunks.append(stream[offset:])
     assert _written([chunk for chunk in chunks if chunk]) == whole
     assert _written([stream[i : i + 1] for i in range(len(stream))]) == whole
+
+
+def test_lock_tokens_are_random_version_4_uuids_that_keep_their_delivery_tag() -> None:
+    tokens = [new_lock_token() for _ in range(600)]  # past a block of entropy (256 tokens)
+    assert len(set(tokens)) == len(tokens)
+    for token in tokens:
+        assert (token.version, token.variant) == (4, uuid.RFC_4122)
+        assert token.delivery_tag == token.bytes_le
+        plain = uuid.UUID(bytes_le=token.delivery_tag)  # what the SDK or a management request gives
+        assert plain == token
+        locks: dict[uuid.UUID, str] = {token: "locked"}
+        assert locks[plain] == "locked"
+    assert encode(tokens[0]) == encode(uuid.UUID(int=tokens[0].int))
