@@ -4,10 +4,10 @@ The end to end pipeline of ``bench.servicebus`` is latency-bound: its consumer (
 ``receive_messages(200)``, ``complete_message`` each) waits for the SDK's credit refill every 200
 messages and for one round trip per completion. This measures both from both sides:
 
-- inside the emulator (a subprocess of this script with probes around its frame handling and its
-  socket writes): a receiver's ``flow`` granting credit -> the first and the last of its
-  transfers written, with the pump and commit inside that; a ``disposition`` read -> its settled
-  echo written;
+- inside the emulator (a subprocess of this script with probes around its frame handling, the
+  completion's fast path included, and its socket writes): a receiver's ``flow`` granting credit
+  -> the first and the last of its transfers written, with the pump and commit inside that; a
+  ``disposition`` read -> its settled echo written;
 - in the consumer (probes on pyamqp's ``flow`` and ``_message_received``, the SDK's internals, so
   this may need updating with the SDK): the flow sent -> the first and the 200th message decoded,
   and ``complete_message`` as the application sees it.
@@ -68,6 +68,10 @@ def _serve_with_probes(out: Path, emulator_args: list[str]) -> int:
             open_settles.setdefault(key, now)
         original(session, name, fields, payload)
 
+    def on_accepted(original: Callable[..., None], session: Session, *args: Any) -> None:
+        open_settles.setdefault(id(session.host), _ns())  # a completion read by the fast path
+        original(session, *args)
+
     def write_output(original: Callable[..., None], connection: AmqpConnection) -> None:
         transfers = sum(len(frame) for frame in connection._out) > 1000
         original(connection)
@@ -80,6 +84,7 @@ def _serve_with_probes(out: Path, emulator_args: list[str]) -> int:
             refill[2] = now
 
     _wrap(Session, "on_frame", on_frame)
+    _wrap(Session, "on_accepted", on_accepted)
     _wrap(AmqpConnection, "write_output", write_output)
     code = cli.main(emulator_args)
     seen["refill"] += open_refills.values()
