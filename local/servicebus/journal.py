@@ -9,15 +9,16 @@ memory map of the file (no system call). All three survive a killed process the 
 bytes are in the kernel's page cache once written; SQLite runs with synchronous=NORMAL, no fsync
 per commit), and none survives a power loss, which the emulator does not promise.
 
-The file (``removals.map``) is allocated ahead (``posix_fallocate``: a full disk fails the commit
-with an OSError when the file grows, never a SIGBUS on a write to the map) and zero-filled. A
-record is its key (``_RECORD`` + path) then one marker byte, 1, stored after the rest: a record
-counts only once its marker is there, and reading stops at the first one without (a record torn
-by a kill, or the zeros after the last). The store applies the journal in bulk with its purge
-(deleting the messages it names), then empties it (zeroes what was used); at start it applies
-what a crash left. Re-applying is harmless: sequence numbers are never reused within an entity,
-so a key names one message forever. ``removed.journal``, the appended file of earlier versions
-(records without markers), is applied at start too and then deleted.
+The file (``removals.map``) is allocated ahead and zero-filled (``posix_fallocate``, or zeros
+written where the OS lacks it): a full disk fails the commit with an OSError when the file grows,
+never a SIGBUS on a write to the map. A record is its key (``_RECORD`` + path) then one marker
+byte, 1, stored after the rest: a record counts only once its marker is there, and reading stops
+at the first one without (a record torn by a kill, or the zeros after the last). The store
+applies the journal in bulk with its purge (deleting the messages it names), then empties it
+(zeroes what was used); at start it applies what a crash left. Re-applying is harmless:
+sequence numbers are never reused within an entity, so a key names one message forever.
+``removed.journal``, the appended file of earlier versions (records without markers), is applied
+at start too and then deleted.
 """
 
 from __future__ import annotations
@@ -74,6 +75,20 @@ _MAP_BYTES = 1 << 20  # ~30,000 records; the purge empties it at least once a se
 LEGACY_NAME = "removed.journal"
 
 
+def _allocate(fd: int, size: int) -> None:
+    """Give the file ``size`` bytes of zeros with their disk blocks allocated (an OSError now if
+    the disk is full): ``posix_fallocate`` where the OS has it, else the zeros written (macOS)."""
+    fallocate = getattr(os, "posix_fallocate", None)
+    if fallocate is not None:
+        fallocate(fd, 0, size)
+        return
+    current = os.fstat(fd).st_size
+    os.lseek(fd, current, os.SEEK_SET)
+    zeros = memoryview(bytes(size - current))
+    while zeros:
+        zeros = zeros[os.write(fd, zeros) :]
+
+
 class RemovalJournal:
     """Records removals in the mapped file ``path`` (``None``: in memory only, for an in-memory
     store) and keeps the keys journaled since the last ``clear`` in ``pending``, the store's purge
@@ -105,7 +120,7 @@ class RemovalJournal:
     def _grow(self, size: int) -> None:
         """Allocate the file to ``size`` bytes (zeros) and map it all."""
         assert self._fd is not None
-        os.posix_fallocate(self._fd, 0, size)  # blocks reserved now: no SIGBUS on a full disk later
+        _allocate(self._fd, size)  # blocks reserved now: no SIGBUS on a full disk later
         if self._map is not None:
             self._map.close()
         self._map = mmap.mmap(self._fd, size)

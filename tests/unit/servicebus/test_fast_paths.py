@@ -3,6 +3,7 @@ disposition, flow), deliveries, and the decoding of the steady state's performat
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import uuid
 from pathlib import Path
@@ -367,3 +368,16 @@ def test_a_parsed_message_keeps_its_properties_and_body(properties: dict[str, An
     for cut in range(len(raw) - len(body) + 1, len(raw), 7):  # inside the data section
         with pytest.raises(MessageFormatError):
             AmqpMessage.parse(raw[:cut])
+
+
+def test_without_posix_fallocate_the_journal_writes_its_zeros(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delattr(os, "posix_fallocate", raising=False)  # as on macOS
+    path = tmp_path / "removals.map"
+    journal = RemovalJournal(path)
+    assert path.stat().st_size > 0
+    assert path.stat().st_blocks * 512 >= path.stat().st_size  # written, not a sparse file
+    journal.append([("q", 1)])
+    journal.close()
+    assert RemovalJournal(path).pending == [("q", 1)]
