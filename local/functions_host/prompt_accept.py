@@ -12,6 +12,10 @@ arrived, so the loop does not spin without the nap: an idle accept makes the sam
 ``max_wait_time`` as before. Inside ``prompt_accept()`` the nap becomes ``time.sleep(0)`` (it still
 lets other threads run); every other thread, the function app's own receivers included, keeps the
 SDK's behaviour. If an SDK upgrade stops using ``time.sleep`` there, this does nothing.
+
+The same turn is where a waiting accept can be called off: given a ``cancel`` event that is set, the
+nap raises ``AcceptCancelled`` (the SDK closes the half-open receiver and passes the error on), so a
+stopping listener's workers leave an accept within one read timeout instead of its whole wait.
 """
 
 from __future__ import annotations
@@ -23,9 +27,19 @@ from contextlib import contextmanager
 from typing import Any
 
 import azure.servicebus._servicebus_receiver as receiver_module
+from azure.servicebus.exceptions import ServiceBusError
 
 _accepting = threading.local()
 _install_lock = threading.Lock()
+
+
+class AcceptCancelled(ServiceBusError):
+    """The accept was called off (its listener is stopping) while it waited for a session. A
+    ServiceBusError, so that the SDK closes the half-open receiver quietly (it logs any other
+    exception type there as unexpected, with its traceback) and does not retry it."""
+
+    def __init__(self) -> None:
+        super().__init__("the listener is stopping", retryable=False, shutdown_handler=True)
 
 
 class _ReceiverModuleTime:
@@ -37,7 +51,13 @@ class _ReceiverModuleTime:
 
     @staticmethod
     def sleep(seconds: float) -> None:
-        time.sleep(0 if getattr(_accepting, "active", False) else seconds)
+        if not getattr(_accepting, "active", False):
+            time.sleep(seconds)
+            return
+        cancel: threading.Event | None = getattr(_accepting, "cancel", None)
+        if cancel is not None and cancel.is_set():
+            raise AcceptCancelled
+        time.sleep(0)
 
 
 def install() -> None:
@@ -48,11 +68,14 @@ def install() -> None:
 
 
 @contextmanager
-def prompt_accept() -> Iterator[None]:
-    """Open a receiver (``receiver.__enter__()``) inside this block to skip the SDK's naps."""
+def prompt_accept(cancel: threading.Event | None = None) -> Iterator[None]:
+    """Open a receiver (``receiver.__enter__()``) inside this block to skip the SDK's naps; once
+    ``cancel`` is set, the open raises (``AcceptCancelled``, possibly wrapped by the SDK)."""
     install()
     _accepting.active = True
+    _accepting.cancel = cancel
     try:
         yield
     finally:
         _accepting.active = False
+        _accepting.cancel = None

@@ -57,6 +57,13 @@ _RETRY_BASE = timedelta(milliseconds=500)
 _RETRY_CAP = timedelta(seconds=5)
 # How long stop() waits for idle workers to notice the stop (a poll is _POLL_SECONDS).
 _WORKER_EXIT_SECONDS = 3.0
+# How long a session worker's accept waits at the broker for a session to become available. Each accept
+# that finds none costs a new AMQP connection (the SDK opens one per session receiver: ~5 ms of host
+# CPU and about as much of the broker's), so a one-second wait made an idle worker reconnect every
+# second: maxConcurrentSessions workers per instance, ~13% of a core per idle instance and as much of
+# the broker's, and during a burst the same for every worker without a session. Azure's host waits up
+# to a minute. stop() calls a waiting accept off (prompt_accept), so it does not wait for it either.
+_ACCEPT_WAIT_SECONDS = 5.0
 
 
 class ConnectionSettingMissing(RuntimeError):
@@ -127,8 +134,8 @@ class ServiceBusListener:
         self._stopping.set()
         with self._in_flight_changed:
             self._in_flight_changed.wait_for(lambda: self._in_flight == 0, timeout=timeout)
-        # Idle workers notice the stop within one poll and close their own receivers; closing the
-        # client under a receiver that is still opening would only make the SDK log errors.
+        # Idle workers notice the stop within one poll and close their own receivers; one waiting in a
+        # session accept calls it off at its next turn (prompt_accept), within a read timeout.
         deadline = time.monotonic() + _WORKER_EXIT_SECONDS
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
@@ -150,7 +157,8 @@ class ServiceBusListener:
         function = self.function
         options: dict[str, object] = {
             "prefetch_count": self.options.prefetch_count,
-            "max_wait_time": _POLL_SECONDS,
+            # For a session receiver: how long its accept waits at the broker (receive calls pass theirs).
+            "max_wait_time": _ACCEPT_WAIT_SECONDS if session else _POLL_SECONDS,
         }
         if session:
             options["session_id"] = NEXT_AVAILABLE_SESSION
@@ -182,10 +190,14 @@ class ServiceBusListener:
             try:
                 receiver = self._receiver(session=True)
                 # An accept that finds no session within the poll is timed apart: it is idle time.
-                with self.clock.timing("accept", failed_as="no session within the poll"), prompt_accept():
+                with (
+                    self.clock.timing("accept", failed_as="no session within the poll"),
+                    prompt_accept(cancel=self._stopping),
+                ):
                     receiver.__enter__()
                 try:
-                    self._drain_session(receiver)
+                    if not self._stopping.is_set():  # else released untouched: no message locked
+                        self._drain_session(receiver)
                 finally:
                     self._release_in_background(receiver)
             except OperationTimeoutError:
