@@ -22,7 +22,7 @@ from claimcheck.errors import (
     PayloadMissing,
     VersionMismatch,
 )
-from claimcheck.idempotency import IdempotencyLedger
+from claimcheck.idempotency import AlreadyDone, IdempotencyLedger
 from claimcheck.outcome import compute_backoff
 from claimcheck.policy import PurposePolicy, ReadRequest, Verdict, authorize, base_content_type
 from claimcheck.registry import PayloadRecord, PayloadRegistry
@@ -37,14 +37,16 @@ _POLL_MAX = timedelta(seconds=1)
 
 @dataclass(frozen=True)
 class Duplicate:
-    """This delivery repeats an effect that already exists: complete it, and then finish the cleanup of
-    ``unfinished`` (still ``processed`` or ``cleanup_pending``: the attempt that settled the effect
-    crashed, or its completion failed, before its cleanup) once this completion succeeded."""
+    """This delivery repeats an effect that already exists, proven by one of the settlement writes
+    (the record ``processed``/``cleanup_pending``, the work item ``completed`` at this version, or the
+    claim completed). Before completing it, the settlement writes a crash lost are finished
+    (``Settlement.duplicate``: the work item ``completed``, the claim's completion); once the completion
+    succeeded, the cleanup of ``unfinished`` (still ``processed`` or ``cleanup_pending``: the attempt
+    that settled the effect crashed, or its completion failed, before its cleanup)."""
 
+    work_item: WorkItemRecord | None  # the row as read while admitting: its ETag conditions the repair
     unfinished: PayloadRecord | None = None
-
-
-DUPLICATE = Duplicate()
+    claim: AlreadyDone | None = None  # the completed claim, when admission read it
 
 
 @dataclass(frozen=True)
@@ -150,11 +152,15 @@ class Admission:
         if verdict is not Verdict.UNRESOLVABLE:
             assert record is not None
             if record.state in (PayloadState.PROCESSED, PayloadState.CLEANUP_PENDING):
-                # Written only once the effect is durable (``Consumer._settle``, at once with the
-                # claim's completion, which a crash may have lost): the record itself proves it.
-                return Duplicate(unfinished=record)
-            if _completed(envelope, work_item) or self._ledger.lookup(key) is not None:
-                return DUPLICATE  # of a completed effect whose object is gone
+                # Written only once the effect is durable (``Settlement.effect_done``, at once with the
+                # claim's completion and the work item's, which a crash may have lost): the record
+                # itself proves it.
+                return Duplicate(work_item, unfinished=record)
+            if _completed(envelope, work_item):
+                return Duplicate(work_item)  # of a completed effect whose object is gone
+            done = self._ledger.lookup(key)
+            if done is not None:
+                return Duplicate(work_item, claim=done)
         if verdict is Verdict.NOT_YET_VISIBLE:
             assert record is not None
             self._retry_within_grace(record.created_at, now, "the producer has not confirmed this version")
@@ -180,10 +186,11 @@ class Admission:
             self._retry_within_grace(envelope.created_at, now, "the work item version is not confirmed yet")
             raise PayloadMissing("the producer never confirmed this version (publish not completed)")
         if envelope.payload_ref is None and _completed(envelope, work_item):
-            return DUPLICATE  # inline: nothing to clean, and the claim's completion may have been lost
+            return Duplicate(work_item)  # inline: nothing to clean, and the claim's completion may be lost
         if confirmed > envelope.payload_version:
-            if self._ledger.lookup(key) is not None:
-                return DUPLICATE
+            done = self._ledger.lookup(key)
+            if done is not None:
+                return Duplicate(work_item, claim=done)
             raise VersionMismatch(f"version {envelope.payload_version} was superseded by version {confirmed}")
         return None
 
@@ -195,8 +202,9 @@ class Admission:
 
 def _completed(envelope: Envelope, work_item: WorkItemRecord | None) -> bool:
     """Whether the work item says this envelope's effect is done: ``completed`` is written only once
-    the result row and the result event are durable (``Consumer._settle``), at once with the claim's
-    completion, so it proves the effect even when a crash lost the claim's."""
+    the result row and the result event are durable (``Settlement.effect_done``, at once with the
+    claim's completion), or by a repair that found another proof of it (``settlement_repair``), so it
+    proves the effect even when a crash lost the claim's."""
     return (
         work_item is not None
         and work_item.state is WorkItemState.COMPLETED

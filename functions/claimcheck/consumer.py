@@ -48,6 +48,7 @@ from claimcheck.errors import (
     RecordExists,
     RetryableError,
 )
+from claimcheck.idempotency import RESULT_EFFECT as RESULT_EFFECT  # its name here before it moved
 from claimcheck.idempotency import (
     AlreadyDone,
     ClaimHeartbeat,
@@ -73,7 +74,6 @@ from claimcheck.workitems import WorkItemRecord, WorkItemStore
 
 log = logging.getLogger(__name__)
 
-RESULT_EFFECT = "analysis-result"
 _OUTAGE_BASE = timedelta(milliseconds=500)
 _OUTAGE_MAX = timedelta(seconds=5)
 
@@ -134,6 +134,7 @@ class Consumer:
             registry=registry,
             work_items=work_items,
             ledger=ledger,
+            results=results,
             cleaner=cleaner,
             purposes=purposes,
             clock=clock,
@@ -222,7 +223,7 @@ class Consumer:
         )
         admitted = self._admission.admit(envelope, policy, key)
         if isinstance(admitted, Duplicate):
-            return self._settlement.duplicate(admitted.unfinished)
+            return self._settlement.duplicate(envelope, admitted)
         record = admitted.record
         traceparent = message.application_properties.get("traceparent")
         work = _Work(

@@ -4,7 +4,9 @@
 completed, the work item ``completed`` and the stored object ``processed``, at once; it answers
 ``Complete`` with the cleanup per policy as its ``after_settlement`` step, which the settler runs only
 once the message is completed (DESIGN: never delete before the effect is confirmed and the message
-completed). ``Settlement.duplicate`` is the end of a delivery that repeats a completed effect.
+completed). ``Settlement.duplicate`` is the end of a delivery that repeats a completed effect: it
+first finishes the settlement writes a crash lost (``settlement_repair``), then answers ``Complete``
+with the interrupted cleanup, if any, as its step.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from claimcheck import telemetry
+from claimcheck.admission import Duplicate
 from claimcheck.cleanup import Cleaner
 from claimcheck.concurrently import all_three
 from claimcheck.envelope import Envelope
@@ -24,7 +27,9 @@ from claimcheck.idempotency import Claimed, IdempotencyLedger
 from claimcheck.outcome import Complete
 from claimcheck.policy import CleanupPolicy, PurposePolicy
 from claimcheck.registry import PayloadRecord, PayloadRegistry
+from claimcheck.settlement_repair import SettlementRepair
 from claimcheck.states import PayloadState, WorkItemState
+from claimcheck.storage import EntityTable
 from claimcheck.telemetry import Stage, stage
 from claimcheck.workitems import WorkItemRecord, WorkItemStore
 
@@ -40,6 +45,7 @@ class Settlement:
         registry: PayloadRegistry,
         work_items: WorkItemStore,
         ledger: IdempotencyLedger,
+        results: EntityTable,
         cleaner: Cleaner,
         purposes: Mapping[str, PurposePolicy],
         clock: Callable[[], datetime],
@@ -47,6 +53,7 @@ class Settlement:
         self._registry = registry
         self._work_items = work_items
         self._ledger = ledger
+        self._repair = SettlementRepair(ledger=ledger, work_items=work_items, results=results)
         self._cleaner = cleaner
         self._purposes = purposes
         self._clock = clock
@@ -69,11 +76,20 @@ class Settlement:
         or wrote it (re-read only on a lost race), so they go at once. None of them may go before the
         result event: each says the effect is done. A crash or a failure that lands any subset of
         them leaves a state the redelivery completes without a second effect (``admission.py``):
-        the claim completed → its ``AlreadyDone`` settles the rest; the record ``processed``, or the
-        work item ``completed`` at this version with the object gone or inline → a duplicate at
-        admission; the work item ``completed`` alone while the record is still readable → the dead
-        attempt's claim is waited out and taken over, and the effect's writes find their rows (result
-        row insert-if-absent, result event under the same message id, deduplicated by the topic).
+
+        - the record ``processed`` (whatever else was lost) → a duplicate at admission, whose
+          ``duplicate`` completes the claim and the work item where they are still missing before it
+          completes the message; past the interrupted-cleanup grace the reconciler does the same
+          repair before it removes the object, so a later delivery finds the work item ``completed``
+          (or, a newer version confirmed since, the claim completed) → a duplicate, never
+          ``payload_missing``;
+        - the claim completed, the record still readable → the claim's ``AlreadyDone`` comes back
+          here and writes the work item and the record;
+        - the work item ``completed`` with the object gone or inline → a duplicate at admission (its
+          repair completes the claim);
+        - the work item ``completed`` alone while the record is still readable → the dead attempt's
+          claim is waited out and taken over, and the effect's writes find their rows (result row
+          insert-if-absent, result event under the same message id, deduplicated by the topic).
         """
         now = self._clock()
 
@@ -99,11 +115,26 @@ class Settlement:
             self._after_settlement(lambda at: self._cleaner.after_effect(settled_record, cleanup, now=at))
         )
 
-    def duplicate(self, unfinished: PayloadRecord | None) -> Complete:
-        """Complete a delivery that repeats a completed effect; ``unfinished``, a record still
-        ``processed`` or ``cleanup_pending`` (the attempt that settled the effect crashed, or its
-        completion failed, before its cleanup), is cleaned up under its purpose's policy once this
-        delivery's message is completed."""
+    def duplicate(self, envelope: Envelope, found: Duplicate) -> Complete:
+        """Complete a delivery that repeats a completed effect (``found``: what admission read).
+
+        First the settlement writes a crash or a failure lost next to the proof admission found are
+        finished (the claim's completion, the work item's ``completed``, from the summary already
+        recorded: ``SettlementRepair.finish``); a failing write raises, so the message is not completed
+        and nothing is cleaned up. Then ``found.unfinished``, a record still ``processed`` or
+        ``cleanup_pending`` (the attempt that settled the effect crashed, or its completion failed,
+        before its cleanup), is cleaned up under its purpose's policy once this delivery's message is
+        completed."""
+        self._repair.finish(
+            envelope.work_item_id,
+            envelope.payload_version,
+            tenant_id=envelope.tenant_id,
+            purpose=envelope.purpose,
+            work_item=found.work_item,
+            claim=found.claim,
+            now=self._clock(),
+        )
+        unfinished = found.unfinished
         if unfinished is None:
             return Complete()
         return Complete(

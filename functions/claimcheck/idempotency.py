@@ -26,7 +26,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from claimcheck.errors import ClaimCheckError, ConcurrencyConflict, EffectInProgress, RecordExists
+from claimcheck.errors import (
+    ClaimCheckError,
+    ConcurrencyConflict,
+    EffectInProgress,
+    RecordExists,
+    RecordNotFound,
+)
 from claimcheck.resilience import claim_wait_delay
 from claimcheck.storage import EntityTable, Key
 
@@ -35,6 +41,8 @@ log = logging.getLogger(__name__)
 _ROW = "effect"
 IN_PROGRESS = "in_progress"
 COMPLETED = "completed"
+# The consumer's one effect per delivery: the analysis result (its row and its event).
+RESULT_EFFECT = "analysis-result"
 
 
 def _key(key: str) -> Key:
@@ -43,6 +51,11 @@ def _key(key: str) -> Key:
 
 def idempotency_key(work_item_id: str, version: int, purpose: str, effect: str) -> str:
     return hashlib.sha256(f"{work_item_id}\x1f{version}\x1f{purpose}\x1f{effect}".encode()).hexdigest()
+
+
+def result_effect_key(work_item_id: str, version: int, purpose: str) -> str:
+    """The key of the consumer's effect on one version of a work item for one purpose."""
+    return idempotency_key(work_item_id, version, purpose, RESULT_EFFECT)
 
 
 @dataclass(frozen=True)
@@ -59,6 +72,16 @@ class AlreadyDone:
 
     key: str
     result: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Unfinished:
+    """A claim whose completion was never recorded: in progress (``etag`` of the row as read) or
+    absent (``etag`` None). Completed only by ``complete_unfinished``, when another write proves the
+    effect done."""
+
+    key: str
+    etag: str | None
 
 
 class IdempotencyLedger:
@@ -100,6 +123,33 @@ class IdempotencyLedger:
         if stored is None or stored.values["status"] != COMPLETED:
             return None
         return AlreadyDone(key, json.loads(stored.values["result"]))
+
+    def settlement_of(self, key: str) -> AlreadyDone | Unfinished:
+        """The claim of ``key`` as stored: completed (its result), or not (a read; claims nothing)."""
+        stored = self._table.get(_key(key))
+        if stored is None:
+            return Unfinished(key, None)
+        if stored.values["status"] == COMPLETED:
+            return AlreadyDone(key, json.loads(stored.values["result"]))
+        return Unfinished(key, stored.etag)
+
+    def complete_unfinished(self, claim: Unfinished, result: Mapping[str, Any], *, now: datetime) -> None:
+        """Record as done an effect that another settlement write proves done (the record
+        ``processed``, the work item ``completed``) although the attempt that made it lost its claim's
+        completion. Conditional on the row as ``settlement_of`` read it: a row changed since (another
+        repair, or a live attempt's completion) is read again and must be completed, else
+        ``ConcurrencyConflict`` (the next delivery or run repairs again). A live attempt that still
+        holds the claim fails its own completion's ETag check: its effect's writes found their rows,
+        and its redelivery is a duplicate."""
+        entity = {"status": COMPLETED, "expires_at": now, "result": json.dumps(result, sort_keys=True)}
+        try:
+            if claim.etag is None:
+                self._table.insert_if_absent(_key(claim.key), entity)
+            else:
+                self._table.replace_if_match(_key(claim.key), entity, claim.etag)
+        except (RecordExists, ConcurrencyConflict, RecordNotFound) as lost:
+            if self.lookup(claim.key) is None:
+                raise ConcurrencyConflict("the effect's claim changed under its repair; retry") from lost
 
     def complete(self, claim: Claimed, result: Mapping[str, Any], *, now: datetime) -> None:
         """Record the effect as done with its result; raises ``ConcurrencyConflict`` if we lost it."""

@@ -18,6 +18,11 @@
   completion between ``processed`` and the cleanup, or the sync cleanup (which deletes straight from
   ``processed``) interrupted after its delete; left alone within the grace, gone object or not;
 - processed records kept under a retention policy → deleted once retention has elapsed;
+- before either removal of a processed record, the settlement writes a crash lost next to its
+  ``processed`` (the claim's completion, the work item's ``completed``) are finished from the summary
+  already recorded (``settlement_repair``): once the object is gone, a later delivery of that version
+  finds the work item completed (or the claim, a newer version confirmed since) and completes as a
+  duplicate instead of dead-lettering ``payload_missing``, and the work item never stays ``running``;
 - reconciliation entries of versions past their visibility deadline (raised by the status read,
   ``claimcheck.propagation``) → resolved once the version is confirmed, otherwise counted and alerted;
 - dead-lettered messages per entity (count, oldest age) through a ``DeadLetterSource``, when given,
@@ -44,6 +49,7 @@ from claimcheck.receipts import WriteReceipt
 from claimcheck.registry import PayloadRecord, PayloadRegistry
 from claimcheck.routing import PayloadStores
 from claimcheck.settings import Settings
+from claimcheck.settlement_repair import SettlementRepair
 from claimcheck.states import PayloadState
 from claimcheck.storage import PayloadStore
 from claimcheck.workitems import WorkItemStore
@@ -63,6 +69,8 @@ class ReconciliationReport:
     cleaned_up: list[str] = field(default_factory=list)
     retention_removed: list[str] = field(default_factory=list)
     interrupted_cleanups_finished: list[str] = field(default_factory=list)
+    # Processed records whose lost settlement writes (claim, work item) were finished before removal.
+    settlements_repaired: list[str] = field(default_factory=list)
     # "<work item> v<version>" of propagation_exceeded entries still open, and resolved in this run.
     propagation_exceeded: list[str] = field(default_factory=list)
     propagation_resolved: list[str] = field(default_factory=list)
@@ -85,12 +93,14 @@ class Reconciler:
         registry: PayloadRegistry,
         work_items: WorkItemStore,
         cleaner: Cleaner,
+        settlement_repair: SettlementRepair,
         purposes: Mapping[str, PurposePolicy],
         clock: Callable[[], datetime],
         dead_letters: DeadLetterSource | None = None,
         propagation: PropagationEntries | None = None,
     ) -> None:
         self._stores = stores
+        self._settlement_repair = settlement_repair
         self._propagation = propagation
         self._dead_letters = dead_letters
         self._dead_letter_alert_age = timedelta(seconds=settings.dead_letter_alert_age_seconds)
@@ -146,6 +156,7 @@ class Reconciler:
             + len(report.retention_removed)
             + len(report.interrupted_cleanups_finished),
             "interrupted_cleanups_finished": len(report.interrupted_cleanups_finished),
+            "settlements_repaired": len(report.settlements_repaired),
             "propagation_exceeded_open": len(report.propagation_exceeded),
             "propagation_resolved": len(report.propagation_resolved),
             "errors": len(report.errors),
@@ -252,6 +263,7 @@ class Reconciler:
             # cleanup deletes it straight from processed: a gone object is that cleanup interrupted
             # after its delete, not a missing one. Left to the consumer within the grace.
             if self._cleanup_interrupted(record, now):
+                self._finish_settlement(record, now, report)
                 self._cleaner.remove(
                     record, why="cleanup interrupted after processed; finished by reconciliation", now=now
                 )
@@ -269,8 +281,29 @@ class Reconciler:
             self._work_items.confirm_version(record.work_item_id, record.version, None, now=now)
             report.activations_finished.append(record.ref)
         elif record.state is PayloadState.PROCESSED and self._retention_over(record, now):
+            self._finish_settlement(record, now, report)
             self._cleaner.remove(record, why="retention period elapsed", now=now)
             report.retention_removed.append(record.ref)
+
+    def _finish_settlement(self, record: PayloadRecord, now: datetime, report: ReconciliationReport) -> None:
+        """Before a processed object goes: the record proves the effect, so the claim's completion and
+        the work item's ``completed`` a crash lost next to it are written now (a failing write raises:
+        the object stays for the next run). Without them, the next delivery of this version would find
+        the object gone with no proof of its effect and dead-letter it ``payload_missing``."""
+        repaired = self._settlement_repair.finish(
+            record.work_item_id,
+            record.version,
+            tenant_id=record.tenant_id,
+            purpose=record.purpose,
+            work_item=self._work_items.get(record.work_item_id),
+            now=now,
+        )
+        if repaired:
+            report.settlements_repaired.append(record.ref)
+            report.alerts.append(
+                f"{record.work_item_id} v{record.version}: effect done, but the settlement lost the"
+                f" {' and '.join(repaired)} completion; completed by reconciliation before the object goes"
+            )
 
     def _orphan(self, record: PayloadRecord, now: datetime, report: ReconciliationReport) -> None:
         due = self._removable_at(self._stores.routes.container_for(record.purpose), record.created_at)

@@ -30,6 +30,7 @@ from claimcheck.registry import PayloadRegistry
 from claimcheck.result_reads import ResultReader
 from claimcheck.routing import PayloadStores
 from claimcheck.settings import DEFAULT_CONSUMER_IDENTITY, PURPOSE_CONSUMERS_SETTING, Settings, SettingsError
+from claimcheck.settlement_repair import SettlementRepair
 from claimcheck.storage import PayloadStore, Tables
 from claimcheck.uploads import DirectUploads, StagingArea
 from claimcheck.workitems import WorkItemStatus, WorkItemStore
@@ -126,6 +127,9 @@ class ClaimCheck:
                 registry=registry,
                 work_items=work_items,
                 cleaner=cleaner,
+                settlement_repair=SettlementRepair(
+                    ledger=ledger, work_items=work_items, results=tables.results
+                ),
                 purposes=purposes,
                 clock=clock,
                 dead_letters=dead_letters,

@@ -61,6 +61,8 @@ def test_a_lost_claim_completion_leaves_a_duplicate_not_a_second_effect(
 
     redelivered = harness.claimcheck.consumer.handle(harness.delivery(count=2))
     assert isinstance(redelivered, Complete)
+    # The duplicate finished the lost write before its completion, from the work item's summary.
+    assert _states(harness, harness.settings.idempotency_table) == ["completed"]
     redelivered.after_settlement()  # the message completed: the cleanup runs
     assert len(harness.analyzer.seen) == 1  # no second effect
     assert len(harness.results()) == 1
@@ -70,8 +72,8 @@ def test_a_lost_claim_completion_leaves_a_duplicate_not_a_second_effect(
         assert _states(harness, harness.settings.registry_table) == ["removed"]
         assert len(harness.rows(harness.settings.audit_table)) == 1
 
-    # A late duplicate, once the object is gone and with the claim still never completed: the work
-    # item's completed version proves the effect.
+    # A late duplicate, once the object is gone: the work item's completed version (and the claim the
+    # redelivery completed) prove the effect.
     late = harness.claimcheck.consumer.handle(harness.delivery(count=3))
     assert isinstance(late, Complete)
     assert len(harness.analyzer.seen) == 1
