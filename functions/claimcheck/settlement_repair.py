@@ -52,7 +52,9 @@ class SettlementRepair:
         now: datetime,
     ) -> tuple[str, ...]:
         """Complete the claim and the work item of an effect another write proves done, where they are
-        not yet; answers what it wrote (``"claim"``, ``"work item"``), empty when nothing was missing.
+        not yet; answers what it found missing and completed (``"claim"``, ``"work item"``; one another
+        writer completed meanwhile, found on the conditional write's re-read, counts too), empty when
+        nothing was missing.
 
         Call it only with a proof of the effect (the record ``processed``/``cleanup_pending``, the work
         item ``completed`` at this version, or the claim completed). ``work_item``: the row as the
