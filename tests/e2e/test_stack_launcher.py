@@ -89,16 +89,18 @@ def test_ctrl_c_stops_azurite_emulator_issuer_and_host(tmp_path: Path) -> None:
 def test_killed_launcher_leaves_no_azurite_emulator_issuer_or_host(tmp_path: Path) -> None:
     """Even a SIGKILLed launcher takes Azurite, the emulator, the issuer and the host down with it."""
     launcher, lines = _launch(tmp_path)
-    _wait_for(lines, r"Press Ctrl-C")
-    children = psutil.Process(launcher.pid).children(recursive=True)
-    names = sorted(child.name() for child in children)
-    # The emulator, the token issuer, the host and (above one) its instances.
-    instances = configured_instance_count()
-    expected = 3 + (instances if instances > 1 else 0)
-    assert sum("python" in name for name in names) == expected, names
-    assert "node" in names, names
-    launcher.kill()
-    launcher.wait(timeout=30)
+    try:
+        _wait_for(lines, r"Press Ctrl-C")
+        children = psutil.Process(launcher.pid).children(recursive=True)
+        names = sorted(child.name() for child in children)
+        # The emulator, the token issuer, the host and (above one) its instances.
+        instances = configured_instance_count()
+        expected = 3 + (instances if instances > 1 else 0)
+        assert sum("python" in name for name in names) == expected, names
+        assert "node" in names, names
+    finally:  # a failed check above must not leave the stack running
+        launcher.kill()
+        launcher.wait(timeout=30)
     try:
         _, alive = psutil.wait_procs(children, timeout=30)
         assert alive == []
