@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from claimcheck.adapters.telemetry_setup import METRICS_FILE, SPANS_FILE, rotated
+from claimcheck.adapters.telemetry_setup import METRICS_FILE, SPANS_FILE, rotated, telemetry_files
 from claimcheck.telemetry import CONSUME_SPAN, INTAKE_SPAN, STAGE, WORK_ITEM_ID, Stage
 
 _ROOTS = (INTAKE_SPAN, CONSUME_SPAN)
@@ -91,9 +91,15 @@ def _lines(path: Path) -> Iterator[dict[str, Any]]:
                         continue  # a line being written right now
 
 
+def _all_lines(directory: Path, name: str) -> Iterator[dict[str, Any]]:
+    """The batches of every instance's file of ``name``'s kind (each with its rotated predecessor)."""
+    for path in telemetry_files(directory, name):
+        yield from _lines(path)
+
+
 def read_spans(directory: Path) -> list[SpanRecord]:
     records = []
-    for batch in _lines(directory / SPANS_FILE):
+    for batch in _all_lines(directory, SPANS_FILE):
         for resource in batch.get("resourceSpans", []):
             for scope in resource.get("scopeSpans", []):
                 for span in scope.get("spans", []):
@@ -116,7 +122,7 @@ def read_spans(directory: Path) -> list[SpanRecord]:
 
 def read_metric_points(directory: Path) -> list[MetricPoint]:
     points = []
-    for batch in _lines(directory / METRICS_FILE):
+    for batch in _all_lines(directory, METRICS_FILE):
         for resource in batch.get("resourceMetrics", []):
             for scope in resource.get("scopeMetrics", []):
                 for metric in scope.get("metrics", []):

@@ -34,6 +34,8 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 
+from claimcheck.telemetry_settings import INSTANCE_ID_SETTING
+
 from local.processes import die_with_parent
 
 logger = logging.getLogger(__name__)
@@ -48,7 +50,7 @@ MAX_INSTANCES = 8
 # Set by the supervisor in each instance's environment.
 INSTANCE_INDEX_ENV = "LOCAL_FUNCTIONS_HOST_INSTANCE"
 READY_FD_ENV = "LOCAL_FUNCTIONS_HOST_READY_FD"
-INSTANCE_ID_ENV = "WEBSITE_INSTANCE_ID"  # Azure's name for "the instance this code runs on"
+INSTANCE_ID_ENV = INSTANCE_ID_SETTING  # Azure's name for "the instance this code runs on"
 _OTEL_RESOURCE_ENV = "OTEL_RESOURCE_ATTRIBUTES"
 
 # How long instances may take to load the app and start their triggers.

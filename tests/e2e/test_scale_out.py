@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import requests
 from azure.servicebus import ServiceBusClient
+from claimcheck.adapters.telemetry_setup import SPANS_FILE, telemetry_files
 from claimcheck.telemetry import CONSUME_SPAN, INTAKE_SPAN, OUTCOME, WORK_ITEM_ID
 
 from local.stack import TELEMETRY_DIR, LocalStack
@@ -26,9 +27,13 @@ MAX_WAVES = 4
 
 def _instance_spans(directory: Path, names: set[str]) -> list[tuple[str, str, dict[str, str]]]:
     """(span name, service.instance.id, attributes) of each exported span named in ``names``."""
-    path = directory / "spans.jsonl"
+    lines = [
+        line
+        for path in telemetry_files(directory, SPANS_FILE)  # one file per instance
+        for line in path.read_text(encoding="utf-8").splitlines()
+    ]
     found = []
-    for line in path.read_text(encoding="utf-8").splitlines() if path.exists() else []:
+    for line in lines:
         for resource_spans in json.loads(line).get("resourceSpans", []):
             resource = {
                 item["key"]: item["value"].get("stringValue")

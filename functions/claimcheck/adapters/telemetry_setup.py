@@ -7,7 +7,10 @@ cold start does not pay for the SDK or the Azure Monitor distro).
   interval without measurements writes nothing). ``claimcheck-ops trace`` and ``make demo`` read them.
   Each file is bounded (``CLAIMCHECK_TELEMETRY_FILE_MAX_BYTES``, 8 MiB by default): a line that would
   take it past that moves it to ``<name>.1`` (replacing the older one) and starts it afresh, so a stack
-  that runs for days keeps about the last 2 x that of each, and the readers read both files.
+  that runs for days keeps about the last 2 x that of each, and the readers read both files. A process
+  that knows its instance (``WEBSITE_INSTANCE_ID``, set by the local host's scale-out) writes files of
+  its own, ``spans.<instance>.jsonl``: a rotation renames the file under every other writer, so
+  instances sharing one file would overwrite each other's rotated lines.
   The SDK's own variables tune it (``OTEL_BSP_SCHEDULE_DELAY``, ``OTEL_METRIC_EXPORT_INTERVAL``).
 - else ``APPLICATIONINSIGHTS_CONNECTION_STRING`` set (Azure): the Azure Monitor OpenTelemetry distro,
   authenticated with Entra ID as ``APPLICATIONINSIGHTS_AUTHENTICATION_STRING`` says
@@ -30,14 +33,16 @@ from logging.handlers import RotatingFileHandler
 from pathlib import Path
 from typing import IO, cast
 
-# The settings themselves are read in the core (pure Python: the app checks them when it is indexed).
-from claimcheck.telemetry_settings import TELEMETRY_DIR_SETTING as TELEMETRY_DIR_SETTING  # local/stack.py
 from claimcheck.telemetry_settings import (
+    INSTANCE_ID_SETTING,
     AzureMonitorTarget,
     azure_monitor_target,
     file_max_bytes,
     local_directory,
 )
+
+# The settings themselves are read in the core (pure Python: the app checks them when it is indexed).
+from claimcheck.telemetry_settings import TELEMETRY_DIR_SETTING as TELEMETRY_DIR_SETTING  # local/stack.py
 
 SPANS_FILE = "spans.jsonl"
 METRICS_FILE = "metrics.jsonl"
@@ -99,6 +104,25 @@ class RotatingLines(io.TextIOBase):
         super().close()
 
 
+def instance_file(name: str, env: Mapping[str, str]) -> str:
+    """``name`` (``spans.jsonl``) as this process's own file: ``spans.<instance>.jsonl`` when the process
+    knows its instance (letters, digits, ``-`` and ``_`` of its id kept), else ``name`` itself."""
+    instance = "".join(
+        c for c in env.get(INSTANCE_ID_SETTING, "") if c.isascii() and (c.isalnum() or c in "-_")
+    )
+    if not instance:
+        return name
+    stem, _, suffix = name.rpartition(".")
+    return f"{stem}.{instance}.{suffix}"
+
+
+def telemetry_files(directory: Path, name: str) -> list[Path]:
+    """Every current file of ``name``'s kind in ``directory`` (one per instance that wrote; each file's
+    rotated predecessor is ``rotated(path)``)."""
+    stem, _, suffix = name.rpartition(".")
+    return sorted({*directory.glob(name), *directory.glob(f"{stem}.*.{suffix}")})
+
+
 def configure(env: Mapping[str, str]) -> str:
     """Configure the SDK once for this process; returns where telemetry goes ("files", "azure-monitor",
     "none"). Later calls return the first answer."""
@@ -108,7 +132,12 @@ def configure(env: Mapping[str, str]) -> str:
             directory = local_directory(env)
             target = None if directory is not None else azure_monitor_target(env)
             if directory is not None:
-                _configure_files(directory, file_max_bytes(env))
+                _configure_files(
+                    directory,
+                    file_max_bytes(env),
+                    spans_file=instance_file(SPANS_FILE, env),
+                    metrics_file=instance_file(METRICS_FILE, env),
+                )
                 _configured = "files"
             elif target is not None:
                 _configure_azure_monitor(target)
@@ -118,7 +147,7 @@ def configure(env: Mapping[str, str]) -> str:
         return _configured
 
 
-def _configure_files(directory: Path, max_bytes: int) -> None:
+def _configure_files(directory: Path, max_bytes: int, *, spans_file: str, metrics_file: str) -> None:
     from opentelemetry import metrics, trace
     from opentelemetry.exporter.otlp.json.file import FileMetricExporter, FileSpanExporter
     from opentelemetry.sdk.metrics import Counter, Histogram, MeterProvider
@@ -131,14 +160,14 @@ def _configure_files(directory: Path, max_bytes: int) -> None:
     resource = Resource.create({"service.name": SERVICE_NAME})
     tracer_provider = TracerProvider(resource=resource)
     # cast: typeshed's TextIOBase is not an IO[str], though it has everything the exporters call.
-    spans = FileSpanExporter(stream=cast(IO[str], RotatingLines(directory / SPANS_FILE, max_bytes)))
+    spans = FileSpanExporter(stream=cast(IO[str], RotatingLines(directory / spans_file, max_bytes)))
     tracer_provider.add_span_processor(BatchSpanProcessor(spans))
     delta: dict[type, AggregationTemporality] = {
         Counter: AggregationTemporality.DELTA,
         Histogram: AggregationTemporality.DELTA,
     }
     exporter = FileMetricExporter(
-        stream=cast(IO[str], RotatingLines(directory / METRICS_FILE, max_bytes)), preferred_temporality=delta
+        stream=cast(IO[str], RotatingLines(directory / metrics_file, max_bytes)), preferred_temporality=delta
     )
     meter_provider = MeterProvider(
         resource=resource, metric_readers=[PeriodicExportingMetricReader(exporter)]

@@ -11,7 +11,13 @@ from typing import Any
 
 import pytest
 from claimcheck.adapters import telemetry_setup
-from claimcheck.adapters.telemetry_setup import SPANS_FILE, RotatingLines, rotated
+from claimcheck.adapters.telemetry_setup import (
+    SPANS_FILE,
+    RotatingLines,
+    instance_file,
+    rotated,
+    telemetry_files,
+)
 from claimcheck.settings import SettingsError
 from claimcheck.telemetry import CONSUME_SPAN, INTAKE_SPAN, WORK_ITEM_ID
 from claimcheck.telemetry_settings import (
@@ -218,3 +224,18 @@ def test_the_configured_span_file_stays_bounded_and_keeps_the_newest_documents(t
     spans = read_spans(tmp_path)
     assert [row.span.name for row in timeline(spans, "wi-199")] == [INTAKE_SPAN, "intake upload"]
     assert timeline(spans, "wi-0") == []
+
+
+def test_each_instance_writes_files_of_its_own_and_the_readers_read_them_all(tmp_path: Path) -> None:
+    """Instances sharing one rotating file would rename it under each other: each process that knows
+    its instance gets its own file name, and the trace reads every instance's files."""
+    assert instance_file(SPANS_FILE, {}) == SPANS_FILE
+    first = instance_file(SPANS_FILE, {"WEBSITE_INSTANCE_ID": "local-instance-0"})
+    second = instance_file(SPANS_FILE, {"WEBSITE_INSTANCE_ID": "local-instance-1"})
+    assert (first, second) == ("spans.local-instance-0.jsonl", "spans.local-instance-1.jsonl")
+    assert instance_file(SPANS_FILE, {"WEBSITE_INSTANCE_ID": "../x y"}) == "spans.xy.jsonl"
+    (tmp_path / first).write_text(_span_line("wi-both", INTAKE_SPAN, "01" * 8, 1_000))
+    rotated(tmp_path / second).write_text(_span_line("wi-both", CONSUME_SPAN, "02" * 8, 2_000_000))
+    (tmp_path / second).write_text(_span_line("wi-both", CONSUME_SPAN, "03" * 8, 3_000_000))
+    assert telemetry_files(tmp_path, SPANS_FILE) == [tmp_path / first, tmp_path / second]
+    assert sorted(span.span_id for span in read_spans(tmp_path)) == ["01" * 8, "02" * 8, "03" * 8]
