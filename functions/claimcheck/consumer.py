@@ -48,12 +48,11 @@ from claimcheck.errors import (
     RecordExists,
     RetryableError,
 )
-from claimcheck.idempotency import RESULT_EFFECT as RESULT_EFFECT  # its name here before it moved
 from claimcheck.idempotency import (
     AlreadyDone,
     ClaimHeartbeat,
     IdempotencyLedger,
-    idempotency_key,
+    result_effect_key,
 )
 from claimcheck.integrity import DEFAULT_CHUNK_BYTES, spool_verified
 from claimcheck.messages import Bus, InboundMessage
@@ -218,9 +217,7 @@ class Consumer:
             or self._identity not in policy.readers  # this consumer may not read for the purpose at all
         ):
             raise AccessDenied("reference does not resolve for this tenant, purpose and environment")
-        key = idempotency_key(
-            envelope.work_item_id, envelope.payload_version, envelope.purpose, RESULT_EFFECT
-        )
+        key = result_effect_key(envelope.work_item_id, envelope.payload_version, envelope.purpose)
         admitted = self._admission.admit(envelope, policy, key)
         if isinstance(admitted, Duplicate):
             return self._settlement.duplicate(envelope, admitted)

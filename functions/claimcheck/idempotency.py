@@ -119,10 +119,8 @@ class IdempotencyLedger:
 
     def lookup(self, key: str) -> AlreadyDone | None:
         """The completed record of ``key``, if the effect is done (a read; claims nothing)."""
-        stored = self._table.get(_key(key))
-        if stored is None or stored.values["status"] != COMPLETED:
-            return None
-        return AlreadyDone(key, json.loads(stored.values["result"]))
+        settled = self.settlement_of(key)
+        return settled if isinstance(settled, AlreadyDone) else None
 
     def settlement_of(self, key: str) -> AlreadyDone | Unfinished:
         """The claim of ``key`` as stored: completed (its result), or not (a read; claims nothing)."""

@@ -17,8 +17,7 @@ from collections.abc import Callable
 
 from azure.data.tables import TableClient
 from azure.servicebus import ServiceBusClient
-from claimcheck.consumer import RESULT_EFFECT
-from claimcheck.idempotency import IN_PROGRESS, idempotency_key
+from claimcheck.idempotency import IN_PROGRESS, result_effect_key
 
 from local.stack import LocalStack
 
@@ -40,7 +39,7 @@ def _submit_batch(stack: LocalStack) -> list[str]:
 
 def _wait_for_a_claim(stack: LocalStack, work_item_ids: list[str], timeout: float = 120.0) -> None:
     """Wait until at least one of these documents is mid-processing (its effect claimed, not done)."""
-    keys = {idempotency_key(work_item_id, 1, PURPOSE, RESULT_EFFECT) for work_item_id in work_item_ids}
+    keys = {result_effect_key(work_item_id, 1, PURPOSE) for work_item_id in work_item_ids}
     table = TableClient.from_connection_string(stack.storage_connection_string, "idempotency")
     deadline = time.monotonic() + timeout
     with table:

@@ -13,10 +13,9 @@ import pytest
 from claimcheck import Complete, DeadLetter, DeadLetterReason, Outcome, Retry
 from claimcheck.adapters.tables import AzureEntityTable
 from claimcheck.analysis import AnalysisResult, Obligation
-from claimcheck.consumer import RESULT_EFFECT
 from claimcheck.envelope import parse_envelope
 from claimcheck.errors import EffectInProgress
-from claimcheck.idempotency import Claimed, ClaimHeartbeat, IdempotencyLedger, idempotency_key
+from claimcheck.idempotency import Claimed, ClaimHeartbeat, IdempotencyLedger, result_effect_key
 from claimcheck.results import read_result
 from claimcheck.testing import consume_and_settle
 
@@ -171,7 +170,7 @@ def test_a_crashed_attempts_claim_is_waited_out_without_spending_a_delivery(make
     harness = make_harness(claim_lease_seconds=30)
     submit(harness, document(50_000))
     envelope = parse_envelope(harness.delivery().body)
-    key = idempotency_key(envelope.work_item_id, envelope.payload_version, envelope.purpose, RESULT_EFFECT)
+    key = result_effect_key(envelope.work_item_id, envelope.payload_version, envelope.purpose)
     crashed = _ledger(harness).begin(key, now=harness.clock.now)  # claimed, then the host died
     assert isinstance(crashed, Claimed)
     slept: list[float] = []

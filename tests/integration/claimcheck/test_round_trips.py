@@ -18,9 +18,8 @@ from azure.storage.blob import BlobServiceClient
 from claimcheck import ClaimCheck, Complete, InboundMessage, Settings
 from claimcheck.adapters.azure import provision_storage
 from claimcheck.adapters.tables import AzureEntityTable
-from claimcheck.consumer import RESULT_EFFECT
 from claimcheck.envelope import parse_envelope
-from claimcheck.idempotency import Claimed, IdempotencyLedger, idempotency_key
+from claimcheck.idempotency import Claimed, IdempotencyLedger, result_effect_key
 from claimcheck.intake_keys import INTAKE_LEASE
 from claimcheck.integrity import DEFAULT_CHUNK_BYTES
 from claimcheck.testing import InMemoryBus, consume_and_settle
@@ -225,7 +224,7 @@ def test_an_effect_completed_by_a_rival_costs_a_large_document_no_download(
         content_type="text/plain",
     )
     envelope = parse_envelope(counted.bus.messages(counted.settings.documents_queue)[-1].body)
-    key = idempotency_key(envelope.work_item_id, envelope.payload_version, envelope.purpose, RESULT_EFFECT)
+    key = result_effect_key(envelope.work_item_id, envelope.payload_version, envelope.purpose)
     ledger = IdempotencyLedger(
         AzureEntityTable(
             TableServiceClient.from_connection_string(counted.connection).get_table_client(
