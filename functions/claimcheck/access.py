@@ -132,7 +132,8 @@ class AccessTable:
         return [grant for grant in self.grants if grant.matches(caller)]
 
     def may_see_tenant(self, caller: Caller, tenant_id: str) -> bool:
-        return any(grant.allows_tenant(tenant_id) for grant in self.grants_for(caller))
+        """Whether ``caller`` is granted ``tenant_id`` (``read_scope`` with no tenant stated)."""
+        return self.read_scope(caller, None)(tenant_id)
 
     def read_scope(self, caller: Caller, selected_tenant: str | None) -> Callable[[str], bool]:
         """Which tenants' data a read route may show ``caller``: those it is granted, narrowed to
