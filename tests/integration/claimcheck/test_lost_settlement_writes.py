@@ -83,21 +83,7 @@ def test_after_the_grace_an_effect_whose_claim_and_work_item_writes_were_lost_is
         classification="confidential",
         content_type="text/plain",
     )
-    moves = WorkItemStore.move_state
-
-    def lost_completion(self: WorkItemStore, *args: Any, **kwargs: Any) -> Any:
-        if args[3] is WorkItemState.COMPLETED:
-            raise HostDied
-        return moves(self, *args, **kwargs)
-
-    def claim_lost(self: IdempotencyLedger, *args: Any, **kwargs: Any) -> None:
-        raise HostDied
-
-    monkeypatch.setattr(WorkItemStore, "move_state", lost_completion)
-    monkeypatch.setattr(IdempotencyLedger, "complete", claim_lost)
-    assert isinstance(harness.claimcheck.consumer.handle(harness.delivery(count=1)), Retry)
-    assert _states(harness, harness.settings.idempotency_table) == [IN_PROGRESS]
-    monkeypatch.undo()
+    _lose_claim_and_work_item_completions(harness, monkeypatch)
     harness.clock.advance(timedelta(seconds=harness.settings.interrupted_cleanup_grace_seconds + 1))
     report = harness.claimcheck.reconciler.run()
     assert len(report.interrupted_cleanups_finished) == 1
