@@ -170,6 +170,8 @@ def start_azurite(
         # The SDKs we pin may speak a newer API version than this Azurite build knows.
         "--skipApiVersionCheck",
         "--disableProductStyleUrl",
+        # Azurite collects usage telemetry by default: a local stack sends nothing out unasked.
+        "--disableTelemetry",
     ]
     if tls is not None:
         command += ["--cert", str(tls.certificate), "--key", str(tls.private_key), "--oauth", "basic"]
