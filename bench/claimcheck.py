@@ -25,7 +25,6 @@ document (the full payload is still downloaded and verified: length, sha256, typ
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import logging
 import random
@@ -119,22 +118,15 @@ class HeadAnalyzer:
         )
 
 
-def process_tree_cpu(process: psutil.Process) -> float:
-    """CPU seconds of ``process`` and its live descendants so far: from each thread's
-    /proc/<pid>/task/<tid>/schedstat (nanoseconds) where Linux has it, since psutil's user + system
-    times tick at 10 ms, coarser than one small round trip; else psutil's."""
-    total = 0.0
-    for each in (process, *process.children(recursive=True)):
-        with contextlib.suppress(psutil.NoSuchProcess, FileNotFoundError, ProcessLookupError):
-            tasks = Path(f"/proc/{each.pid}/task")
-            if tasks.is_dir():
-                total += (
-                    sum(int((task / "schedstat").read_text().split()[0]) for task in tasks.iterdir()) / 1e9
-                )
-            else:
-                times = each.cpu_times()
-                total += times.user + times.system
-    return total
+def process_cpu(process: psutil.Process) -> float:
+    """CPU seconds of ``process`` so far, every thread: from each thread's /proc/<pid>/task/<tid>/schedstat
+    (nanoseconds) where Linux has it, since psutil's user + system times tick at 10 ms, coarser than
+    one small round trip; else psutil's."""
+    tasks = Path(f"/proc/{process.pid}/task")
+    if tasks.is_dir():
+        return sum(int((task / "schedstat").read_text().split()[0]) for task in tasks.iterdir()) / 1e9
+    times = process.cpu_times()
+    return float(times.user + times.system)
 
 
 class Measured:
@@ -168,7 +160,7 @@ class Measured:
     def __enter__(self) -> Measured:
         self.start_rss = self.peak_rss = self._process.memory_info().rss
         self._thread.start()
-        self._started_server_cpu = process_tree_cpu(self._server)
+        self._started_server_cpu = process_cpu(self._server)
         self._started_cpu = time.process_time()
         self._started = time.perf_counter()
         return self
@@ -176,7 +168,7 @@ class Measured:
     def __exit__(self, *exc_info: object) -> None:
         self.seconds = time.perf_counter() - self._started
         cpu = time.process_time() - self._started_cpu
-        self.server_cpu_seconds = process_tree_cpu(self._server) - self._started_server_cpu
+        self.server_cpu_seconds = process_cpu(self._server) - self._started_server_cpu
         self._stop.set()
         self._thread.join()
         self.cpu_seconds = max(0.0, cpu - self._sampler_cpu)
