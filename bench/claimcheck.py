@@ -12,6 +12,7 @@ CPU) / cores on this machine, so a ratio target under that floor cannot be met h
     python -m bench.claimcheck                    # 1KB,1MB,100MB,1GiB
     python -m bench.claimcheck --sizes 1MB,100MB
     python -m bench.claimcheck --sizes 1KB --functions-logging   # logging as the Functions worker sets it
+    python -m bench.claimcheck --sizes 100MB --whole-document-analyzer   # the consumer spools the document
 
 Targets: envelope ≤ 1 KiB; peak RSS growth < 64 MiB at 1 GiB; claim-check ≤ 3x raw at 1 KB, ≤ 1.5x
 at 1 MB, ≤ 1.1x at 100 MB and 1 GiB. The last column counts the storage requests of intake and of
@@ -19,7 +20,10 @@ consumption (local/storage_requests.py), the cause of the fixed cost per documen
 Payloads come from a deterministic generator (seeded text blocks, made once per process so that
 neither measured round trip pays for them), never held whole in memory.
 The analyzer step uses a bounded analyzer that reads only the first 64 KiB of the verified
-document (the full payload is still downloaded and verified: length, sha256, type).
+document and declares it (``reads_leading_bytes``), so the consumer keeps only that head in memory;
+the full payload is still downloaded and verified (length, sha256, type) before it is called.
+``--whole-document-analyzer`` makes it declare nothing: the consumer then spools the whole verified
+object (to a temporary file beyond 8 MiB), as for the default analyzer.
 """
 
 from __future__ import annotations
@@ -103,7 +107,9 @@ def log_as_functions_worker() -> None:
 
 
 class HeadAnalyzer:
-    """Bounded analyzer: reads only the first 64 KiB of the verified document."""
+    """Bounded analyzer: reads only the first 64 KiB of the verified document, and says so."""
+
+    reads_leading_bytes = ANALYZER_READ_BYTES
 
     def analyze(self, document: BinaryIO, content_type: str) -> AnalysisResult:
         head = document.read(ANALYZER_READ_BYTES)
@@ -131,6 +137,12 @@ def process_cpu(process: psutil.Process) -> tuple[float, float]:
         return sum(times.values()), times.get(str(process.pid), 0.0)
     cpu = process.cpu_times()
     return float(cpu.user + cpu.system), float(cpu.user + cpu.system)
+
+
+class WholeDocumentHeadAnalyzer(HeadAnalyzer):
+    """The same reading without the declaration: the consumer keeps (spools) the whole document."""
+
+    reads_leading_bytes = None  # type: ignore[assignment]  # declares nothing: the whole document
 
 
 class Measured:
@@ -249,7 +261,12 @@ def claim_check_round_trip(
     return receipt.transport, len(sent.body), intake.total, consumption.total
 
 
-def run(sizes: list[str], classification: Classification = Classification.RESTRICTED) -> list[Row]:
+def run(
+    sizes: list[str],
+    classification: Classification = Classification.RESTRICTED,
+    *,
+    whole_document: bool = False,
+) -> list[Row]:
     rows: list[Row] = []
     with start_azurite() as azurite:
         server = psutil.Process(azurite.process.pid)
@@ -271,7 +288,7 @@ def run(sizes: list[str], classification: Classification = Classification.RESTRI
             settings,
             storage_connection=azurite.connection_string,
             bus=bus,
-            analyzer=HeadAnalyzer(),
+            analyzer=WholeDocumentHeadAnalyzer() if whole_document else HeadAnalyzer(),
             purposes=purposes,
             request_hook=requests.hook,
         )
@@ -389,6 +406,11 @@ def main(argv: list[str] | None = None) -> None:
         f"reference; public and internal ones up to the inline threshold "
         f"({Settings(environment='bench').inline_threshold_bytes} B by default) travel in the message",
     )
+    parser.add_argument(
+        "--whole-document-analyzer",
+        action="store_true",
+        help="the analyzer declares no read bound: the consumer spools the whole verified document",
+    )
     args = parser.parse_args(argv)
     classification = Classification(args.classification)
     if args.functions_logging:
@@ -398,15 +420,16 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         parser.error(f"unknown sizes {unknown}; choose from {list(SIZES)}")
     print(
-        f"analyzer: bounded, reads the first {ANALYZER_READ_BYTES // 1024} KiB of the verified document; "
-        f"classification {classification}"
+        f"analyzer: reads the first {ANALYZER_READ_BYTES // 1024} KiB of the verified document "
+        + ("(the whole document spooled); " if args.whole_document_analyzer else "(only that head kept); ")
+        + f"classification {classification}"
         + (" (always by reference)" if classification.sensitive else " (inline up to the inline threshold)")
         + "; cleanup sync; "
         f"chunk {DEFAULT_CHUNK_BYTES // 2**20} MiB"
         + ("; root logger at INFO with a handler (as the Functions worker)" if args.functions_logging else "")
     )
     print_header()
-    rows = run(sizes, classification)
+    rows = run(sizes, classification, whole_document=args.whole_document_analyzer)
     cores = psutil.cpu_count() or 1
     # The 1 KiB bound is the reference envelope's; an inline envelope carries the payload itself.
     references = [row.envelope_bytes for row in rows if row.transport == "reference"]

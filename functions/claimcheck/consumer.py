@@ -23,7 +23,7 @@ from typing import Any, BinaryIO
 
 from claimcheck import telemetry
 from claimcheck.admission import Admission, Duplicate
-from claimcheck.analysis import AnalysisError, AnalysisResult, Analyzer
+from claimcheck.analysis import AnalysisError, AnalysisResult, Analyzer, leading_bytes_read
 from claimcheck.cleanup import Cleaner
 from claimcheck.concurrently import Settled, all_three, both, settled
 from claimcheck.consumer_outcomes import (
@@ -115,6 +115,7 @@ class Consumer:
         self._results = results
         self._bus = bus
         self._analyzer = analyzer
+        leading_bytes_read(analyzer)  # a misdeclared read bound is refused here, not at a delivery
         self._purposes = purposes
         self._identity = identity
         self._clock = clock
@@ -331,8 +332,12 @@ class Consumer:
         return summary
 
     def _fetch(self, work: _Work) -> BinaryIO:
-        """The verified bytes (streamed, length, type and sha256 checked); raises the store's error."""
+        """The verified bytes (streamed, length, type and sha256 checked); raises the store's error.
+
+        Only the analyzer's declared head is kept when it declares one; the whole object is verified
+        either way."""
         envelope, record = work.envelope, work.record
+        head_bytes = leading_bytes_read(self._analyzer)
         if record is None:
             assert envelope.payload_inline is not None
             return spool_verified(
@@ -340,6 +345,7 @@ class Consumer:
                 expected_length=envelope.content_length,
                 expected_sha256=envelope.checksum.value,
                 content_type=envelope.content_type,
+                head_bytes=head_bytes,
             )
         return self._stores.for_purpose(record.purpose).open_verified(
             record.ref,
@@ -347,6 +353,7 @@ class Consumer:
             length=record.content_length,
             sha256=record.sha256,
             content_type=record.content_type,
+            head_bytes=head_bytes,
         )
 
     def _verified(self, work: _Work, fetched: Settled[BinaryIO], heartbeat: ClaimHeartbeat) -> BinaryIO:

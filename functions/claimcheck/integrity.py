@@ -104,13 +104,19 @@ def spool_verified(
     expected_sha256: str,
     content_type: str,
     memory_bytes: int = SPOOL_MEMORY_BYTES,
+    head_bytes: int | None = None,
 ) -> BinaryIO:
     """Copy ``chunks`` into a bounded spool while checking length, sha256 and declared type.
+
+    ``head_bytes`` (an analyzer's ``reads_leading_bytes``) keeps only the object's first ``head_bytes``
+    bytes; every byte is still counted and hashed, so the kept head is handed out only once the whole
+    object is verified. None keeps the whole object.
 
     Returns the spool rewound to 0; only fully verified bytes are handed out. Raises
     ``ObjectMismatch`` naming the field (and closes the spool) otherwise.
     """
     spool = tempfile.SpooledTemporaryFile(max_size=memory_bytes)  # noqa: SIM115 - returned to the caller
+    keep = expected_length if head_bytes is None else head_bytes
     try:
         digest = hashlib.sha256()
         length = 0
@@ -124,7 +130,9 @@ def spool_verified(
             if len(head) < _SNIFF_BYTES:
                 head += chunk[: _SNIFF_BYTES - len(head)]
             digest.update(chunk)
-            spool.write(chunk)
+            start = length - len(chunk)  # this chunk's offset in the object
+            if start < keep:
+                spool.write(chunk[: keep - start] if length > keep else chunk)
         if length != expected_length:
             raise ObjectMismatch(
                 "length", f"the stored object has {length} bytes, the record says {expected_length}"

@@ -107,8 +107,20 @@ class PayloadStore(Protocol):
         ``ObjectNotFound`` if it is gone."""
         ...
 
-    def open_verified(self, ref: str, *, etag: str, length: int, sha256: str, content_type: str) -> BinaryIO:
+    def open_verified(
+        self,
+        ref: str,
+        *,
+        etag: str,
+        length: int,
+        sha256: str,
+        content_type: str,
+        head_bytes: int | None = None,
+    ) -> BinaryIO:
         """Stream exactly the recorded object (ETag-conditioned) into a verified, rewound spool.
+
+        ``head_bytes`` keeps only the object's first ``head_bytes`` bytes in the spool (what the analyzer
+        reads); the whole object is still streamed and verified before anything is returned.
 
         Raise ``ObjectNotFound`` if absent, ``ObjectChanged`` if its ETag differs or it changes while
         read, ``ObjectMismatch(field)`` if its length, sha256 or content type differs from the record.

@@ -197,8 +197,8 @@ class InMemoryPayloadStore:
     """A ``PayloadStore`` in a dict: write-once objects, a provisional tag, ETag-conditioned reads.
 
     Uploads and reads go through the same ``HashingReader`` / ``spool_verified`` as the Azure adapter,
-    chunk by chunk. ``tamper`` replaces an object's bytes (a new ETag, as any overwrite has), for the
-    integrity cases.
+    chunk by chunk. ``tamper`` replaces an object's bytes (a new ETag, as any overwrite has) and
+    ``corrupt`` keeps the ETag, for the integrity cases.
     """
 
     def __init__(
@@ -242,7 +242,16 @@ class InMemoryPayloadStore:
                 raise ObjectNotFound(ref)
             found.tag = ACTIVE_TAG_VALUE
 
-    def open_verified(self, ref: str, *, etag: str, length: int, sha256: str, content_type: str) -> BinaryIO:
+    def open_verified(
+        self,
+        ref: str,
+        *,
+        etag: str,
+        length: int,
+        sha256: str,
+        content_type: str,
+        head_bytes: int | None = None,
+    ) -> BinaryIO:
         with self._lock:
             found = self._objects.get(ref)
         if found is None:
@@ -256,7 +265,11 @@ class InMemoryPayloadStore:
         data = found.data
         chunks = (data[start : start + self._chunk_bytes] for start in range(0, len(data), self._chunk_bytes))
         return spool_verified(
-            chunks, expected_length=length, expected_sha256=sha256, content_type=content_type
+            chunks,
+            expected_length=length,
+            expected_sha256=sha256,
+            content_type=content_type,
+            head_bytes=head_bytes,
         )
 
     def exists(self, ref: str) -> bool:
@@ -295,3 +308,9 @@ class InMemoryPayloadStore:
         with self._lock:
             self._objects[ref].data = data
             self._objects[ref].etag = _next_etag()
+
+    def corrupt(self, ref: str, data: bytes) -> None:
+        """Change the bytes and keep the ETag (a corruption no write announced): only the length and
+        sha256 checks can catch it."""
+        with self._lock:
+            self._objects[ref].data = data

@@ -215,6 +215,26 @@ def test_reads_refuse_anything_but_the_recorded_object(objects: Objects) -> None
         recorded()
 
 
+def test_a_kept_head_is_handed_out_only_once_the_whole_object_is_verified(objects: Objects) -> None:
+    """``head_bytes``: the first bytes only, after every range is read and checked against the record."""
+    uploaded = _upload(objects)
+
+    def head(*, length: int = uploaded.length, sha256: str = uploaded.sha256, head_bytes: int = 100) -> bytes:
+        return objects.store.open_verified(
+            REF, etag=uploaded.etag, length=length, sha256=sha256, content_type=TEXT, head_bytes=head_bytes
+        ).read()
+
+    assert head() == BODY[:100]
+    assert head(head_bytes=len(BODY) + 1) == BODY
+    other_tail = hashlib.sha256(BODY[:-1] + b"!").hexdigest()  # a record whose bytes differ at the end
+    with pytest.raises(ObjectMismatch) as wrong_hash:
+        head(sha256=other_tail)
+    assert wrong_hash.value.field == "sha256"
+    with pytest.raises(ObjectMismatch) as wrong_length:
+        head(length=uploaded.length - 1)
+    assert wrong_length.value.field == "length"
+
+
 def test_delete_says_whether_the_object_existed(objects: Objects) -> None:
     _upload(objects)
     assert objects.store.delete(REF) is True

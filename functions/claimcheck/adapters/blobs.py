@@ -132,7 +132,16 @@ class AzureBlobPayloadStore:
             except ResourceNotFoundError as exc:
                 raise ObjectNotFound(ref) from exc
 
-    def open_verified(self, ref: str, *, etag: str, length: int, sha256: str, content_type: str) -> BinaryIO:
+    def open_verified(
+        self,
+        ref: str,
+        *,
+        etag: str,
+        length: int,
+        sha256: str,
+        content_type: str,
+        head_bytes: int | None = None,
+    ) -> BinaryIO:
         with storage_errors("blob read"):
             blob = self._container.get_blob_client(ref)
             try:
@@ -159,6 +168,7 @@ class AzureBlobPayloadStore:
                     expected_length=length,
                     expected_sha256=sha256,
                     content_type=content_type,
+                    head_bytes=head_bytes,
                 )
             except ResourceModifiedError as exc:  # changed between two range reads
                 raise ObjectChanged("the stored object changed while it was being read") from exc

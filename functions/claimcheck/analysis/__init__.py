@@ -4,7 +4,13 @@ Importing this package is cheap: pypdf is loaded only when a PDF is analyzed.
 """
 
 from claimcheck.analysis.extractor import MAX_OBLIGATIONS, ContractObligationExtractor
-from claimcheck.analysis.model import AnalysisError, AnalysisResult, Analyzer, Obligation
+from claimcheck.analysis.model import (
+    AnalysisError,
+    AnalysisResult,
+    Analyzer,
+    Obligation,
+    leading_bytes_read,
+)
 
 __all__ = [
     "MAX_OBLIGATIONS",
@@ -13,4 +19,5 @@ __all__ = [
     "Analyzer",
     "ContractObligationExtractor",
     "Obligation",
+    "leading_bytes_read",
 ]

@@ -60,6 +60,36 @@ class AnalysisResult:
 
 
 class Analyzer(Protocol):
+    """The consumer's processing step. It is only called once the whole stored object is verified
+    (length, sha256, declared type).
+
+    An analyzer that reads only the beginning of a document declares it with an optional attribute
+    ``reads_leading_bytes: int`` (a positive number of bytes; see ``leading_bytes_read``): ``document``
+    then holds exactly the object's first ``reads_leading_bytes`` bytes (fewer if the object is shorter),
+    in memory, and the consumer keeps nothing else of it. Without the attribute ``document`` is the
+    whole object, spooled to a temporary file beyond a few MiB.
+    """
+
     def analyze(self, document: BinaryIO, content_type: str) -> AnalysisResult:
         """Analyze a verified, seekable binary document; raise AnalysisError if it cannot be read."""
         ...
+
+
+READ_BOUND_ATTRIBUTE = "reads_leading_bytes"
+
+
+def leading_bytes_read(analyzer: Analyzer) -> int | None:
+    """How many leading bytes of a document ``analyzer`` reads (its ``reads_leading_bytes``); None when
+    it does not say, which means the whole document.
+
+    Raises ``ValueError`` naming the attribute when it is set to anything but a positive int, so a
+    misdeclared analyzer is refused when the consumer is built, not guessed at.
+    """
+    bound = getattr(analyzer, READ_BOUND_ATTRIBUTE, None)
+    if bound is None:
+        return None
+    if isinstance(bound, bool) or not isinstance(bound, int) or bound <= 0:
+        raise ValueError(
+            f"{type(analyzer).__name__}.{READ_BOUND_ATTRIBUTE} must be a positive number of bytes or absent"
+        )
+    return bound

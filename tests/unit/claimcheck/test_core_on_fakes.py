@@ -7,13 +7,15 @@ fakes keep to the ports' contract (tests/contract/).
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, BinaryIO
 
 import pytest
 from claimcheck import ClaimCheck, Complete, DeadLetter, DeadLetterReason, InboundMessage, Settings
+from claimcheck.analysis import AnalysisResult, Analyzer, ContractObligationExtractor
 from claimcheck.errors import (
     ConcurrencyConflict,
     EffectInProgress,
@@ -78,13 +80,13 @@ class World:
         return [row.values["state"] for row in registry.rows()]
 
 
-def make_world(**settings_changes: Any) -> World:
+def make_world(analyzer: Analyzer | None = None, **settings_changes: Any) -> World:
     settings = replace(Settings(environment="test"), inline_threshold_bytes=1024, **settings_changes)
     clock, sleeps = Clock(), list[float]()
     store = InMemoryPayloadStore(chunk_bytes=4096, provisional_tag=settings.provisional_tag, clock=clock)
     tables, bus = in_memory_tables(), InMemoryBus()
     claimcheck = ClaimCheck.build(
-        settings, store=store, tables=tables, bus=bus, clock=clock, sleep=sleeps.append
+        settings, store=store, tables=tables, bus=bus, clock=clock, sleep=sleeps.append, analyzer=analyzer
     )
     return World(claimcheck, settings, store, tables, bus, clock, sleeps)
 
@@ -181,6 +183,46 @@ def test_a_replaced_object_is_dead_lettered_as_integrity_failed_and_kept() -> No
     assert outcome.reason is DeadLetterReason.INTEGRITY_FAILED
     assert world.registry_states() == ["integrity_failed"]
     assert world.store.refs() == [receipt.payload_ref]  # kept for investigation
+
+
+@dataclass
+class HeadAnalyzer:
+    """Declares that it reads the first 100 bytes; records what it was handed."""
+
+    reads_leading_bytes: int = 100
+    seen: list[bytes] = field(default_factory=list)
+
+    def analyze(self, document: BinaryIO, content_type: str) -> AnalysisResult:
+        self.seen.append(document.read())
+        return ContractObligationExtractor().analyze(io.BytesIO(self.seen[-1]), content_type)
+
+
+def test_a_head_reading_analyzer_gets_the_verified_head_by_reference_and_inline() -> None:
+    analyzer = HeadAnalyzer()
+    world = make_world(analyzer=analyzer)
+    world.submit(long_contract())
+    world.submit(CONTRACT * 3, classification="internal")  # inline
+    for index in (0, 1):
+        assert consume_and_settle(world.claimcheck.consumer, world.delivery(index)) == Complete()
+    assert analyzer.seen == [long_contract()[:100], (CONTRACT * 3)[:100]]
+
+
+def test_a_head_reading_analyzer_never_sees_an_object_corrupted_past_its_head() -> None:
+    """Same ETag, same head, another tail: the sha256 over the whole object refuses it as before."""
+    analyzer = HeadAnalyzer()
+    world = make_world(analyzer=analyzer)
+    receipt = world.submit(long_contract())
+    world.store.corrupt(str(receipt.payload_ref), long_contract()[:-1] + b"!")
+    outcome = consume_and_settle(world.claimcheck.consumer, world.delivery())
+    assert isinstance(outcome, DeadLetter)
+    assert outcome.reason is DeadLetterReason.INTEGRITY_FAILED
+    assert analyzer.seen == []
+    assert world.registry_states() == ["integrity_failed"]
+
+
+def test_a_misdeclared_read_bound_is_refused_when_the_consumer_is_built() -> None:
+    with pytest.raises(ValueError, match="reads_leading_bytes"):
+        make_world(analyzer=HeadAnalyzer(reads_leading_bytes=0))
 
 
 def test_an_object_removed_early_is_dead_lettered_as_missing() -> None:

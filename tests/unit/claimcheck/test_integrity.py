@@ -70,3 +70,39 @@ def test_spool_checks_declared_type() -> None:
             expected_sha256=hashlib.sha256(data).hexdigest(),
             content_type="application/pdf",
         )
+
+
+def test_a_kept_head_is_the_first_bytes_of_the_verified_object() -> None:
+    """``head_bytes`` keeps exactly the first bytes, across chunk boundaries; a larger one keeps all."""
+    data = b"0123456789" * 10
+    chunks = [data[start : start + 7] for start in range(0, len(data), 7)]
+    for head_bytes, kept in [(1, data[:1]), (7, data[:7]), (23, data[:23]), (1000, data)]:
+        spool = spool_verified(
+            chunks,
+            expected_length=len(data),
+            expected_sha256=hashlib.sha256(data).hexdigest(),
+            content_type="text/plain",
+            head_bytes=head_bytes,
+        )
+        assert spool.read() == kept
+
+
+@pytest.mark.parametrize(
+    ("chunks", "field"),
+    [
+        ([b"hello", b" worlD"], "sha256"),
+        ([b"hello", b" worl"], "length"),
+        ([b"hello", b" world", b"!"], "length"),
+    ],
+)
+def test_a_kept_head_is_refused_when_the_rest_differs(chunks: list[bytes], field: str) -> None:
+    """Keeping only the head verifies every byte all the same: a difference past it is refused."""
+    with pytest.raises(ObjectMismatch) as caught:
+        spool_verified(
+            chunks,
+            expected_length=11,
+            expected_sha256=hashlib.sha256(b"hello world").hexdigest(),
+            content_type="text/plain",
+            head_bytes=5,
+        )
+    assert caught.value.field == field
