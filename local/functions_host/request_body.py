@@ -5,6 +5,8 @@
   and an ``UnreadBodyRequest``, so it can refuse from them (intake answers ``use_direct_upload``), and
   asking for the body raises ``RequestTooLarge``, which the host answers with its own 413.
 - Chunked: read up to the limit and refused (``RequestTooLarge``) before the chunk that would cross it.
+- A body that ends before its ``Content-Length`` (or inside a chunk) is refused (400), never handed on
+  as if whole.
 - ``Expect: 100-continue`` over the limit: no 100 is sent, so the client never sends the body.
 - After answering a request whose body was left unread, the rest is read and dropped, a slice at a time
   and bounded in time (``discard``): closing with unread bytes would reset the connection, and a client
@@ -81,7 +83,12 @@ def read_body(headers: Message[str, str], rfile: io.BufferedIOBase, limit: int) 
         raise ValueError("Content-Length must be a whole number")
     if int(text) > limit:
         return None
-    return rfile.read(int(text))
+    body = rfile.read(int(text))
+    if len(body) < int(text):
+        # The client ended its side early: a truncated body handed on as whole would be stored as the
+        # document (Kestrel fails such a request too, "Unexpected end of request content").
+        raise ValueError(f"the body ended after {len(body)} of its {int(text)} bytes (Content-Length)")
+    return body
 
 
 def _read_chunked(rfile: io.BufferedIOBase, limit: int) -> bytes:
@@ -99,7 +106,10 @@ def _read_chunked(rfile: io.BufferedIOBase, limit: int) -> bytes:
         total += size
         if total > limit:
             raise RequestTooLarge
-        chunks.append(rfile.read(size))
+        chunk = rfile.read(size)
+        if len(chunk) < size:
+            raise ValueError("malformed chunked body: it ended inside a chunk")
+        chunks.append(chunk)
         rfile.readline(1024)
 
 

@@ -79,3 +79,18 @@ def test_a_chunked_body_is_refused_before_the_chunk_that_crosses_the_limit(limit
     assert (status, answer["error"]) == (413, HOST_TOO_LARGE_CODE)
     assert answer["error"] != "payload_too_large"
     assert f"up to {LIMIT} bytes (FUNCTIONS_REQUEST_BODY_SIZE_LIMIT)" in answer["message"]
+
+
+def test_a_body_shorter_than_its_content_length_is_refused_not_handed_on(limited_host: RunningHost) -> None:
+    """The client declares 1,000 bytes, sends 400 and ends its side: the function must never see the 400
+    as the whole body (intake would store a truncated document and answer 202); the host answers 400."""
+    status, body = _exchange(limited_host, _post("echo/short", 1000), b"x" * 400)
+    assert status == 400
+    assert json.loads(body)["error"] == "bad_request"
+
+
+def test_a_chunked_body_cut_inside_a_chunk_is_refused(limited_host: RunningHost) -> None:
+    head = b"POST /api/echo/cut HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n"
+    status, body = _exchange(limited_host, head, b"400\r\n" + b"x" * 10)
+    assert status == 400
+    assert json.loads(body)["error"] == "bad_request"
