@@ -85,13 +85,19 @@ def upload_routes(
         from claimcheck.auth import AppRole
         from claimcheck.errors import (
             ConflictDetected,
+            IdempotencyKeyReused,
             IntakeRejected,
             PreconditionRequired,
             PublishNotConfirmed,
             RequestInProgress,
         )
-        from claimcheck.intake_keys import check_idempotency_key, fingerprint, intake_key_id
-        from claimcheck.uploads import UploadRefused
+        from claimcheck.intake_keys import (
+            check_idempotency_key,
+            fingerprint,
+            intake_key_id,
+            upload_commit_key_id,
+        )
+        from claimcheck.uploads import UploadRefused, check_upload_id
 
         caller = _gate(req, AppRole.SUBMIT)
         if isinstance(caller, func.HttpResponse):
@@ -104,7 +110,7 @@ def upload_routes(
             _check_access(access(), caller, submission)
             claimcheck = service()
             uploads = _uploads(claimcheck)
-            upload_id = req.route_params.get("upload_id", "")
+            upload_id = check_upload_id(req.route_params.get("upload_id", ""))
             fields = submission.fields
             tenant_id = str(fields["tenant_id"])
 
@@ -122,19 +128,37 @@ def upload_routes(
                 uploads.discard(name)
                 return receipt
 
+            # The same ledger as intake: "the same content" is the declared length and sha256.
+            sent = fingerprint(
+                b"",
+                {**fields, "if_match": if_match, "length": declared.length, "sha256": declared.sha256},
+                declared.content_type,
+            )
             replayed = False
+
+            def once_per_upload() -> IntakeReceipt:
+                # Every commit of this upload, keyed or not, goes through its one row: a second commit
+                # (a retry after a timeout, a double click) waits or answers the first receipt instead
+                # of streaming the same staged bytes into a second document.
+                nonlocal replayed
+                row = upload_commit_key_id(_scope(caller), tenant_id, upload_id)
+                try:
+                    receipt, replayed = claimcheck.intake_keys.once(row, sent, write)
+                except RequestInProgress:
+                    raise RequestInProgress("another commit of this upload is still running") from None
+                except IdempotencyKeyReused:
+                    raise IdempotencyKeyReused(
+                        "this upload was committed with other metadata, length or sha256"
+                    ) from None
+                return receipt
+
             if key is None:
-                receipt = write()
+                receipt = once_per_upload()
             else:
-                # The same ledger as intake: "the same content" is the declared length and sha256.
-                sent = fingerprint(
-                    b"",
-                    {**fields, "if_match": if_match, "length": declared.length, "sha256": declared.sha256},
-                    declared.content_type,
+                receipt, keyed_replay = claimcheck.intake_keys.once(
+                    intake_key_id(_scope(caller), tenant_id, key), sent, once_per_upload
                 )
-                receipt, replayed = claimcheck.intake_keys.once(
-                    intake_key_id(_scope(caller), tenant_id, key), sent, write
-                )
+                replayed = replayed or keyed_replay
         except AccessForbidden:
             return _json(403, FORBIDDEN_BODY)
         except UploadRefused as refused:

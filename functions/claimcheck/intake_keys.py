@@ -44,6 +44,12 @@ def intake_key_id(scope: str, tenant_id: str, key: str) -> str:
     return hashlib.sha256(f"intake\x1f{scope}\x1f{tenant_id}\x1f{key}".encode()).hexdigest()
 
 
+def upload_commit_key_id(scope: str, tenant_id: str, upload_id: str) -> str:
+    """The ledger row every commit of one direct upload shares, with or without an Idempotency-Key, so
+    that one upload is at most one document (its own prefix: no Idempotency-Key can name this row)."""
+    return hashlib.sha256(f"upload-commit\x1f{scope}\x1f{tenant_id}\x1f{upload_id}".encode()).hexdigest()
+
+
 def fingerprint(document: bytes, fields: Mapping[str, Any], content_type: str) -> str:
     """What "the same content" means: the document bytes and every metadata field of the request."""
     described = json.dumps({"content_type": content_type, **fields}, sort_keys=True, default=str)

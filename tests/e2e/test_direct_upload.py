@@ -11,6 +11,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -96,9 +97,14 @@ def test_commit_verifies_sha256_and_length_and_is_idempotent(stack: LocalStack) 
     committed = requests.post(commit, headers=base | {"X-Upload-Sha256": sha256}, timeout=120)
     assert committed.status_code == 202, committed.text
     assert committed.json()["receipt"]["sha256"] == sha256
-    # Committed: the staging blob is gone, so a second commit finds nothing.
+    # Committed: the staging blob is gone, and a second commit answers the first receipt (one upload,
+    # one document), or 409 with other metadata; it never stores anything again.
     again = requests.post(commit, headers=base | {"X-Upload-Sha256": sha256}, timeout=60)
-    assert (again.status_code, again.json()["error"]) == (404, "upload_not_found")
+    assert (again.status_code, again.headers["Idempotent-Replayed"]) == (202, "true")
+    assert again.json() == committed.json()
+    other_metadata = base | {"X-Upload-Sha256": sha256, "X-Priority": "high"}
+    refused = requests.post(commit, headers=other_metadata, timeout=60)
+    assert (refused.status_code, refused.json()["error"]) == (409, "idempotency_key_reused")
     assert not any(name for name in _staging(stack) if grant["upload_id"] in name)
 
 
@@ -119,6 +125,30 @@ def test_a_keyed_commit_answers_the_first_receipt_again(stack: LocalStack) -> No
     other = headers | {"X-Upload-Sha256": "1" * 64}
     reused = requests.post(commit, headers=other, timeout=60)
     assert (reused.status_code, reused.json()["error"]) == (409, "idempotency_key_reused")
+
+
+def test_concurrent_commits_of_one_upload_store_one_document(stack: LocalStack) -> None:
+    """Found by review: four commits of one upload at once (a client retrying a commit that timed out,
+    without a key) each stored, published and analysed their own work item. One upload is at most one
+    document: the others wait (409 request_in_progress) or answer its receipt, whatever the order."""
+    tenant = f"t-up-{uuid.uuid4().hex[:8]}"
+    document = b"The Supplier shall deliver the goods within 30 days.\n" * 19_000  # ~1 MiB, several chunks
+    grant = _grant(stack, tenant, len(document)).json()
+    _remember_signature(grant)
+    _, sha256 = put_blocks(grant["upload_url"], _stream(document), block_bytes=256 * 1024, timeout=30)
+    headers = auth(stack) | _metadata(tenant, len(document), **{"X-Upload-Sha256": sha256})
+    commit = f"{stack.api_url}/uploads/{grant['upload_id']}/commit"
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda _: requests.post(commit, headers=headers, timeout=120), range(4)))
+    outcomes = [(answer.status_code, answer.json().get("error")) for answer in answers]
+    assert set(outcomes) <= {(202, None), (409, "request_in_progress")}, outcomes
+    accepted = {answer.json()["work_item_id"] for answer in answers if answer.status_code == 202}
+    assert len(accepted) == 1, outcomes
+    # Once it is committed, the same commit again (no key) answers that document's receipt.
+    again = requests.post(commit, headers=headers, timeout=60)
+    assert again.status_code == 202, again.text
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert again.json()["work_item_id"] in accepted
 
 
 def test_grants_are_refused_like_intake(stack: LocalStack) -> None:
