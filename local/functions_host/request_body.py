@@ -5,8 +5,8 @@
   and an ``UnreadBodyRequest``, so it can refuse from them (intake answers ``use_direct_upload``), and
   asking for the body raises ``RequestTooLarge``, which the host answers with its own 413.
 - Chunked: read up to the limit and refused (``RequestTooLarge``) before the chunk that would cross it.
-- A body that ends before its ``Content-Length`` (or inside a chunk) is refused (400), never handed on
-  as if whole.
+- A body that ends before its ``Content-Length`` (or inside a chunk), Content-Length headers that differ,
+  or a transfer coding other than chunked alone are refused (400), never read by a guess.
 - ``Expect: 100-continue`` over the limit: no 100 is sent, so the client never sends the body.
 - After answering a request whose body was left unread, the rest is read and dropped, a slice at a time
   and bounded in time (``discard``): closing with unread bytes would reset the connection, and a client
@@ -74,8 +74,17 @@ def declared_length(headers: Message[str, str]) -> int | None:
 def read_body(headers: Message[str, str], rfile: io.BufferedIOBase, limit: int) -> bytes | None:
     """The body, or None for a Content-Length over ``limit`` (nothing of it read); ValueError for a
     malformed framing, RequestTooLarge for a chunked body that passes the limit."""
-    if headers.get("Transfer-Encoding", "").lower() == "chunked":
+    codings = ",".join(headers.get_all("Transfer-Encoding") or [])
+    if codings:
+        # Only chunked frames a body we can read (RFC 9112 §6.3: any other final coding leaves its length
+        # unknown; Kestrel refuses it too); read as empty, the coded bytes would be parsed as a next request.
+        if [coding.strip().lower() for coding in codings.split(",")] != ["chunked"]:
+            raise ValueError("Transfer-Encoding must be chunked alone")
         return _read_chunked(rfile, limit)
+    if len({value.strip() for value in headers.get_all("Content-Length") or []}) > 1:
+        # Which one frames the body? Reading by one would hand on a cut body and parse the rest as a
+        # next request (RFC 9112 §6.3: refuse).
+        raise ValueError("the request has Content-Length headers that differ")
     text = headers.get("Content-Length")
     if text is None:
         return b""

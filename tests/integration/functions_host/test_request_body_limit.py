@@ -94,3 +94,19 @@ def test_a_chunked_body_cut_inside_a_chunk_is_refused(limited_host: RunningHost)
     status, body = _exchange(limited_host, head, b"400\r\n" + b"x" * 10)
     assert status == 400
     assert json.loads(body)["error"] == "bad_request"
+
+
+def test_two_different_content_lengths_are_refused(limited_host: RunningHost) -> None:
+    """Which one frames the body? The host read the first (5 of the 10 bytes sent, handed on as the whole
+    body) and parsed the rest as a next request; RFC 9112 §6.3: refuse (400) and close."""
+    head = _post("echo/twice", 5, "Content-Length: 10")
+    status, body = _exchange(limited_host, head, b"x" * 10)
+    assert (status, json.loads(body)["error"]) == (400, "bad_request")
+
+
+def test_a_transfer_coding_other_than_chunked_last_is_refused(limited_host: RunningHost) -> None:
+    """The body's length cannot be known (RFC 9112 §6.3; Kestrel answers 400 too): the host read it as
+    empty and parsed the coded bytes as a next request."""
+    head = b"POST /api/echo/coded HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip\r\n\r\n"
+    status, body = _exchange(limited_host, head, b"\x1f\x8b" + b"x" * 20)
+    assert (status, json.loads(body)["error"]) == (400, "bad_request")
