@@ -50,9 +50,16 @@ def upload_commit_key_id(scope: str, tenant_id: str, upload_id: str) -> str:
     return hashlib.sha256(f"upload-commit\x1f{scope}\x1f{tenant_id}\x1f{upload_id}".encode()).hexdigest()
 
 
+# Trace context says where a request sits in a trace, not what it sends: an instrumented client sends each
+# attempt in its own span, so the retry of the same content carries another traceparent (and tracestate).
+TRACE_CONTEXT_FIELDS = frozenset({"traceparent", "tracestate"})
+
+
 def fingerprint(document: bytes, fields: Mapping[str, Any], content_type: str) -> str:
-    """What "the same content" means: the document bytes and every metadata field of the request."""
-    described = json.dumps({"content_type": content_type, **fields}, sort_keys=True, default=str)
+    """What "the same content" means: the document bytes and every metadata field of the request but its
+    trace context."""
+    described_fields = {name: value for name, value in fields.items() if name not in TRACE_CONTEXT_FIELDS}
+    described = json.dumps({"content_type": content_type, **described_fields}, sort_keys=True, default=str)
     return hashlib.sha256(hashlib.sha256(document).digest() + described.encode()).hexdigest()
 
 

@@ -220,6 +220,33 @@ def test_timeout_after_write_then_retry_with_the_same_key(stack: LocalStack, bus
     assert _registry_rows(stack, work_item_id) == 1
 
 
+def test_a_retry_in_a_new_span_of_the_trace_gets_the_original_receipt(stack: LocalStack) -> None:
+    """Found by review: an instrumented HTTP client sends each attempt in its own span, so a retry with
+    the same key and the same document carries another traceparent (and maybe tracestate). That is
+    trace context, not content: the retry answers the first receipt instead of 409 idempotency_key_reused."""
+    tenant, key, trace = _tenant(), uuid.uuid4().hex, uuid.uuid4().hex
+    headers = {
+        **auth(stack),
+        "X-Tenant-Id": tenant,
+        "X-Purpose": "contract-review",
+        "X-Classification": "confidential",
+        "Content-Type": "text/plain",
+        "Idempotency-Key": key,
+    }
+    attempts = [
+        requests.post(
+            f"{stack.api_url}/documents",
+            data=DOCUMENT,
+            headers=headers | {"traceparent": f"00-{trace}-{span:016x}-01", "tracestate": f"cc=a{span}"},
+            timeout=60,
+        )
+        for span in (1, 2)
+    ]
+    assert [attempt.status_code for attempt in attempts] == [202, 202], attempts[1].text
+    assert attempts[1].json() == attempts[0].json()
+    assert attempts[1].headers["Idempotent-Replayed"] == "true"
+
+
 def test_retry_with_the_same_key_and_other_content_is_refused(stack: LocalStack) -> None:
     """Seed 8: a key reused for other content is a 409 idempotency_key_reused; nothing is written."""
     tenant, key = _tenant(), uuid.uuid4().hex
