@@ -20,8 +20,14 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from azure.core import MatchConditions
-from azure.core.exceptions import ResourceModifiedError, ResourceNotFoundError
-from azure.storage.blob import BlobSasPermissions, UserDelegationKey, generate_blob_sas
+from azure.core.exceptions import HttpResponseError, ResourceModifiedError, ResourceNotFoundError
+from azure.storage.blob import (
+    BlobLeaseClient,
+    BlobSasPermissions,
+    StorageErrorCode,
+    UserDelegationKey,
+    generate_blob_sas,
+)
 
 from claimcheck.adapters.sdk_errors import storage_errors
 from claimcheck.uploads import STAGING_PREFIX, StagedObject, UploadMismatch
@@ -92,9 +98,18 @@ class AzureBlobStagingArea:
         return _ChunkReader(downloader.chunks())
 
     def delete(self, name: str) -> bool:
+        """Remove the blob with its snapshots, breaking a lease first: the grant's write permission lets
+        its holder snapshot or lease the blob, and neither may keep it from the commit or the sweep."""
+        blob = self._container.get_blob_client(name)
         with storage_errors("staging delete"):
             try:
-                self._container.delete_blob(name)
+                try:
+                    blob.delete_blob(delete_snapshots="include")
+                except HttpResponseError as exc:
+                    if getattr(exc, "error_code", None) != StorageErrorCode.LEASE_ID_MISSING:
+                        raise
+                    BlobLeaseClient(blob).break_lease(lease_break_period=0)
+                    blob.delete_blob(delete_snapshots="include")
             except ResourceNotFoundError:
                 return False
         return True
