@@ -110,6 +110,9 @@ def upload_routes(
             _check_access(access(), caller, submission)
             claimcheck = service()
             uploads = _uploads(claimcheck)
+            # The grant's policy again, on what this commit declares (the staged blob is whatever the grant
+            # holder wrote): a document the stack refuses is refused before a byte is read or reserved.
+            uploads.check(submission.fields, declared)
             upload_id = check_upload_id(req.route_params.get("upload_id", ""))
             fields = submission.fields
             tenant_id = str(fields["tenant_id"])

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import requests
+from azure.data.tables import TableServiceClient
 from azure.storage.blob import ContainerClient
 from claimcheck.blob_upload import put_blocks
 from claimcheck.client import ClaimCheckClient
-from claimcheck.settings import PAYLOAD_CONTAINER
+from claimcheck.settings import PAYLOAD_CONTAINER, WORK_ITEMS_TABLE
 from claimcheck.uploads import STAGING_PREFIX
 
 from local.stack import LocalStack
@@ -149,6 +150,29 @@ def test_concurrent_commits_of_one_upload_store_one_document(stack: LocalStack) 
     assert again.status_code == 202, again.text
     assert again.headers["Idempotent-Replayed"] == "true"
     assert again.json()["work_item_id"] in accepted
+
+
+def test_a_commit_over_the_limit_is_refused_before_anything_is_read_or_reserved(stack: LocalStack) -> None:
+    """Found by review: the grant checks the declared length against the limit, the commit did not. A
+    grant for 10 bytes also writes a sparse page blob of 8 MiB (no byte sent); its commit, declaring the
+    8 MiB, streamed the staged zeros into the payload store until the limit and only then answered 413,
+    having reserved a new work item meanwhile (a row nobody can name, left for ever). Refused first."""
+    tenant, size = f"t-up-{uuid.uuid4().hex[:8]}", 8 * 1024 * 1024
+    grant = _grant(stack, tenant, 10).json()
+    _remember_signature(grant)
+    page_blob = {"x-ms-blob-type": "PageBlob", "x-ms-blob-content-length": str(size)}
+    assert _status("PUT", grant["upload_url"], b"", page_blob) == 201
+    sha256 = hashlib.sha256(bytes(size)).hexdigest()
+    headers = auth(stack) | _metadata(tenant, size, **{"X-Upload-Sha256": sha256})
+    refused = requests.post(
+        f"{stack.api_url}/uploads/{grant['upload_id']}/commit", headers=headers, timeout=120
+    )
+    assert (refused.status_code, refused.json()["error"]) == (413, "payload_too_large")
+    tables = TableServiceClient.from_connection_string(stack.storage_connection_string)
+    reserved = tables.get_table_client(WORK_ITEMS_TABLE).query_entities(
+        "tenant_id eq @tenant", parameters={"tenant": tenant}
+    )
+    assert list(reserved) == []
 
 
 def test_grants_are_refused_like_intake(stack: LocalStack) -> None:
