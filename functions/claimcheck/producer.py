@@ -267,14 +267,20 @@ class Producer:
         no consumer reads a ``preparing`` record. The record is still durable before the publish.
 
         A failure of any of them removes a stored object at once (else the reconciler's sweep of
-        unregistered provisional objects would); a ``preparing`` record left behind is an orphan the
-        reconciler removes after its grace, a reserved version never confirmed a harmless gap.
+        unregistered provisional objects would) and a generated id's reservation (nobody was given that
+        id); a ``preparing`` record left behind is an orphan the reconciler removes after its grace.
         """
         stored: list[UploadedObject] = []
+        reservations: list[WorkItemRecord] = []
 
         def upload() -> UploadedObject:
             stored.append(self._upload(ref, payload, purpose, content_type))
             return stored[0]
+
+        def reserve_fresh() -> WorkItemRecord:
+            assert reserve is not None
+            reservations.append(reserve())
+            return reservations[0]
 
         def register() -> PayloadRecord | None:
             if not isinstance(payload, Hashed):
@@ -290,13 +296,16 @@ class Producer:
             if reserve is None:
                 uploaded, registered = both(upload, register)
                 return None, uploaded, registered
-            uploaded, reserved, registered = all_three(upload, reserve, register)
+            uploaded, reserved, registered = all_three(upload, reserve_fresh, register)
             return reserved, uploaded, registered
         except BaseException:
             if stored:
                 # Storage failing too: the reconciler's sweep removes the unregistered object.
                 with contextlib.suppress(ClaimCheckError):
                     self._stores.for_purpose(purpose).delete(ref)
+            for reservation in reservations:  # else a row of an id nobody knows, for ever
+                with contextlib.suppress(ClaimCheckError):
+                    self._work_items.release_fresh(reservation)
             raise
 
     def _new_record(

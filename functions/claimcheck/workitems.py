@@ -189,6 +189,12 @@ class WorkItemStore:
                 current = latest
         raise WorkItemConflict(f"work item {work_item_id}: too many concurrent updates; retry")
 
+    def release_fresh(self, reserved: WorkItemRecord) -> None:
+        """Remove the row ``reserve(fresh=True)`` wrote, when its intake failed before the id was published
+        or given to anyone: nothing can refer to it, so it would only stay for ever. Conditional on the row
+        as reserved (``ConcurrencyConflict`` if anything changed it since)."""
+        self._table.delete_if_match(_key(reserved.work_item_id), reserved.etag)
+
     def confirm_version(
         self,
         work_item_id: str,

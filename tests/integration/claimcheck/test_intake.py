@@ -23,6 +23,7 @@ from claimcheck.errors import (
     WorkItemConflict,
 )
 from claimcheck.settings import PROVISIONAL_TAG_NAME
+from claimcheck.uploads import UploadMismatch, VerifyingReader
 
 from tests.integration.claimcheck.conftest import PAYLOAD_MARKER, Harness, document
 
@@ -276,3 +277,28 @@ def test_concurrent_submissions_for_one_work_item_get_one_version_each_or_409(
     assert len(conflicts) == 1
     assert conflicts[0].http_status == 409
     assert len(harness.queued()) == 1
+
+
+@pytest.mark.parametrize("failure", ["over_the_limit", "staged_bytes_differ"])
+def test_a_stream_refused_after_its_first_chunk_leaves_no_work_item(
+    make_harness: Build, failure: str
+) -> None:
+    """Found by review: a fresh work item's reservation runs at once with the upload of a stream longer
+    than one chunk, so an upload refused past its first chunk (413, or a direct upload's 422 when the
+    staged bytes differ from the declaration) left the reserved row of an id nobody was given, for ever."""
+    size = 5 * 1024 * 1024  # more than one chunk (integrity.DEFAULT_CHUNK_BYTES)
+    payload = document(size)
+    harness = make_harness(max_payload_bytes=size - 1 if failure == "over_the_limit" else size)
+    stream = io.BytesIO(payload)
+    source = stream if failure == "over_the_limit" else VerifyingReader(stream, length=size, sha256="0" * 64)
+    with pytest.raises((PayloadTooLarge, UploadMismatch)):
+        harness.claimcheck.producer.submit(
+            source,
+            tenant_id="tenant-a",
+            purpose="contract-review",
+            classification="restricted",
+            content_type="text/plain",
+        )
+    assert harness.rows(harness.settings.work_items_table) == []
+    assert harness.rows(harness.settings.registry_table) == []
+    assert harness.queued() == []
