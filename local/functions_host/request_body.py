@@ -119,7 +119,8 @@ def _read_chunked(rfile: io.BufferedIOBase, limit: int) -> bytes:
         if len(chunk) < size:
             raise ValueError("malformed chunked body: it ended inside a chunk")
         chunks.append(chunk)
-        rfile.readline(1024)
+        if rfile.readline(1024) not in (b"\r\n", b"\n"):
+            raise ValueError("malformed chunked body: a chunk is longer than its size")
 
 
 def discard(connection: socket.socket, rfile: io.BufferedIOBase, remaining: int | None) -> None:

@@ -110,3 +110,11 @@ def test_a_transfer_coding_other_than_chunked_last_is_refused(limited_host: Runn
     head = b"POST /api/echo/coded HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip\r\n\r\n"
     status, body = _exchange(limited_host, head, b"\x1f\x8b" + b"x" * 20)
     assert (status, json.loads(body)["error"]) == (400, "bad_request")
+
+
+def test_a_chunk_longer_than_its_size_line_is_refused(limited_host: RunningHost) -> None:
+    """A chunk's data must end where its size says (then CRLF): the host dropped the extra bytes of a
+    mis-framed chunk in silence and handed on the rest as the whole body (Kestrel: 400, bad chunk suffix)."""
+    head = b"POST /api/echo/framed HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n"
+    status, body = _exchange(limited_host, head, b"5\r\nhello, and more\r\n0\r\n\r\n")
+    assert (status, json.loads(body)["error"]) == (400, "bad_request")
