@@ -96,7 +96,13 @@ def decide(
         if remaining > 0:
             return FinalAnswer(AWAITING_VISIBILITY, WAIT, max(1, min(math.ceil(remaining), 5)))
         return FinalAnswer(PROPAGATION_EXCEEDED, RECONCILE)
-    if min_version is not None and confirmed > min_version and _replaced(facts.receipts, min_version):
+    # Only a version that was asked for can have been replaced: min_version 0 ("at least 0") names none.
+    if (
+        min_version is not None
+        and min_version >= 1
+        and confirmed > min_version
+        and _replaced(facts.receipts, min_version)
+    ):
         return FinalAnswer(CONFLICT_DETECTED, RE_READ)
     if facts.processing_state in _BROKEN_STATES or facts.payload_state in _BROKEN_PAYLOADS:
         return FinalAnswer(NEEDS_RECONCILIATION, RECONCILE)

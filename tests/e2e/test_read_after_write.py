@@ -118,6 +118,18 @@ def test_accepted_write_then_immediate_read(stack: LocalStack) -> None:
     )
 
 
+def test_min_version_zero_asks_for_no_particular_version_and_is_never_a_conflict(stack: LocalStack) -> None:
+    """The contract takes min_version 0 ("at least version 0", ASCII digits). Found in review: it
+    answered conflict_detected / re_read for a work item nobody replaced (no version 0 was ever
+    written, so it counted as "replaced"), and an agent told to re-read gets the same answer forever."""
+    accepted = _post(stack, DOCUMENT, _tenant())
+    assert accepted.status_code == 202, accepted.text
+    read = _read(stack, accepted.json()["work_item_id"], 0)
+    status, visibility, next_action = _answer(read)
+    assert (status, visibility) == (200, "version_confirmed"), read.text
+    assert next_action in ("wait", "proceed")
+
+
 def test_stale_reads_while_the_write_is_not_visible_wait_then_confirm(
     stack: LocalStack, held_broker: HeldBroker
 ) -> None:

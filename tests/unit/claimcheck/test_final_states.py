@@ -63,6 +63,9 @@ def facts(
         (facts(1, state="expired"), 1, FinalAnswer("needs_reconciliation", "reconcile")),
         (facts(1, state="running", payload="missing"), 1, FinalAnswer("needs_reconciliation", "reconcile")),
         (facts(1), None, FinalAnswer("version_confirmed", "proceed")),
+        # "At least version 0" asks for no particular version: no version 0 was written to be replaced.
+        (facts(1, shas=("a",)), 0, FinalAnswer("version_confirmed", "proceed")),
+        (facts(2, shas=("a", "b")), 0, FinalAnswer("version_confirmed", "proceed")),
     ],
 )
 def test_decide(given: VersionFacts | None, min_version: int | None, expected: FinalAnswer) -> None:
