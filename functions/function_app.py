@@ -470,7 +470,9 @@ def list_dead_letters(req: func.HttpRequest) -> func.HttpResponse:
     if isinstance(caller, func.HttpResponse):
         return caller
     try:
-        limit = min(parse_min_version(req.params.get("limit"), "limit") or DEAD_LETTER_PAGE, DEAD_LETTER_PAGE)
+        requested = parse_min_version(req.params.get("limit"), "limit")
+        # "At most this many": 0 lists none (``or`` would have read it as absent: the default page).
+        limit = DEAD_LETTER_PAGE if requested is None else min(requested, DEAD_LETTER_PAGE)
     except BadRequest as bad:
         return _json(400, {"error": bad.code, "message": str(bad)})
     try:

@@ -188,6 +188,12 @@ def test_x_tenant_id_narrows_the_operator_routes_as_it_narrows_status_reads_and_
         return {ids[m["message_id"]] for m in answer.json()["messages"] if m["message_id"] in ids}
 
     assert ours(listed(both)) == {archived, reviewed}
+    # limit is "at most this many" (the contract's digits allow 0): 0 lists none. Found in review: it
+    # listed the default page of 100 instead.
+    none = requests.get(
+        f"{stack.api_url}/dead-letters", params={"limit": "0"}, headers=_bearer(both), timeout=60
+    )
+    assert (none.status_code, none.json()["messages"]) == (200, [])
     assert ours(listed(both, archived)) == {archived}
     assert ours(listed(both, reviewed)) == {reviewed}
     # Not granted, malformed, or granted without dead letters: the same empty answer, byte for byte.
