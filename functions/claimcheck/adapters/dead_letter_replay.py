@@ -188,7 +188,9 @@ def replay_from(
     numbers that a peek finds in the DLQ are received. Each is received in peek-lock, its copy sent,
     then completed. Service Bus cannot receive by sequence number, so messages met on the way that
     are not wanted stay locked until the end and are then abandoned: they remain in the DLQ, their
-    delivery count one higher.
+    delivery count one higher. When a held message comes back (its lock ran out before the scan
+    reached the wanted ones, on a long DLQ or a slow link), the scan stops instead of going round for
+    ever: the wanted messages not reached are ``SEND_FAILED`` (nothing sent, still dead-lettered).
     """
     from azure.servicebus.exceptions import ServiceBusError
 
@@ -201,11 +203,15 @@ def replay_from(
         for number in sequence_numbers or ()
     }
     held: list[ServiceBusReceivedMessage] = []
+    held_numbers: set[int] = set()
+    wrapped = False  # a held message came back: its lock ran out, the scan would go round for ever
     wanted = _present(receiver, sequence_numbers, limit)
     try:
-        while wanted:
+        while wanted and not wrapped:
+            # Full batches even for one wanted message: one round trip per message ahead made a long
+            # DLQ outlast the locks of the first ones (a batch's later messages are abandoned too).
             batch = receiver.receive_messages(
-                max_message_count=min(len(wanted), _RECEIVE_BATCH), max_wait_time=_RECEIVE_WAIT_SECONDS
+                max_message_count=_RECEIVE_BATCH, max_wait_time=_RECEIVE_WAIT_SECONDS
             )
             if not batch:
                 break
@@ -215,12 +221,21 @@ def replay_from(
                     wanted.discard(sequence_number)
                     results[sequence_number] = _replay_one(receiver, sender, message, destination)
                 else:
+                    wrapped = wrapped or sequence_number in held_numbers
+                    held_numbers.add(sequence_number)
                     held.append(message)
     finally:
         for message in held:
             # If abandoning fails the lock expires on its own; the message stays in the DLQ either way.
             with suppress(ServiceBusError):
                 receiver.abandon_message(message)
+    for number in wanted if wrapped else ():
+        results[number] = ReplayResult(
+            sequence_number=number,
+            status=ReplayStatus.SEND_FAILED,
+            detail="not sent, left in the DLQ: the messages ahead of it came back before it was reached "
+            "(their locks ran out during the scan); replay it again",
+        )
     return [results[number] for number in sorted(results)]
 
 
