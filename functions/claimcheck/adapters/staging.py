@@ -8,7 +8,8 @@ With an account key (only Azurite's public development key: the stack disables s
 a service SAS signed with it.
 
 Reads stream the blob chunk by chunk (the client's ``max_chunk_get_size``), conditioned on the ETag
-the commit saw, so bytes replaced while the commit reads them fail the read instead of being copied.
+the commit saw, so bytes replaced or deleted while the commit reads them fail the read (``UploadMismatch``)
+instead of being copied.
 Other SDK errors leave as ``StorageUnavailable`` or ``StorageFailed`` (adapters/sdk_errors.py).
 """
 
@@ -132,8 +133,12 @@ class _ChunkReader:
             with storage_errors("staging read"):
                 try:
                     chunk = next(self._chunks, None)
-                except ResourceModifiedError as exc:  # replaced between two range reads
-                    raise UploadMismatch("the uploaded object changed while it was being read") from exc
+                except (ResourceModifiedError, ResourceNotFoundError) as exc:
+                    # Replaced (412) or deleted (404: the conditional GET of a blob that is gone) between
+                    # two range reads: the same answer as a blob that vanished before the first one.
+                    raise UploadMismatch(
+                        "the uploaded object changed or vanished while it was being read"
+                    ) from exc
             if chunk is None:
                 return b""
             self._pending = chunk

@@ -23,7 +23,7 @@ BODY = b"0123456789" * 100_000  # 1 MB in 64 KiB blocks
 @pytest.fixture
 def staging(storage_connection_string: str) -> AzureBlobStagingArea:
     service = BlobServiceClient.from_connection_string(
-        storage_connection_string, max_chunk_get_size=64 * 1024
+        storage_connection_string, max_single_get_size=64 * 1024, max_chunk_get_size=64 * 1024
     )
     container = service.get_container_client(f"staging-{uuid.uuid4().hex[:12]}")
     container.create_container()
@@ -69,6 +69,32 @@ def test_a_blob_replaced_after_its_properties_were_read_is_not_read(staging: Azu
     put_blocks(url, io.BytesIO(BODY[::-1]), block_bytes=64 * 1024, timeout=30)
     with pytest.raises(UploadMismatch):
         read_up_to(staging.open(name, etag=found.etag), len(BODY))
+
+
+@pytest.mark.parametrize("removed", ["blob", "container"])
+def test_an_upload_removed_while_it_is_read_is_the_vanished_upload_answer(
+    staging: AzureBlobStagingArea, storage_connection_string: str, removed: str
+) -> None:
+    """Removed between two range reads. Azurite answers the next ETag-conditional GET of a deleted blob
+    412 (ResourceModifiedError), Azure can answer 404 BlobNotFound; Azurite's 404 here is the container's
+    (ContainerNotFound), the same ResourceNotFoundError. Before the fix a 404 left the reader as
+    StorageFailed (a 500 at the commit) instead of the 422 upload_mismatch of an upload that vanished."""
+    name = f"{STAGING_PREFIX}{uuid.uuid4().hex}"
+    url = staging.grant_write(name, expires_at=datetime.now(UTC) + timedelta(minutes=5))
+    put_blocks(url, io.BytesIO(BODY), block_bytes=64 * 1024, timeout=30)
+    found = staging.properties(name)
+    assert found is not None
+    reader = staging.open(name, etag=found.etag)
+    assert read_up_to(reader, 64 * 1024) == BODY[: 64 * 1024]  # the first range read only
+    if removed == "blob":
+        assert staging.delete(name)
+    else:
+        container = staging._container.container_name  # the fixture's own container
+        BlobServiceClient.from_connection_string(storage_connection_string).delete_container(container)
+    with pytest.raises(UploadMismatch) as vanished:
+        read_up_to(reader, len(BODY))
+    assert (vanished.value.code, vanished.value.http_status) == ("upload_mismatch", 422)
+    assert "http" not in str(vanished.value)  # no URL in what reaches the caller
 
 
 def test_the_sweep_removes_staging_blobs_never_committed(staging: AzureBlobStagingArea) -> None:
