@@ -36,6 +36,7 @@ from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActio
 from claimcheck.http_api import (
     INTAKE_CONTROL_HEADERS,
     BadRequest,
+    Unavailable,
     check_work_item_id,
     inline_body,
     none_match,
@@ -311,6 +312,11 @@ def submit_document(req: func.HttpRequest) -> func.HttpResponse:
         return _json(rejected.http_status, {"error": rejected.code, "message": str(rejected)})
     except BadRequest as bad:
         return _json(400, {"error": bad.code, "message": str(bad)})
+    except Exception as error:  # the HTTP trigger's boundary: only an outage is answered here (503)
+        outage = Unavailable.answer("intake", error, logger)
+        if outage is None:
+            raise
+        return _json(Unavailable.status, outage, Unavailable.headers)
     status_url = f"/api/work-items/{receipt.work_item_id}"
     body = {"work_item_id": receipt.work_item_id, "status_url": status_url, "receipt": receipt.to_dict()}
     headers = {"Location": status_url}

@@ -14,6 +14,7 @@ gate, access table and service, so this module adds routes without a second copy
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ from claimcheck.http_api import (
     INTAKE_CONTROL_HEADERS,
     BadRequest,
     Submission,
+    Unavailable,
     parse_if_match,
     read_submission,
 )
@@ -32,6 +34,8 @@ if TYPE_CHECKING:
     from claimcheck.auth import Caller
     from claimcheck.uploads import Declared, DirectUploads
     from claimcheck.workitems import IntakeReceipt
+
+_log = logging.getLogger("claimcheck.upload_routes")
 
 Gate = Callable[..., "Caller | func.HttpResponse"]
 Answer = Callable[[int, dict[str, Any], dict[str, str] | None], func.HttpResponse]
@@ -75,6 +79,12 @@ def upload_routes(
             return _json(rejected.http_status, {"error": rejected.code, "message": str(rejected)})
         except BadRequest as bad:
             return _json(400, {"error": bad.code, "message": str(bad)})
+        except Exception as error:  # the HTTP trigger's boundary: only an outage is answered here (503)
+            # On Azure the grant's signing key comes from storage (Get User Delegation Key).
+            outage = Unavailable.answer("upload grant", error, _log)
+            if outage is None:
+                raise
+            return _json(Unavailable.status, outage, Unavailable.headers)
         # no-store: the answer carries a grant, which no cache may keep.
         return _json(201, grant.to_dict(), {"Cache-Control": "no-store"})
 
@@ -186,6 +196,11 @@ def upload_routes(
             return _json(rejected.http_status, {"error": rejected.code, "message": str(rejected)})
         except BadRequest as bad:
             return _json(400, {"error": bad.code, "message": str(bad)})
+        except Exception as error:  # the HTTP trigger's boundary: only an outage is answered here (503)
+            outage = Unavailable.answer("upload commit", error, _log)
+            if outage is None:
+                raise
+            return _json(Unavailable.status, outage, Unavailable.headers)
         status_url = f"/api/work-items/{receipt.work_item_id}"
         accepted = {
             "work_item_id": receipt.work_item_id,

@@ -172,9 +172,16 @@ class ClaimCheckClient:
         described["X-Upload-Content-Type"] = described.pop("Content-Type")
         with _Body(source) as (body, length):
             described["X-Upload-Length"] = str(length)
-            granted = self._call("POST", "/uploads", described, b"")
-            if granted.status != 201:
-                raise ApiError(granted.status, granted.body)
+            for attempt in range(1, max_attempts + 1):
+                # A grant writes nothing, so any retryable answer (a storage outage's 503) is asked again.
+                granted = self._call("POST", "/uploads", described, b"")
+                if granted.status == 201:
+                    break
+                retryable = (
+                    granted.status in _RETRYABLE_STATUSES or granted.body.get("error") in _RETRYABLE_CODES
+                )
+                if not retryable or attempt == max_attempts or not self._pause(attempt, granted, give_up_at):
+                    raise ApiError(granted.status, granted.body)
             stream = io.BytesIO(body) if isinstance(body, bytes) else body
             try:
                 sent, sha256 = put_blocks(

@@ -12,6 +12,7 @@ Function App can use this module at cold start.
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from multipart import MultipartError, MultipartSegment, PushMultipartParser, par
 
 from claimcheck.envelope import IDENTIFIER, IDENTIFIER_RULE
 from claimcheck.errors import UseDirectUpload
+from claimcheck.resilience import is_unavailable
 
 # Header → submit() keyword. Multipart requests may carry the same values as form fields instead.
 HEADER_FIELDS = {
@@ -63,6 +65,39 @@ class BadRequest(ValueError):
     def __init__(self, message: str, code: str = "bad_request") -> None:
         super().__init__(message)
         self.code = code
+
+
+# Seconds a caller waits before sending an intake request again when storage cannot be reached (503).
+INTAKE_RETRY_AFTER = 5
+
+
+class Unavailable:
+    """The 503 answer of an intake route (``POST /documents``, a grant, a commit) when storage (or another
+    service the request needs) is down or answers 5xx: retrying the same request (same Idempotency-Key)
+    later is safe. What the failed attempt left is finished or removed by the reconciler, the key's
+    lease and a fresh id's release (README, "Crashes and outages")."""
+
+    status = 503
+    headers = {"Retry-After": str(INTAKE_RETRY_AFTER)}
+
+    @staticmethod
+    def answer(route: str, error: Exception, log: logging.Logger) -> dict[str, Any] | None:
+        """The 503 body for ``error`` if it is an outage (logged as exception type names only: the SDK's
+        text can quote URLs and request details), else None (the caller re-raises it)."""
+        if not is_unavailable(error):
+            return None
+        cause = error.__cause__
+        log.warning(
+            "%s unavailable: %s%s",
+            route,
+            type(error).__name__,
+            "" if cause is None else f" from {type(cause).__name__}",
+        )
+        return {
+            "error": "unavailable",
+            "message": "storage cannot be reached now; nothing was accepted: send the same request "
+            f"(same Idempotency-Key) again after Retry-After ({INTAKE_RETRY_AFTER} s)",
+        }
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,30 @@ def is_outage(error: BaseException) -> bool:
     return False
 
 
+# HTTP statuses with which a service that did answer says "not now" rather than "never": its own
+# failure (5xx), a timeout (408) or throttling (429). Intake answers them as an outage (503).
+_NOT_NOW_STATUSES = frozenset({408, 429})
+# The adapters' wrapping of an SDK error that did get an answer (claimcheck.errors).
+_ANSWERED_NAMES = frozenset({"StorageFailed", "BrokerFailed"})
+
+
+def is_unavailable(error: BaseException) -> bool:
+    """True for an outage (``is_outage``) or a service that answered with a server error, a timeout or
+    throttling (its SDK exception's ``status_code``): the request may succeed as sent later."""
+    if is_outage(error):
+        return True
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if type(current).__name__ in _ANSWERED_NAMES:
+            status = getattr(current.__cause__, "status_code", None)
+            if isinstance(status, int) and (status >= 500 or status in _NOT_NOW_STATUSES):
+                return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
 def claim_wait_delay(
     now: datetime,
     holder_expires_at: datetime | None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 import schemathesis
 from claimcheck.auth import MISSING_ROLE_BODY, UNAUTHENTICATED_BODY
 from claimcheck.errors import IntakeRejected
-from claimcheck.http_api import DOCUMENT_PART, FORM_FIELDS, HEADER_FIELDS, INTAKE_CONTROL_HEADERS
+from claimcheck.http_api import DOCUMENT_PART, FORM_FIELDS, HEADER_FIELDS, INTAKE_CONTROL_HEADERS, Unavailable
 from claimcheck.policy import DEFAULT_PURPOSES, Classification
 
 from local.functions_host import DEFAULT_APP
@@ -98,6 +99,26 @@ def test_every_literal_status_a_handler_returns_is_documented_with_its_code() ->
                     assert {"bad_request", "invalid_request"} & codes, f"{function.route}: 400 codes"
             for match in re.finditer(r"_json\(\s*(\d{3})", source):
                 assert match.group(1) in operation["responses"], f"{function.route}: {match.group(1)}"
+
+
+def test_every_handler_answering_an_outage_documents_it_with_retry_after() -> None:
+    """A handler that answers a storage outage through ``Unavailable`` (intake, grant, commit) documents
+    503 ``unavailable`` with that very message and the Retry-After header."""
+    from claimcheck.errors import StorageUnavailable
+
+    body = Unavailable.answer("contract", StorageUnavailable("x"), logging.getLogger("test.openapi"))
+    assert body is not None
+    outage_routes = set()
+    for function in _http_functions():
+        if "Unavailable.answer(" not in inspect.getsource(function.handler):
+            continue
+        outage_routes.add(function.route)
+        for method in function.methods or ():
+            response = _operation(function, method)["responses"]["503"]
+            examples = response["content"]["application/json"]["examples"].values()
+            assert body in [example["value"] for example in examples], function.route
+            assert "Retry-After" in response["headers"], function.route
+    assert outage_routes == {"documents", "uploads", "uploads/{upload_id}/commit"}
 
 
 def test_every_intake_refusal_is_documented_under_its_status() -> None:

@@ -162,6 +162,37 @@ def test_above_the_threshold_submit_grants_puts_blocks_and_commits_what_it_sent(
     assert b"<Latest>" in server.seen[4][2]
 
 
+def test_a_grant_answered_503_by_a_storage_outage_is_asked_again_after_retry_after(serve: Any) -> None:
+    """The grant writes nothing, so the client asks again (it raised at the first 503 before)."""
+    server = serve([])
+    unavailable = (
+        503,
+        {"Retry-After": "5"},
+        {"error": "unavailable", "message": "storage cannot be reached"},
+    )
+    server.script += [unavailable, (201, {}, _grant(server, 8)), *[(201, {}, {})] * 3, (202, {}, RECEIPT)]
+    sleeps: list[float] = []
+    client = ClaimCheckClient(
+        f"http://127.0.0.1:{server.server_address[1]}/api",
+        lambda: "token",
+        direct_upload_threshold=4,
+        sleep=sleeps.append,
+    )
+    receipt = client.submit(
+        b"0123456789",
+        tenant_id="acme",
+        purpose="bulk-ingest",
+        classification="internal",
+        content_type="text/plain",
+    )
+    assert receipt.work_item_id == "wi-1"
+    paths = [path.split("?")[0] for path, _, _ in server.seen]
+    assert paths[:2] == ["/api/uploads", "/api/uploads"]
+    assert paths[-1] == f"/api/uploads/up_{'a' * 27}/commit"
+    assert len(sleeps) == 1
+    assert sleeps[0] >= 5
+
+
 @pytest.mark.parametrize(
     "refusal",
     [

@@ -4,6 +4,8 @@ reader, and Hypothesis fuzzing of that reader and of the envelope parser for cra
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 
 import pytest
 import requests
@@ -296,3 +298,31 @@ def test_the_inline_cap_is_the_clients_threshold_and_a_setting_named_when_refuse
     for bad in ("0", "lots", str(FUNCTIONS_REQUEST_LIMIT_BYTES + 1)):
         with pytest.raises(SettingsError, match=name):
             Settings.from_env({name: bad})
+
+
+def test_an_intake_outage_is_a_503_body_and_a_log_line_of_type_names_only(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from claimcheck.errors import StorageUnavailable
+    from claimcheck.http_api import Unavailable
+
+    class ServiceRequestError(Exception):  # named like azure-core's, text quoting a signed URL
+        pass
+
+    try:
+        try:
+            raise ServiceRequestError("GET https://acct.blob.core.windows.net/payloads/x?sig=SECRET failed")
+        except ServiceRequestError as sdk:
+            raise StorageUnavailable("upload: storage did not answer (ServiceRequestError)") from sdk
+    except StorageUnavailable as error:
+        outage = error
+    log = logging.getLogger("test.http_api")
+    with caplog.at_level(logging.INFO, logger="test.http_api"):
+        body = Unavailable.answer("intake", outage, log)
+        assert Unavailable.answer("intake", ValueError("a bug"), log) is None
+    assert body is not None
+    assert body["error"] == "unavailable"
+    assert Unavailable.status == 503
+    assert int(Unavailable.headers["Retry-After"]) >= 1
+    assert caplog.messages == ["intake unavailable: StorageUnavailable from ServiceRequestError"]
+    assert "SECRET" not in json.dumps(body)

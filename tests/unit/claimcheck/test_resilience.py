@@ -12,6 +12,7 @@ from claimcheck.resilience import (
     FailureStreak,
     claim_wait_delay,
     is_outage,
+    is_unavailable,
 )
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -114,3 +115,50 @@ def test_breaker_opens_only_after_its_threshold() -> None:
     breaker.failed(TimeoutError())
     assert breaker.is_open
     assert isinstance(CircuitOpen("x", 2.0), ConnectionError)  # callers treat it as an outage
+
+
+class _Answered:
+    """What azure-core's HttpResponseError reads from a transport response."""
+
+    def __init__(self, status_code: int) -> None:
+        self.status_code = status_code
+        self.reason = "reason"
+        self.headers: dict[str, str] = {}
+        self.request = None
+
+    def text(self, encoding: str | None = None) -> str:
+        return ""
+
+
+def _storage_answered(status: int) -> BaseException:
+    """The adapters' error for a storage answer ``status`` (adapters/sdk_errors.py, the real SDK type)."""
+    from azure.core.exceptions import HttpResponseError
+    from claimcheck.adapters.sdk_errors import storage_errors
+    from claimcheck.errors import ClaimCheckError
+
+    with pytest.raises(ClaimCheckError) as raised, storage_errors("table insert"):
+        raise HttpResponseError(
+            message="https://account.example/table?sig=secret", response=_Answered(status)
+        )
+    return raised.value
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504, 408, 429])
+def test_storage_answering_a_server_error_timeout_or_throttling_is_unavailable(status: int) -> None:
+    error = _storage_answered(status)
+    assert type(error).__name__ == "StorageFailed"
+    assert is_unavailable(error)
+    assert not is_outage(error)  # the consumer's own classification is unchanged
+
+
+@pytest.mark.parametrize("status", [400, 403, 404, 409, 412])
+def test_storage_refusing_the_request_itself_is_not_unavailable(status: int) -> None:
+    assert not is_unavailable(_storage_answered(status))
+
+
+def test_unreachable_storage_is_unavailable_and_bad_input_is_not() -> None:
+    from claimcheck.errors import StorageUnavailable
+
+    assert is_unavailable(StorageUnavailable("upload: storage did not answer (ServiceRequestError)"))
+    assert is_unavailable(ConnectionRefusedError())
+    assert not is_unavailable(ValueError("bad"))
