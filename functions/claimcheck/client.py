@@ -11,6 +11,7 @@ Standard library only (``urllib``), so an agent needs nothing but this package.
 
 from __future__ import annotations
 
+import http.client
 import io
 import json
 import random
@@ -283,12 +284,14 @@ class ClaimCheckClient:
             },
         )
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout) as response:  # noqa: S310
-                return _Answer(response.status, _json(response.read()), dict(response.headers))
-        except urllib.error.HTTPError as error:
-            return _Answer(error.code, _json(error.read()), dict(error.headers))
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
-            # No answer at all: the request may or may not have been applied. The key makes a resend safe.
+            try:
+                with urllib.request.urlopen(request, timeout=self._timeout) as response:  # noqa: S310
+                    return _Answer(response.status, _json(response.read()), dict(response.headers))
+            except urllib.error.HTTPError as error:
+                return _Answer(error.code, _json(error.read()), dict(error.headers))
+        # No (whole) answer: the request may or may not have been applied. The key makes a resend safe.
+        # HTTPException: an answer that broke off (IncompleteRead) or was not HTTP, its body included.
+        except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as error:
             return _Answer(503, {"error": "no_answer", "message": type(error).__name__}, {})
 
 
