@@ -23,6 +23,8 @@
   already recorded (``settlement_repair``): once the object is gone, a later delivery of that version
   finds the work item completed (or the claim, a newer version confirmed since) and completes as a
   duplicate instead of dead-lettering ``payload_missing``, and the work item never stays ``running``;
+- work items whose first version was reserved and never confirmed, past the orphan grace (an intake
+  that failed after reserving and could not release it: a storage outage mid-request) → released;
 - reconciliation entries of versions past their visibility deadline (raised by the status read,
   ``claimcheck.propagation``) → resolved once the version is confirmed, otherwise counted and alerted;
 - dead-lettered messages per entity (count, oldest age) through a ``DeadLetterSource``, when given,
@@ -74,6 +76,8 @@ class ReconciliationReport:
     # "<work item> v<version>" of propagation_exceeded entries still open, and resolved in this run.
     propagation_exceeded: list[str] = field(default_factory=list)
     propagation_resolved: list[str] = field(default_factory=list)
+    # Work items whose first version was reserved and never confirmed, past the orphan grace: released.
+    reservations_released: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)  # records that changed under us; next run
     errors: list[str] = field(default_factory=list)  # refs whose step failed; retried next run
     # One entry per entity read: {"entity", "count", "oldest_age_seconds" (None when empty)}.
@@ -141,6 +145,7 @@ class Reconciler:
         ) as exc:  # the listing itself failed; each object's own failure is caught inside
             report.errors.append("provisional-object sweep")
             log.warning("provisional-object sweep failed (%s); retried next run", type(exc).__name__)
+        self._release_unconfirmed(now, report)
         self._propagation_entries(now, report)
         self._count_dead_letters(now, report)
         for alert in report.alerts:
@@ -152,6 +157,7 @@ class Reconciler:
             "orphans_found": len(report.orphans_removed) + len(report.orphans_waiting),
             "orphans_removed": len(report.orphans_removed),
             "missing_flagged": len(report.flagged_missing),
+            "reservations_released": len(report.reservations_released),
             "cleaned_up": len(report.cleaned_up)
             + len(report.retention_removed)
             + len(report.interrupted_cleanups_finished),
@@ -171,6 +177,39 @@ class Reconciler:
             extra={"custom_dimensions": counts},
         )
         return report
+
+    def _release_unconfirmed(self, now: datetime, report: ReconciliationReport) -> None:
+        """Remove work-item rows whose first version was never confirmed, past the orphan grace: an
+        intake that failed after reserving (a storage outage mid-request, which also failed the
+        producer's own release) left a row nobody confirms; its object and record are orphans removed
+        above, and a retry of the request made its own. Conditional on the row as read."""
+        try:
+            stale = list(self._work_items.unconfirmed_reservations(now - self._orphan_grace))
+        except ClaimCheckError as exc:  # the listing itself failed: the run goes on
+            report.errors.append("unconfirmed reservations")
+            log.warning("unconfirmed reservations unavailable (%s); retried next run", type(exc).__name__)
+            return
+        for reserved in stale:
+            try:
+                self._work_items.release_fresh(reserved)
+            except StoreError:  # changed since it was read (confirmed, reserved again): not stale
+                report.conflicts.append(reserved.work_item_id)
+                continue
+            except ClaimCheckError as exc:
+                report.errors.append(reserved.work_item_id)
+                log.warning(
+                    "reservation %s not released (%s); retried next run",
+                    reserved.work_item_id,
+                    type(exc).__name__,
+                )
+                continue
+            report.reservations_released.append(reserved.work_item_id)
+            log.warning(
+                "ALERT %s: version %d reserved, never confirmed (its intake failed mid-request; no "
+                "receipt was given); reservation released",
+                reserved.work_item_id,
+                reserved.pending_version,
+            )
 
     def _propagation_entries(self, now: datetime, report: ReconciliationReport) -> None:
         if self._propagation is None:

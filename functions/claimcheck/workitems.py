@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -44,6 +44,8 @@ from claimcheck.timestamps import format_timestamp
 # A new work item's first version: a fresh id's reservation always answers it.
 FIRST_VERSION = 1
 _ROW = "workitem"
+# Marks the row a generated id's reservation inserts (the first confirmation's replace drops it).
+_RESERVATION, _GENERATED = "reservation", "generated_id"
 _KEPT_RECEIPTS = 20
 _WRITE_ATTEMPTS = 5
 log = logging.getLogger(__name__)
@@ -159,6 +161,9 @@ class WorkItemStore:
                 "failure_reason": "",
                 "updated_at": now,
                 "reserved_at": now,
+                # A generated id nobody can submit again: the reconciler may release its row if never
+                # confirmed (a caller's own id may come back, and must never reuse a published version).
+                **({_RESERVATION: _GENERATED} if fresh else {}),
             }
             try:
                 return _record(StoredEntity(key, entity, self._table.insert_if_absent(key, entity)))
@@ -194,6 +199,20 @@ class WorkItemStore:
         or given to anyone: nothing can refer to it, so it would only stay for ever. Conditional on the row
         as reserved (``ConcurrencyConflict`` if anything changed it since)."""
         self._table.delete_if_match(_key(reserved.work_item_id), reserved.etag)
+
+    def unconfirmed_reservations(self, reserved_before: datetime) -> Iterator[WorkItemRecord]:
+        """Rows of generated ids (``reserve(fresh=True)``) whose first version was reserved before
+        ``reserved_before`` and never confirmed (``version`` 0): an intake that failed after its
+        reservation and could not release it (storage down). Nobody was given such an id, so releasing
+        its row can never let a version number of it be used twice."""
+        for stored in self._table.scan_where(_RESERVATION, [_GENERATED]):
+            record = _record(stored)
+            if (
+                record.version == 0
+                and record.reserved_at is not None
+                and record.reserved_at < reserved_before
+            ):
+                yield record
 
     def confirm_version(
         self,

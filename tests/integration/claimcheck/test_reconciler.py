@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 from collections.abc import Callable
@@ -12,7 +13,7 @@ from claimcheck import ClaimCheck, Complete, DeadLetter, DeadLetterReason
 from claimcheck.adapters.blobs import AzureBlobPayloadStore
 from claimcheck.adapters.tables import AzureEntityTable
 from claimcheck.deadletters import DeadLetterCount
-from claimcheck.errors import BrokerUnavailable
+from claimcheck.errors import BrokerUnavailable, StorageUnavailable
 from claimcheck.registry import PayloadRegistry
 from claimcheck.states import PayloadState
 from claimcheck.testing import consume_and_settle
@@ -164,6 +165,50 @@ def test_a_lost_record_move_is_finished_by_reconciliation(
     assert len(harness.claimcheck.reconciler.run().activations_finished) == 1
     assert states(harness) == ["available"]
     assert consume_and_settle(harness.claimcheck.consumer, harness.delivery(count=2)) == Complete()
+
+
+def test_a_reservation_a_storage_outage_kept_from_release_is_released_after_the_grace(
+    make_harness: Build, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Storage fails mid-intake: the upload, then the producer's own release of the generated id's
+    reservation. Intake answers 503 and the client's retry makes its own work item, so the first row
+    belongs to an id nobody was given and nothing confirms. Past the orphan grace reconciliation releases
+    it (it stayed for ever before); a confirmed work item, a caller's own id and the row within the grace
+    stay."""
+    harness = make_harness()
+    producer = harness.claimcheck.producer
+
+    def storage_down(*_: object, **__: object) -> object:
+        raise StorageUnavailable("storage did not answer (ServiceRequestError)")
+
+    monkeypatch.setattr(producer._stores.for_purpose("contract-review"), "upload_provisional", storage_down)
+    monkeypatch.setattr(producer._work_items, "release_fresh", storage_down)
+    submit = functools.partial(
+        producer.submit,
+        tenant_id="tenant-a",
+        purpose="contract-review",
+        classification="restricted",
+        content_type="text/plain",
+    )
+    with pytest.raises(StorageUnavailable):
+        submit(document(30_000))
+    monkeypatch.undo()
+    (left,) = harness.rows(harness.settings.work_items_table)
+    assert (left["version"], left["pending_version"]) == (0, 1)
+    accepted = submit(document(30_000))
+    # A caller's own id whose first version was never confirmed stays: its caller may submit it again,
+    # and a version of it may have been published already (its number is never used twice).
+    producer._work_items.reserve(
+        "wi-callers-own", tenant_id="tenant-a", purpose="contract-review", now=harness.clock.now
+    )
+    assert harness.claimcheck.reconciler.run().reservations_released == []  # within the grace
+    harness.clock.advance(timedelta(seconds=harness.settings.orphan_grace_seconds + 1))
+    report = harness.claimcheck.reconciler.run()
+    assert report.reservations_released == [left["PartitionKey"]]
+    assert sorted(row["PartitionKey"] for row in harness.rows(harness.settings.work_items_table)) == sorted(
+        [accepted.work_item_id, "wi-callers-own"]
+    )
+    assert harness.claimcheck.reconciler.run().reservations_released == []
 
 
 def test_revoked_object_is_not_read_and_not_deleted(make_harness: Build) -> None:
