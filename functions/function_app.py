@@ -353,12 +353,12 @@ def get_work_item(req: func.HttpRequest) -> func.HttpResponse:
     except BadRequest as bad:
         return _json(400, {"error": bad.code, "message": str(bad)})
     visible = identity()[2].read_scope(caller, req.headers.get("x-tenant-id"))
-    from claimcheck.resilience import is_outage
+    from claimcheck.resilience import is_unavailable
 
     try:
         view = claimcheck().status.get(work_item_id, min_version=min_version, tenant_visible=visible)
     except Exception as error:  # the HTTP trigger's boundary: only an outage is answered here (503)
-        if not is_outage(error):
+        if not is_unavailable(error):  # unreachable, or answering 5xx, 408 or 429
             raise
         # No authoritative read, so no answer at all: a stale one could make an agent write again.
         logger.warning("status read of %s unavailable: %s", work_item_id, type(error).__name__)
@@ -410,7 +410,7 @@ def get_work_item_result(req: func.HttpRequest) -> func.HttpResponse:
     except BadRequest as bad:
         return _json(400, {"error": bad.code, "message": str(bad)})
     visible = identity()[2].read_scope(caller, req.headers.get("x-tenant-id"))
-    from claimcheck.resilience import is_outage
+    from claimcheck.resilience import is_unavailable
 
     service = claimcheck()
     try:
@@ -423,7 +423,7 @@ def get_work_item_result(req: func.HttpRequest) -> func.HttpResponse:
             else results.get(work_item_id, wanted, tenant_visible=visible)
         )
     except Exception as error:  # the HTTP trigger's boundary: only an outage is answered here (503)
-        if not is_outage(error):
+        if not is_unavailable(error):  # unreachable, or answering 5xx, 408 or 429
             raise
         logger.warning("result read of %s unavailable: %s", work_item_id, type(error).__name__)
         unavailable = {
