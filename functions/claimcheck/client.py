@@ -15,6 +15,7 @@ import http.client
 import io
 import json
 import random
+import re
 import time
 import urllib.error
 import urllib.parse
@@ -35,6 +36,14 @@ from claimcheck.settings import INLINE_REQUEST_MAX_BYTES
 # Storage, then a verified commit): the API's default inline cap (POST /documents refuses a larger body
 # with 413 use_direct_upload), well under the platform's 100 MB request limit.
 DIRECT_UPLOAD_THRESHOLD = INLINE_REQUEST_MAX_BYTES
+
+# What a bearer token or function key may be sent as: visible ASCII. http.client refuses anything else
+# (a key read from a file with its CR, a token with its newline) with an error that quotes the value.
+_HEADER_SAFE = re.compile(r"[\x21-\x7e]+")
+_UNSENDABLE = (
+    "{what} holds a character a header cannot carry (a space, or a line end kept from a file?); "
+    "its value is not shown"
+)
 
 # Answers after which the same request may succeed: the key makes resending it safe.
 _RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
@@ -107,6 +116,8 @@ class ClaimCheckClient:
         self._base = backoff_base
         self._cap = backoff_cap
         self._direct_threshold = direct_upload_threshold
+        if function_key is not None and not _HEADER_SAFE.fullmatch(function_key):
+            raise ValueError(_UNSENDABLE.format(what="function_key"))
         self._key_header = {} if function_key is None else {"x-functions-key": function_key}
 
     def submit(
@@ -272,6 +283,9 @@ class ClaimCheckClient:
         return True
 
     def _call(self, method: str, path: str, headers: Mapping[str, str], body: Any) -> _Answer:
+        token = self._token()
+        if not _HEADER_SAFE.fullmatch(token):
+            raise ValueError(_UNSENDABLE.format(what="the bearer token"))
         request = urllib.request.Request(  # noqa: S310 - the scheme is checked in __init__
             self._api + path,
             data=body,
@@ -279,7 +293,7 @@ class ClaimCheckClient:
             headers={
                 **headers,
                 **self._key_header,
-                "Authorization": f"Bearer {self._token()}",
+                "Authorization": f"Bearer {token}",
                 "Accept": "application/json",
             },
         )

@@ -281,3 +281,29 @@ def test_dead_letter_calls_send_x_tenant_id_only_when_a_tenant_is_stated(serve: 
     tenants = [headers.get("X-Tenant-Id") for _, headers, _ in server.seen]
     assert paths == ["/api/dead-letters?limit=10", "/api/dead-letters?limit=10", "/api/dead-letters/7/replay"]
     assert tenants == ["acme", None, "globex"]
+
+
+@pytest.mark.parametrize(
+    ("token", "function_key", "secret", "named"),
+    [
+        ("token", "key-1234\r", "key-1234", "function_key"),  # a key file's CRLF kept by $(cat ...)
+        ("token-5678\n", None, "token-5678", "bearer token"),
+    ],
+)
+def test_a_key_or_token_a_header_cannot_carry_is_refused_without_its_value(
+    serve: Any, token: str, function_key: str | None, secret: str, named: str
+) -> None:
+    """Found in review: http.client refused such a header with "Invalid header value b'<value>'", so the
+    function key or token went into the exception, an MCP tool's error text and the logs. Nothing is
+    sent; the refusal names which value, never the value."""
+    server = serve([(200, {}, {"work_item_id": "wi-1"})])
+
+    def status() -> None:
+        url = f"http://127.0.0.1:{server.server_address[1]}/api"
+        ClaimCheckClient(url, lambda: token, function_key=function_key).status("wi-1")
+
+    with pytest.raises(ValueError, match="its value is not shown") as refused:
+        status()
+    assert secret not in str(refused.value)
+    assert named in str(refused.value)
+    assert server.seen == []
