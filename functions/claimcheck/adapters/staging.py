@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 CLOCK_SKEW = timedelta(minutes=5)
 # A user delegation key is valid up to seven days; one key signs the grants of a day.
 DELEGATION_KEY_LIFETIME = timedelta(days=1)
+# SDK retries of Get User Delegation Key within one grant request (see _delegation_key).
+DELEGATION_KEY_RETRIES = 0
 
 
 class AzureBlobStagingArea:
@@ -76,7 +78,12 @@ class AzureBlobStagingArea:
             if self._key is None or self._key_expiry is None or self._key_expiry < expires_at:
                 self._key_expiry = expires_at + DELEGATION_KEY_LIFETIME
                 with storage_errors("user delegation key"):
-                    self._key = self._service.get_user_delegation_key(start, self._key_expiry)
+                    # One attempt: the SDK's default retries (backoff from 15 s) held a grant request
+                    # 87 s before its 503 while storage was unreachable; the caller asks again after
+                    # Retry-After instead (ClaimCheckClient does). The key is then cached for a day.
+                    self._key = self._service.get_user_delegation_key(
+                        start, self._key_expiry, retry_total=DELEGATION_KEY_RETRIES
+                    )
             return self._key
 
     def properties(self, name: str) -> StagedObject | None:

@@ -7,6 +7,7 @@ tenant ids, the signed fields, the permission), and the app reads the staged byt
 from __future__ import annotations
 
 import io
+import logging
 import ssl
 import time
 import urllib.error
@@ -170,3 +171,38 @@ def test_the_certificate_is_only_for_loopback(tmp_path: Path) -> None:
     assert {str(ip) for ip in names.get_values_for_type(x509.IPAddress)} == {"127.0.0.1"}
     assert names.get_values_for_type(x509.DNSName) == ["localhost"]
     assert tls.private_key.stat().st_mode & 0o077 == 0
+
+
+def test_a_grant_while_storage_is_down_is_an_outage_the_grant_route_answers_503(tmp_path: Path) -> None:
+    """On Azure the grant asks storage for the user delegation key; with the account unreachable that
+    request fails, and what leaves the adapter is an outage (``is_unavailable``: the grant route answers
+    it 503 unavailable with Retry-After), naming neither the URL nor a key."""
+    from claimcheck.errors import StorageUnavailable
+    from claimcheck.http_api import Unavailable
+    from claimcheck.policy import DEFAULT_PURPOSES
+    from claimcheck.resilience import is_unavailable
+    from claimcheck.uploads import DirectUploads
+
+    tls = write_self_signed_certificate(tmp_path / "tls")
+    with start_azurite(tmp_path / "data", tls=tls) as azurite:
+        _wait_for_https(azurite, tls)
+        credential = MintedCredential(TokenMinter(SigningKey.generate(), ENTRA_ISSUER_BASE, STORAGE_AUDIENCE))
+        service = BlobServiceClient(
+            azurite.blob_endpoint, credential=credential, connection_verify=str(tls.certificate)
+        )
+        container = service.get_container_client("staging")
+        container.create_container()
+        uploads = DirectUploads(
+            AzureBlobStagingArea(service, container),
+            purposes=DEFAULT_PURPOSES,
+            max_bytes=10**6,
+            orphan_grace=timedelta(hours=1),
+            clock=lambda: datetime.now(UTC),
+        )
+        azurite.stop(flush=False)
+        with pytest.raises(StorageUnavailable) as down:
+            uploads.grant(scope="tenant/app", tenant_id="acme")
+    assert is_unavailable(down.value)
+    assert Unavailable.answer("upload grant", down.value, logging.getLogger("test")) is not None
+    assert "127.0.0.1" not in str(down.value)
+    assert "https" not in str(down.value)
