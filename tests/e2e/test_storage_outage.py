@@ -1,19 +1,26 @@
 """End to end: intake while Storage (Azurite) is down answers 503 `unavailable` with Retry-After, like the
 read routes, and the same request (same Idempotency-Key) succeeds once when storage is back.
 
-Azurite is stopped (connection refused: what an unreachable account looks like to the SDK). Before the
-fix ``POST /documents`` and the upload commit answered it 500. A grant needs no storage call locally
-(the local stack signs it with Azurite's account key; on Azure it asks for a user delegation key), so it
-is answered 201 during the outage and only its commit is.
+Azurite is stopped (connection refused: what an unreachable account looks like to the SDK), and in the
+second case its table port answers every request 503 ServerBusy (a store that answers but cannot serve
+now). Before the fix ``POST /documents`` and the upload commit answered both 500. A grant needs no storage
+call locally (the local stack signs it with Azurite's account key; on Azure it asks for a user delegation
+key: tests/integration/claimcheck/test_user_delegation.py), so it is answered 201 during the outage.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import json
+import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pytest
 import requests
 from claimcheck.blob_upload import put_blocks
 
@@ -50,7 +57,46 @@ def _assert_unavailable(response: requests.Response, route: str) -> None:
     assert "http" not in body["message"].lower(), route  # no URL (nor a grant) in the answer
 
 
-def test_intake_and_commit_answer_503_while_storage_is_down_and_succeed_once_after(stack: LocalStack) -> None:
+class _BusyTableService(BaseHTTPRequestHandler):
+    """Answers every request as an overloaded Table service does (503 ServerBusy)."""
+
+    def _busy(self) -> None:
+        body = json.dumps({"odata.error": {"code": "ServerBusy", "message": {"value": "busy"}}}).encode()
+        self.send_response(503)
+        self.send_header("Content-Type", "application/json;odata=minimalmetadata")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_MERGE = do_DELETE = _busy
+
+    def log_message(self, *_: object) -> None:  # quiet
+        pass
+
+
+@contextmanager
+def _storage_down(stack: LocalStack, how: str) -> Iterator[None]:
+    """Stopped with its data flushed (a SIGKILLed Azurite can lose tables it created moments before),
+    then started again on the same ports; "busy": its table port answers 503 meanwhile."""
+    stack.taken_down.add("azurite")
+    stack.azurite.stop(flush=True)
+    busy = None
+    if how == "busy":
+        busy = ThreadingHTTPServer(("127.0.0.1", stack.azurite.table_port), _BusyTableService)
+        threading.Thread(target=busy.serve_forever, daemon=True).start()
+    try:
+        yield
+    finally:
+        if busy is not None:
+            busy.shutdown()
+            busy.server_close()
+        stack.start("azurite")
+
+
+@pytest.mark.parametrize("how", ["unreachable", "busy"])
+def test_intake_and_commit_answer_503_while_storage_is_down_and_succeed_once_after(
+    stack: LocalStack, how: str
+) -> None:
     tenant = f"t-so-{uuid.uuid4().hex[:8]}"
     document = (SAMPLES / "service-agreement.txt").read_bytes() * 20  # by reference, not inline
     staged = (SAMPLES / "service-agreement.txt").read_bytes() + b"\nstaged copy\n"
@@ -76,18 +122,12 @@ def test_intake_and_commit_answer_503_while_storage_is_down_and_succeed_once_aft
     def commit() -> tuple[requests.Response, float]:
         return _post(commit_url, auth(stack) | _intake_headers(tenant, commit_key) | commit_headers)
 
-    # Stopped with its data flushed (a SIGKILLed Azurite can lose tables it created moments before),
-    # then started again on the same ports: to the app, the account is unreachable meanwhile.
-    stack.taken_down.add("azurite")
-    stack.azurite.stop(flush=True)
-    try:
+    with _storage_down(stack, how):
         refused_intake, intake_seconds = intake()
         refused_commit, commit_seconds = commit()
         during_grant = requests.post(f"{stack.api_url}/uploads", headers=grant_headers, timeout=60)
-    finally:
-        stack.start("azurite")
     print(
-        f"storage down: POST /documents answered in {intake_seconds:.1f} s, commit in {commit_seconds:.1f} s"
+        f"storage {how}: POST /documents answered in {intake_seconds:.1f} s, commit in {commit_seconds:.1f} s"
     )
     _assert_unavailable(refused_intake, "POST /documents")
     _assert_unavailable(refused_commit, "commit")
