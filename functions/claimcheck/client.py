@@ -266,6 +266,10 @@ class ClaimCheckClient:
                 return _final(answer, attempt, exhausted=False)
             if answer.status not in (200, 404) and answer.status not in _RETRYABLE_STATUSES:
                 raise ApiError(answer.status, answer.body)
+            if not action and answer.status not in _RETRYABLE_STATUSES:
+                # Not a status answer (a route that does not exist, a page that is not the API's): no
+                # state will ever come from polling it.
+                raise ApiError(answer.status, answer.body)
             if attempt == max_attempts or not self._pause(attempt, answer, give_up_at):
                 return _final(answer, attempt, exhausted=True)
         return _final(answer, max_attempts, exhausted=True)

@@ -11,8 +11,9 @@ import urllib.parse
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 from claimcheck import ClaimCheck
-from claimcheck.client import ClaimCheckClient, Receipt
+from claimcheck.client import ApiError, ClaimCheckClient, Receipt
 from claimcheck.settings import Settings
 
 from local.stack import LocalStack
@@ -150,3 +151,13 @@ def test_an_answer_cut_off_midway_is_no_answer_retried_with_the_same_key(stack: 
         assert (final.visibility, final.exhausted) == ("version_confirmed", False)
     finally:
         proxy.close()
+
+
+def test_wait_on_an_address_that_is_not_the_status_route_is_refused_not_polled(stack: LocalStack) -> None:
+    """Found in review: an answer naming no next action (the 404 of a route that does not exist, e.g. an
+    API URL without its /api) was polled until the deadline and reported as "wait", so an agent kept
+    waiting for a state that could never come. It is a refusal, raised at the first answer."""
+    client = ClaimCheckClient(f"{stack.api_url}/v0", lambda: stack.token(TEST_IDENTITY), sleep=lambda _: None)
+    with pytest.raises(ApiError) as refused:
+        client.wait(Receipt(f"wi-{uuid.uuid4().hex}", 1, "", False, {}), deadline_seconds=60, max_attempts=3)
+    assert refused.value.status == 404
