@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import mimetypes
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -31,6 +32,7 @@ WORK_ITEM_HEADER = "X-Work-Item-Id"
 # The Function App's routes use AuthLevel.FUNCTION: on Azure a function or host key comes along too,
 # but only the bearer token identifies the caller.
 FUNCTION_KEY_HEADER = "x-functions-key"
+_HEADER_SAFE = re.compile(r"[\x21-\x7e]+")  # visible ASCII: what a key may be sent as
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,13 @@ def get_work_item(
 
 def _auth_headers(api: str, tokens: TokenSource, function_key: str | None) -> dict[str, str]:
     _url(api, "")  # a malformed API URL is named before any token is asked for
+    # urllib refuses such a header with a ValueError quoting it, which _call would take for a non-JSON
+    # answer: named here, the value never shown, nothing sent.
+    if function_key and not _HEADER_SAFE.fullmatch(function_key):
+        raise OpsError(
+            "the function key (--function-key / CLAIMCHECK_API_KEY) holds a character a header cannot "
+            "carry (a space, or a line end kept from a file?); its value is not shown"
+        )
     headers = {"Authorization": f"Bearer {tokens.token(api)}"}
     return headers | ({FUNCTION_KEY_HEADER: function_key} if function_key else {})
 

@@ -199,3 +199,16 @@ def test_without_any_token_source_a_remote_api_is_refused_in_one_line() -> None:
     result = run_ops("show", "wi-1", "--api", remote, env={"CLAIMCHECK_TOKEN_ISSUER": ""})
     assert result.exit_code == 1
     assert result.stderr.startswith("error: no token source: give --audience")
+
+
+def test_a_function_key_a_header_cannot_carry_is_named_not_blamed_on_the_api(api: ApiStub) -> None:
+    """Found in review: a key with a line end (read from a file) made urllib refuse the header with a
+    ValueError, which show reported as "the API answered something that is not JSON" though nothing
+    was sent. The key is named (never printed) and no request is made."""
+    api.answers[("GET", "/api/work-items/wi-42")] = (200, {"work_item_id": "wi-42"})
+    result = run_ops("show", "wi-42", "--api", api.base_url, env={"CLAIMCHECK_API_KEY": "key-123\r\n"})
+    assert result.exit_code == 1
+    assert "function key" in result.stderr
+    assert "not JSON" not in result.stderr
+    assert "key-123" not in result.output
+    assert api.requests == []
