@@ -134,7 +134,7 @@ def test_an_answer_cut_off_midway_is_no_answer_retried_with_the_same_key(stack: 
     ended in a crash. It is "no answer", like a refused connection: resent (same key), polled again."""
     proxy = CuttingProxy(stack.api_url)
     try:
-        client = ClaimCheckClient(proxy.api_url, lambda: stack.token(TEST_IDENTITY), sleep=lambda _: None)
+        client = ClaimCheckClient(proxy.api_url, lambda: stack.token(TEST_IDENTITY))
         proxy.cuts = 1
         receipt = client.submit(
             SAMPLE,
