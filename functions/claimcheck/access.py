@@ -9,8 +9,10 @@ stack's identities (local/identity/), written to the app setting ``CLAIMCHECK_AC
      {"name": "auditors", "role": "<app role value>", "tenants": ["acme"]}]
 
 Each grant names its callers by exactly one of ``principal`` (the token's ``oid``, or its ``azp`` /
-``appid``), ``role`` (a value of its ``roles`` claim) or ``group`` (a value of its ``groups`` claim);
-only claims of a validated token count, so a caller cannot state its way into a grant.
+``appid`` when the token is app-only: a user's delegated token names the app the user signed in
+with there, and is that user's, not the app's), ``role`` (a value of its ``roles`` claim) or
+``group`` (a value of its ``groups`` claim); only claims of a validated token count, so a caller
+cannot state its way into a grant.
 ``purposes`` and ``classifications`` may be omitted (= all the purpose table allows). A tenant entry
 is an exact tenant id, or a prefix ending in ``*`` (``t-*``: every tenant id starting with ``t-``).
 A tenant header only *selects* among the caller's tenants; it never grants one. Every refusal reads

@@ -156,6 +156,9 @@ def _caller(claims: Mapping[str, Any]) -> Caller:
         directory_tenant=tenant,
         roles=frozenset(roles),
         groups=frozenset(groups),
+        # Entra: a delegated (user) token carries the scopes granted to the app in `scp`; an app-only
+        # token has none (`idtyp`, an optional claim, says "app" or "user" outright).
+        delegated="scp" in claims or claims.get("idtyp") == "user",
     )
 
 

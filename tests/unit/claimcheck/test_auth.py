@@ -11,6 +11,7 @@ from typing import Any
 
 import jwt
 import pytest
+from claimcheck.access import AccessForbidden, AccessTable
 from claimcheck.adapters.jwks import jwks_fetcher
 from claimcheck.auth import (
     AppRole,
@@ -216,3 +217,32 @@ def test_the_jwks_uri_must_be_https_or_loopback() -> None:
         jwks_fetcher("http://login.example.net/common/discovery/v2.0/keys")
     assert callable(jwks_fetcher("https://login.microsoftonline.com/t/discovery/v2.0/keys"))
     assert callable(jwks_fetcher("http://127.0.0.1:7090/t/discovery/v2.0/keys"))
+
+
+@pytest.mark.parametrize(
+    "user_claims", [{"scp": "Documents.ReadWrite"}, {"idtyp": "user"}], ids=["scp", "idtyp user"]
+)
+def test_a_user_signed_in_through_a_granted_app_is_that_user_not_the_app(user_claims: dict[str, str]) -> None:
+    """An access-table grant that names an app by its client id covers that app's own (app-only)
+    tokens. A user's delegated token through the same app carries the app's id in azp, and must get
+    the user's grants only: otherwise anyone who may sign in to the app holds the app's tenants."""
+    user = "00000000-0000-4000-8000-0000000000aa"
+    table = AccessTable.parse(
+        json.dumps([{"name": "intake-app", "principal": PRODUCER.app_id, "tenants": ["acme"]}])
+    )
+    app_only = authenticate(_bearer(MINTER.sign(_claims(idtyp="app"))), RULES, Keys(KEY))
+    delegated = authenticate(
+        _bearer(MINTER.sign(_claims(oid=user, sub=user, **user_claims))), RULES, Keys(KEY)
+    )
+
+    assert (app_only.delegated, delegated.delegated) == (False, True)
+    assert delegated.app_id == PRODUCER.app_id  # still the client the user signed in with
+    assert PRODUCER.app_id in app_only.principal_ids
+    assert delegated.principal_ids == (user,)
+    assert table.may_see_tenant(app_only, "acme")
+    assert not table.may_see_tenant(delegated, "acme")
+    with pytest.raises(AccessForbidden):
+        table.check(delegated, tenant_id="acme", purpose="contract-review", classification="internal")
+    # A grant naming the user by its own object id still admits that user through the app.
+    by_user = AccessTable.parse(json.dumps([{"name": "reviewer", "principal": user, "tenants": ["acme"]}]))
+    assert by_user.may_see_tenant(delegated, "acme")
