@@ -8,12 +8,9 @@ visible, exactly as when Service Bus is slow on Azure.
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import requests
 from azure.data.tables import TableClient, TableServiceClient
@@ -26,6 +23,7 @@ from local.stack import LocalStack
 
 from .conftest import VISIBILITY_WINDOW_SECONDS, HeldBroker
 from .journey import SAMPLES, auth, wait_until
+from .storage_down import storage_down
 
 DOCUMENT = (SAMPLES / "service-agreement.txt").read_bytes()
 OTHER_DOCUMENT = (SAMPLES / "urgent-notice.txt").read_bytes()
@@ -328,23 +326,6 @@ def test_strong_read_unavailable_is_a_503_to_wait_never_a_stale_answer(stack: Lo
     assert _answer(_read(stack, work_item_id, 1))[:2] == (200, "version_confirmed")
 
 
-class _BusyTableService(BaseHTTPRequestHandler):
-    """Answers every request as an overloaded Table service does (503 ServerBusy), never a row."""
-
-    def _busy(self) -> None:
-        body = json.dumps({"odata.error": {"code": "ServerBusy", "message": {"value": "busy"}}}).encode()
-        self.send_response(503)
-        self.send_header("Content-Type", "application/json;odata=minimalmetadata")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    do_GET = do_POST = do_PUT = do_PATCH = do_MERGE = do_DELETE = _busy
-
-    def log_message(self, *_: object) -> None:  # quiet
-        pass
-
-
 def test_a_busy_store_is_a_503_to_wait_like_an_unreachable_one(stack: LocalStack) -> None:
     """Found in review: a store that answers but refuses for now (503 ServerBusy, 500, 429 throttling)
     made the status and result reads answer 500 (only an unreachable store was an outage), so an agent
@@ -352,21 +333,11 @@ def test_a_busy_store_is_a_503_to_wait_like_an_unreachable_one(stack: LocalStack
     accepted = _post(stack, DOCUMENT, _tenant())
     assert accepted.status_code == 202, accepted.text
     work_item_id = accepted.json()["work_item_id"]
-    stack.taken_down.add("azurite")
-    stack.azurite.stop(flush=True)
-    try:
-        busy = ThreadingHTTPServer(("127.0.0.1", stack.azurite.table_port), _BusyTableService)
-        threading.Thread(target=busy.serve_forever, daemon=True).start()
-        try:
-            status = _read(stack, work_item_id, 1)
-            result = requests.get(
-                f"{stack.api_url}/work-items/{work_item_id}/result", headers=auth(stack), timeout=60
-            )
-        finally:
-            busy.shutdown()
-            busy.server_close()
-    finally:
-        stack.start("azurite")
+    with storage_down(stack, "busy"):
+        status = _read(stack, work_item_id, 1)
+        result = requests.get(
+            f"{stack.api_url}/work-items/{work_item_id}/result", headers=auth(stack), timeout=60
+        )
     assert (status.status_code, status.json()["error"], status.json()["next_action"]) == (
         503,
         "unavailable",

@@ -12,13 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
-import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import requests
@@ -27,6 +22,7 @@ from claimcheck.blob_upload import put_blocks
 from local.stack import LocalStack
 
 from .journey import SAMPLES, auth, wait_for_states
+from .storage_down import storage_down
 
 # Generous on a shared 2-core machine (the storage SDK retries a refused connection with backoff before
 # the adapters call it an outage); observed answer times are printed, not asserted.
@@ -55,42 +51,6 @@ def _assert_unavailable(response: requests.Response, route: str) -> None:
     assert body["error"] == "unavailable", route
     assert set(body) == {"error", "message"}, route
     assert "http" not in body["message"].lower(), route  # no URL (nor a grant) in the answer
-
-
-class _BusyTableService(BaseHTTPRequestHandler):
-    """Answers every request as an overloaded Table service does (503 ServerBusy)."""
-
-    def _busy(self) -> None:
-        body = json.dumps({"odata.error": {"code": "ServerBusy", "message": {"value": "busy"}}}).encode()
-        self.send_response(503)
-        self.send_header("Content-Type", "application/json;odata=minimalmetadata")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    do_GET = do_POST = do_PUT = do_PATCH = do_MERGE = do_DELETE = _busy
-
-    def log_message(self, *_: object) -> None:  # quiet
-        pass
-
-
-@contextmanager
-def _storage_down(stack: LocalStack, how: str) -> Iterator[None]:
-    """Stopped with its data flushed (a SIGKILLed Azurite can lose tables it created moments before),
-    then started again on the same ports; "busy": its table port answers 503 meanwhile."""
-    stack.taken_down.add("azurite")
-    stack.azurite.stop(flush=True)
-    busy = None
-    if how == "busy":
-        busy = ThreadingHTTPServer(("127.0.0.1", stack.azurite.table_port), _BusyTableService)
-        threading.Thread(target=busy.serve_forever, daemon=True).start()
-    try:
-        yield
-    finally:
-        if busy is not None:
-            busy.shutdown()
-            busy.server_close()
-        stack.start("azurite")
 
 
 @pytest.mark.parametrize("how", ["unreachable", "busy"])
@@ -122,7 +82,7 @@ def test_intake_and_commit_answer_503_while_storage_is_down_and_succeed_once_aft
     def commit() -> tuple[requests.Response, float]:
         return _post(commit_url, auth(stack) | _intake_headers(tenant, commit_key) | commit_headers)
 
-    with _storage_down(stack, how):
+    with storage_down(stack, how):
         refused_intake, intake_seconds = intake()
         refused_commit, commit_seconds = commit()
         during_grant = requests.post(f"{stack.api_url}/uploads", headers=grant_headers, timeout=60)
