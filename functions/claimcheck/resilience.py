@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 
 from claimcheck.outcome import compute_backoff
@@ -36,16 +36,23 @@ _OUTAGE_NAMES = frozenset(
 CLAIM_POLL = timedelta(seconds=2)
 
 
-def is_outage(error: BaseException) -> bool:
-    """True when ``error`` (or its cause) says a service was unreachable, not that the input was bad."""
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    """``error`` and its causes (``__cause__``, else ``__context__``), each once."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if any(cls.__name__ in _OUTAGE_NAMES for cls in type(current).__mro__):
-            return True
+        yield current
         current = current.__cause__ or current.__context__
-    return False
+
+
+def _unreachable(error: BaseException) -> bool:
+    return any(cls.__name__ in _OUTAGE_NAMES for cls in type(error).__mro__)
+
+
+def is_outage(error: BaseException) -> bool:
+    """True when ``error`` (or its cause) says a service was unreachable, not that the input was bad."""
+    return any(_unreachable(each) for each in _chain(error))
 
 
 # HTTP statuses with which a service that did answer says "not now" rather than "never": its own
@@ -58,18 +65,14 @@ _ANSWERED_NAMES = frozenset({"StorageFailed", "BrokerFailed"})
 def is_unavailable(error: BaseException) -> bool:
     """True for an outage (``is_outage``) or a service that answered with a server error, a timeout or
     throttling (its SDK exception's ``status_code``): the request may succeed as sent later."""
-    if is_outage(error):
-        return True
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if type(current).__name__ in _ANSWERED_NAMES:
-            status = getattr(current.__cause__, "status_code", None)
-            if isinstance(status, int) and (status >= 500 or status in _NOT_NOW_STATUSES):
-                return True
-        current = current.__cause__ or current.__context__
-    return False
+    return any(_unreachable(each) or _answered_not_now(each) for each in _chain(error))
+
+
+def _answered_not_now(error: BaseException) -> bool:
+    if type(error).__name__ not in _ANSWERED_NAMES:
+        return False
+    status = getattr(error.__cause__, "status_code", None)
+    return isinstance(status, int) and (status >= 500 or status in _NOT_NOW_STATUSES)
 
 
 def claim_wait_delay(
