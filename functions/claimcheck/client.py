@@ -164,7 +164,7 @@ class ClaimCheckClient:
                 # own 413, before the app runs) is below this client's threshold; nothing was stored, so
                 # the same document (and key) goes through the direct upload instead.
                 return self._submit_direct(source, headers, key, max_attempts, give_up_at)
-            retryable = answer.status in _RETRYABLE_STATUSES or answer.body.get("error") in _RETRYABLE_CODES
+            retryable = _retryable(answer)
             if not retryable or not _Body.rewindable(source) or attempt == max_attempts:
                 raise ApiError(answer.status, answer.body)
             if not self._pause(attempt, answer, give_up_at):
@@ -189,10 +189,11 @@ class ClaimCheckClient:
                 granted = self._call("POST", "/uploads", described, b"")
                 if granted.status == 201:
                     break
-                retryable = (
-                    granted.status in _RETRYABLE_STATUSES or granted.body.get("error") in _RETRYABLE_CODES
-                )
-                if not retryable or attempt == max_attempts or not self._pause(attempt, granted, give_up_at):
+                if (
+                    not _retryable(granted)
+                    or attempt == max_attempts
+                    or not self._pause(attempt, granted, give_up_at)
+                ):
                     raise ApiError(granted.status, granted.body)
             stream = io.BytesIO(body) if isinstance(body, bytes) else body
             try:
@@ -214,7 +215,7 @@ class ClaimCheckClient:
             answer = self._call("POST", path, commit, b"")
             if answer.status == 202:
                 return _receipt(answer, key)
-            retryable = answer.status in _RETRYABLE_STATUSES or answer.body.get("error") in _RETRYABLE_CODES
+            retryable = _retryable(answer)
             if not retryable or attempt == max_attempts or not self._pause(attempt, answer, give_up_at):
                 raise ApiError(answer.status, answer.body)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -383,6 +384,11 @@ def _json(raw: bytes) -> dict[str, Any]:
     except ValueError:
         return {"error": "not_json", "message": "the answer was not JSON"}
     return parsed if isinstance(parsed, dict) else {"error": "not_json", "message": "not a JSON object"}
+
+
+def _retryable(answer: _Answer) -> bool:
+    """An answer after which the same request may succeed (the key makes resending it safe)."""
+    return answer.status in _RETRYABLE_STATUSES or answer.body.get("error") in _RETRYABLE_CODES
 
 
 def _final(answer: _Answer, attempts: int, *, exhausted: bool) -> FinalState:
