@@ -13,7 +13,7 @@ import hashlib
 import json
 import threading
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -56,6 +56,7 @@ class FakeAzure:
     seen: list[Seen] = field(default_factory=list)
     scm_host: str = ""
     deployments: list[str] = field(default_factory=list)  # ids, oldest first
+    accepts: Callable[[str], bool] = lambda token: token == TOKEN
 
     def requests(self, method: str, prefix: str) -> list[Seen]:
         return [s for s in self.seen if s.method == method and s.path.startswith(prefix)]
@@ -86,7 +87,8 @@ def _handler(fake: FakeAzure) -> type[BaseHTTPRequestHandler]:
             return seen
 
         def _authorized(self) -> bool:
-            if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+            header = self.headers.get("Authorization", "")
+            if not (header.startswith("Bearer ") and fake.accepts(header.removeprefix("Bearer "))):
                 self._answer(401, {"error": {"message": "no valid bearer token"}})
                 return False
             return True

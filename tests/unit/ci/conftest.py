@@ -41,7 +41,12 @@ class FakeCli:
 
 @pytest.fixture
 def fake_cli(tmp_path: Path) -> FakeCli:
-    """`pulumi` (the stand-in) and `python` (this interpreter) in a bin folder of their own."""
+    return make_fake_cli(tmp_path)
+
+
+def make_fake_cli(tmp_path: Path) -> FakeCli:
+    """`pulumi` (the stand-in) and `python`/`python3.11` (this interpreter) in a bin folder of their
+    own."""
     bin_dir, home = tmp_path / "bin", tmp_path / "home"
     bin_dir.mkdir()
     home.mkdir()
@@ -51,5 +56,8 @@ def fake_cli(tmp_path: Path) -> FakeCli:
         encoding="utf-8",
     )
     pulumi.chmod(0o755)
-    (bin_dir / "python").symlink_to(sys.executable)
+    for name in ("python", "python3.11"):  # a wrapper, not a symlink: a venv is found by its path
+        wrapper = bin_dir / name
+        wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n', encoding="utf-8")
+        wrapper.chmod(0o755)
     return FakeCli(bin_dir, home)

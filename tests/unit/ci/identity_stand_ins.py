@@ -84,6 +84,7 @@ class Entra:
     client_id: str = "c11e0000-0000-4000-8000-0000000000c1"
     subject: str = "repo:my-org/claim-check:environment:dev"
     exchanges: list[str] = field(default_factory=list)  # the scope of each token issued
+    tokens: dict[str, str] = field(default_factory=dict)  # access token issued -> its scope
     refusals: list[str] = field(default_factory=list)  # the AADSTS code of each refusal
     authority: str = ""
 
@@ -127,6 +128,7 @@ class Entra:
             self.trusted.key.private_key,
             algorithm="RS256",
         )  # fmt: skip
+        self.tokens[token] = scope
         return 200, {
             "token_type": "Bearer",
             "expires_in": 3599,
