@@ -124,3 +124,20 @@ def test_every_run_step_says_shell_bash() -> None:
             for step in job.get("steps", []):
                 if "run" in step:
                     assert step.get("shell") == "bash", f"{path.name}: {step.get('name')}"
+
+
+@pytest.mark.parametrize(
+    ("name", "missing"),
+    [("Package and deploy the code", "functionAppId"), ("Smoke test", "functionAppHostName")],
+)
+def test_a_stack_without_its_outputs_fails_the_step_naming_the_output(
+    fake_cli: FakeCli, tmp_path: Path, name: str, missing: str
+) -> None:
+    """deploy and smoke read the stack's outputs first; one that is missing (an `up` that did not
+    complete) fails the step with exit 2 and the output's name, before anything is installed or sent."""
+    (fake_cli.home / "credentials.json").write_text('{"current": "azblob://state"}', encoding="utf-8")
+    env = fake_cli.env({"outputs": {"apiAudience": "api://claimcheck-dev"}}, STACK="dev")
+    result = _run_step(_step("deploy-stack.yml", name), env, tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"stack dev has no output {missing!r}" in result.stderr
+    assert fake_cli.calls() == [["stack", "output", "--stack", "dev", "--json"]]
