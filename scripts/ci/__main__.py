@@ -27,8 +27,6 @@ INSTALL_OPS = [
     "requirements-ops.txt",
 ]
 PACKAGE = ["make", "package"]
-# Values the comment never shows, beside every GUID (scripts/ci/pr_comment.py).
-_IDS = ("ARM_TENANT_ID", "ARM_SUBSCRIPTION_ID", "ARM_CLIENT_ID")
 
 
 def ops(*arguments: str) -> list[str]:
@@ -65,7 +63,7 @@ def _comment(args: argparse.Namespace) -> int:
         read_previews(args.previews),
         job_result=args.job_result,
         run_url=run_url,
-        known=[env.get(name, "") for name in _IDS],
+        known=[env.get(name, "") for name in pulumi_steps.ID_VARIABLES],
     )
     github = GitHub(
         env.get("GITHUB_API_URL", "https://api.github.com"), env["GITHUB_REPOSITORY"], env["GITHUB_TOKEN"]

@@ -27,6 +27,7 @@ MAX_BODY = 65_536
 _GUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
 _SIGNATURE = re.compile(r"([?&](?:sig|se|skoid|sktid)=)[^&\s\"']+", re.IGNORECASE)
 REDACTED = "<id>"
+_COLOUR = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # ANSI escapes, should the CLI colour its output
 _TIMEOUT_SECONDS = 30.0
 
 
@@ -78,7 +79,7 @@ def render(previews: list[StackPreview], *, job_result: str, run_url: str, known
             verdict = "passed"
         else:
             verdict = f"**failed** (`{preview.failed_command}` exited {preview.exit_code})"
-        text = redact(preview.output, known).replace("```", "'''")
+        text = _COLOUR.sub("", redact(preview.output, known)).replace("```", "'''")
         if len(text) > budget:
             text = "[...]\n" + text[-budget:]
         lines += [f"#### Stack `{preview.stack}`: {verdict}", "", "```", text.rstrip("\n"), "```", ""]

@@ -17,11 +17,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from scripts.ci.pr_comment import redact
+
 POLICY_PACK = "infra/policy"
 BACKEND_VARIABLE = "PULUMI_BACKEND_URL"
 # A pull request's job gets no Pulumi Cloud token (its code would run with it): previews read the
 # state from the Azure Blob backend with the preview identity's read-only role (docs/deploy.md).
 PREVIEW_BACKEND_SCHEME = "azblob://"
+
+
+# Values no preview artifact or comment shows, beside every GUID.
+ID_VARIABLES = ("ARM_TENANT_ID", "ARM_SUBSCRIPTION_ID", "ARM_CLIENT_ID")
 
 
 class StepError(Exception):
@@ -65,11 +71,12 @@ def outputs_command(stack: str) -> list[str]:
     return ["pulumi", "stack", "output", "--stack", stack, "--json"]
 
 
-def run(command: Sequence[str], log: IO[str] | None = None) -> int:
-    """Runs `command`, its stdout and stderr interleaved into ours (and `log`); its exit code."""
+def run(command: Sequence[str], log: IO[str] | None = None, known: Sequence[str] = ()) -> int:
+    """Runs `command`, its stdout and stderr interleaved into ours and, with ids redacted (`known`
+    values and every GUID, scripts/ci/pr_comment.py), into `log`; its exit code."""
     print(f"$ {' '.join(command)}", flush=True)
     if log is not None:
-        log.write(f"$ {' '.join(command)}\n")
+        log.write(redact(f"$ {' '.join(command)}\n", known))
     try:
         process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
             list(command),
@@ -88,15 +95,17 @@ def run(command: Sequence[str], log: IO[str] | None = None) -> int:
     for line in process.stdout:
         sys.stdout.write(line)
         if log is not None:
-            log.write(line)
+            log.write(redact(line, known))
     sys.stdout.flush()
     return process.wait()
 
 
-def run_all(commands: Sequence[Sequence[str]], log: IO[str] | None = None) -> tuple[int, str]:
+def run_all(
+    commands: Sequence[Sequence[str]], log: IO[str] | None = None, known: Sequence[str] = ()
+) -> tuple[int, str]:
     """Runs the commands in order up to the first failure: (its exit code, the command), or (0, "")."""
     for command in commands:
-        code = run(command, log)
+        code = run(command, log, known)
         if code != 0:
             return code, " ".join(command[:2])
     return 0, ""
@@ -118,7 +127,9 @@ def preview(stack: str, out_dir: Path, environ: Mapping[str, str] = os.environ) 
             log.write(f"error: {error}\n")
             _write_outcome(out_dir, stack, 2, "configuration")
             raise
-        code, failed = run_all([login_command(backend), preview_command(stack)], log)
+        # The file becomes an artifact anyone who can read the pull request can download: no ids.
+        known = [environ.get(name, "") for name in ID_VARIABLES]
+        code, failed = run_all([login_command(backend), preview_command(stack)], log, known)
     _write_outcome(out_dir, stack, code, failed)
     return code
 

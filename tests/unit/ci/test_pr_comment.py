@@ -231,5 +231,11 @@ def test_a_missing_stack_and_an_unread_preview_are_said(tmp_path: Path) -> None:
     assert "**failed** (`pulumi preview` exited 255)" in failed
 
 
+def test_colour_escapes_do_not_reach_the_comment() -> None:
+    body = render([StackPreview("dev", 0, "", "\x1b[32m+ create\x1b[0m")], job_result="success", run_url="u")
+    assert "\x1b" not in body
+    assert "+ create" in body
+
+
 def test_redact_replaces_known_values_too() -> None:
     assert redact("client my-client-id and 1234", known=["my-client-id"]) == "client <id> and 1234"

@@ -81,9 +81,10 @@ def test_a_failing_pulumi_run_fails_the_step(
 
 
 def test_a_passing_preview_passes_and_keeps_its_output(fake_cli: FakeCli, tmp_path: Path) -> None:
-    """login and preview: exit 0, the output and the outcome kept
+    """login and preview: exit 0, the output (ids redacted) and the outcome kept
     for the comment job, and the exact preview command line (policy pack, no permalink)."""
-    env = fake_cli.env({"preview": {"output": "+ 42 to create"}}, STACK="prod")
+    output = "+ 42 to create\n  principalId: 3c1d2e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f"
+    env = fake_cli.env({"preview": {"output": output}}, STACK="prod", ARM_CLIENT_ID="not-a-guid-client")
     result = _run_step(_step(*PREVIEW), env, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert fake_cli.calls()[-1] == [
@@ -91,7 +92,11 @@ def test_a_passing_preview_passes_and_keeps_its_output(fake_cli: FakeCli, tmp_pa
         "--non-interactive", "--suppress-permalink",
     ]  # fmt: skip
     out = _workspace(tmp_path) / "preview"
-    assert "+ 42 to create" in (out / "output.txt").read_text(encoding="utf-8")
+    kept = (out / "output.txt").read_text(encoding="utf-8")
+    assert "+ 42 to create" in kept
+    assert "principalId: <id>" in kept  # the artifact, downloadable by PR readers, holds no ids
+    assert "3c1d2e4f" not in kept
+    assert "3c1d2e4f" in result.stdout  # the job log is pulumi's own output
     assert json.loads((out / "outcome.json").read_text(encoding="utf-8")) == {
         "stack": "prod",
         "exit_code": 0,
