@@ -38,7 +38,8 @@ def test_prod_differs_from_dev() -> None:
     assert prod.blob_delete_retention_days > dev.blob_delete_retention_days
     assert prod.topology.lifecycle.delete_after_days > dev.topology.lifecycle.delete_after_days
     assert prod.storage_sku != dev.storage_sku
-    assert prod.zone_redundant and prod.consumer_always_ready >= 2
+    assert prod.zone_redundant
+    assert prod.consumer_always_ready >= 2
     assert prod.protect_stateful_resources
     assert not dev.protect_stateful_resources
 
