@@ -40,8 +40,9 @@ METRIC_ALERT = "azure-native:monitor:MetricAlert"
 ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
 
 # Site-config properties Flex Consumption sites refuse (ARM 51021, "... for Flex Consumption sites is
-# invalid"): the five of the verbatim list quoted in AVM #360, and LinuxFxVersion (AVM #283). Older
-# regional stamps ignore them; newer ones refuse, and Microsoft says refusing is intended everywhere.
+# invalid"): the five of the verbatim list quoted in AVM #360, LinuxFxVersion (AVM #283) and
+# FunctionAppScaleLimit (azure-functions-host #10643). Older regional stamps ignore them; newer ones
+# refuse, and Microsoft says refusing is intended everywhere.
 FLEX_REJECTED_SITE_CONFIG = (
     "ftpsState",
     "use32BitWorkerProcess",
@@ -49,7 +50,11 @@ FLEX_REJECTED_SITE_CONFIG = (
     "netFrameworkVersion",
     "functionsRuntimeScaleMonitoringEnabled",
     "linuxFxVersion",
+    "functionAppScaleLimit",
 )
+# App settings Flex refuses: the worker runtime is functionAppConfig.runtime there, and ':' in a name
+# (only '__' nests a setting) fails the create.
+FLEX_REJECTED_APP_SETTINGS = ("FUNCTIONS_WORKER_RUNTIME",)
 # functionAppConfig.runtime values the Microsoft Flex Consumption template allows.
 FLEX_RUNTIMES = {
     "python": ("3.10", "3.11", "3.12"),
@@ -184,6 +189,11 @@ def _namespace_sku(entity: Inputs, stack: Stack) -> str | None:
 def _flex_site_config_rejected(app: Inputs, stack: Stack) -> bool:
     config = app.get("siteConfig") or {}
     return _is_flex(app, stack) and any(key in config for key in FLEX_REJECTED_SITE_CONFIG)
+
+
+def _flex_app_settings_rejected(app: Inputs, stack: Stack) -> bool:
+    names = [str(pair.get("name", "")) for pair in _dig(app, "siteConfig", "appSettings") or []]
+    return _is_flex(app, stack) and any(name in FLEX_REJECTED_APP_SETTINGS or ":" in name for name in names)
 
 
 def _flex_scale(app: Inputs) -> Inputs:
@@ -347,7 +357,19 @@ RULES: tuple[ArmRule, ...] = (
         (
             _AVM_51021,
             "https://github.com/Azure/terraform-azurerm-avm-res-web-site/issues/283",
+            "https://github.com/Azure/azure-functions-host/issues/10643",
             "https://github.com/pulumi/pulumi-azure-native/issues/4168",
+        ),
+    ),
+    ArmRule(
+        "flex-app-settings-rejected",
+        (WEB_APP,),
+        _flex_app_settings_rejected,
+        f"Flex Consumption refuses the app settings {list(FLEX_REJECTED_APP_SETTINGS)} (the runtime is "
+        "functionAppConfig.runtime) and setting names with ':' (nest with '__')",
+        (
+            "https://github.com/microsoft/vscode-azurefunctions/issues/4142",
+            "https://github.com/Azure/azure-functions-host/issues/11908",
         ),
     ),
     ArmRule(

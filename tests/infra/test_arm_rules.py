@@ -62,6 +62,13 @@ def _scale(key: str, value: Any) -> Change:
     return _set(f"functionAppConfig.scaleAndConcurrency.{key}", value)
 
 
+def _add_app_setting(name: str, value: str) -> Change:
+    def change(inputs: dict[str, Any], _: list[Registered]) -> None:
+        inputs["siteConfig"]["appSettings"].append({"name": name, "value": value})
+
+    return change
+
+
 def _http5xx_alert_on_the_app(inputs: dict[str, Any], resources: list[Registered]) -> None:
     """The alert this stack had: Http5xx on the Function App, a metric Flex does not emit."""
     app = next(resource for resource in resources if resource.type.endswith(":WebApp"))
@@ -83,6 +90,9 @@ def _lifecycle_rule_named(name: str) -> Change:
 
 CRAFTED: dict[str, Crafted] = {
     "flex-site-config-rejected": Crafted("dev", "WebApp", _set("siteConfig.ftpsState", "Disabled")),
+    "flex-app-settings-rejected": Crafted(
+        "prod", "WebApp", _add_app_setting("FUNCTIONS_WORKER_RUNTIME", "python")
+    ),
     "flex-always-ready-zone-redundant": Crafted(
         "prod", "WebApp", _scale("alwaysReady", [{"name": "function:consume_document", "instanceCount": 1}])
     ),
@@ -195,3 +205,12 @@ def test_violation_names_rule_resource_and_reason() -> None:
     """What a failing check prints: rule id, the resource's logical name, the documented reason."""
     found = Violation("flex-runtime", "claimcheck-dev-functions-app", "runtime is one of ...")
     assert str(found) == "flex-runtime on claimcheck-dev-functions-app: runtime is one of ..."
+
+
+def test_flex_refuses_colon_in_app_setting_names() -> None:
+    """The other half of the app-settings row: 'ServiceBus:ConnectionString' fails the create."""
+    case = dataclasses.replace(CRAFTED["flex-app-settings-rejected"], change=_add_app_setting("A:B", "x"))
+    resources, edited = _with_change(stack_run(case.stack)[1].resources, case)
+    assert [(v.rule, v.resource) for v in violations(resources)] == [
+        ("flex-app-settings-rejected", edited.name)
+    ]
