@@ -98,7 +98,7 @@ class Resource(Protocol):
     def inputs(self) -> dict[str, Any]: ...
 
 
-class Stack:
+class StackResources:
     """The registered resources, for rules that read a resource the checked one names by id."""
 
     def __init__(self, resources: Iterable[Resource]) -> None:
@@ -119,7 +119,7 @@ class Stack:
 
 
 Inputs = Mapping[str, Any]
-Predicate = Callable[[Inputs, Stack], bool]  # True: the resource breaks the rule
+Predicate = Callable[[Inputs, StackResources], bool]  # True: the resource breaks the rule
 
 
 @dataclass(frozen=True)
@@ -167,15 +167,15 @@ def _outside(value: object, bounds: tuple[timedelta, timedelta]) -> bool:
     return parsed is None or not bounds[0] <= parsed <= bounds[1]
 
 
-def _plan(app: Inputs, stack: Stack) -> Inputs:
+def _plan(app: Inputs, stack: StackResources) -> Inputs:
     return stack.get(app.get("serverFarmId"))
 
 
-def _is_flex(app: Inputs, stack: Stack) -> bool:
+def _is_flex(app: Inputs, stack: StackResources) -> bool:
     return bool(_dig(_plan(app, stack), "sku", "tier") == "FlexConsumption")
 
 
-def _namespace_sku(entity: Inputs, stack: Stack) -> str | None:
+def _namespace_sku(entity: Inputs, stack: StackResources) -> str | None:
     """The SKU of the namespace an entity (queue, topic) is declared in, by its namespaceName."""
     for namespace in stack.of_type(NAMESPACE):
         if namespace.id.rsplit("/", 1)[-1] == entity.get("namespaceName"):
@@ -186,12 +186,12 @@ def _namespace_sku(entity: Inputs, stack: Stack) -> str | None:
 # -- predicates ---------------------------------------------------------------------------------------
 
 
-def _flex_site_config_rejected(app: Inputs, stack: Stack) -> bool:
+def _flex_site_config_rejected(app: Inputs, stack: StackResources) -> bool:
     config = app.get("siteConfig") or {}
     return _is_flex(app, stack) and any(key in config for key in FLEX_REJECTED_SITE_CONFIG)
 
 
-def _flex_app_settings_rejected(app: Inputs, stack: Stack) -> bool:
+def _flex_app_settings_rejected(app: Inputs, stack: StackResources) -> bool:
     names = [str(pair.get("name", "")) for pair in _dig(app, "siteConfig", "appSettings") or []]
     return _is_flex(app, stack) and any(name in FLEX_REJECTED_APP_SETTINGS or ":" in name for name in names)
 
@@ -200,18 +200,18 @@ def _flex_scale(app: Inputs) -> Inputs:
     return _dig(app, "functionAppConfig", "scaleAndConcurrency") or {}
 
 
-def _flex_always_ready_below_zone_minimum(app: Inputs, stack: Stack) -> bool:
+def _flex_always_ready_below_zone_minimum(app: Inputs, stack: StackResources) -> bool:
     if not (_is_flex(app, stack) and _plan(app, stack).get("zoneRedundant")):
         return False
     counts = [entry.get("instanceCount", 0) for entry in _flex_scale(app).get("alwaysReady") or []]
     return not counts or min(counts) < ZONE_REDUNDANT_MIN_ALWAYS_READY
 
 
-def _flex_instance_memory(app: Inputs, stack: Stack) -> bool:
+def _flex_instance_memory(app: Inputs, stack: StackResources) -> bool:
     return _is_flex(app, stack) and _flex_scale(app).get("instanceMemoryMB") not in INSTANCE_MEMORY_MB
 
 
-def _flex_maximum_instances(app: Inputs, stack: Stack) -> bool:
+def _flex_maximum_instances(app: Inputs, stack: StackResources) -> bool:
     if not _is_flex(app, stack):
         return False
     scale = _flex_scale(app)
@@ -221,13 +221,13 @@ def _flex_maximum_instances(app: Inputs, stack: Stack) -> bool:
     return maximum is None or not low <= maximum <= high or always_ready > maximum
 
 
-def _flex_runtime(app: Inputs, stack: Stack) -> bool:
+def _flex_runtime(app: Inputs, stack: StackResources) -> bool:
     runtime = _dig(app, "functionAppConfig", "runtime") or {}
     allowed = FLEX_RUNTIMES.get(str(runtime.get("name")), ())
     return _is_flex(app, stack) and runtime.get("version") not in allowed
 
 
-def _flex_subnet_not_delegated(app: Inputs, stack: Stack) -> bool:
+def _flex_subnet_not_delegated(app: Inputs, stack: StackResources) -> bool:
     subnet_id = app.get("virtualNetworkSubnetId")
     if not (_is_flex(app, stack) and subnet_id):
         return False
@@ -235,7 +235,7 @@ def _flex_subnet_not_delegated(app: Inputs, stack: Stack) -> bool:
     return FLEX_SUBNET_DELEGATION not in {delegation.get("serviceName") for delegation in delegations}
 
 
-def _flex_deployment_storage_auth(app: Inputs, stack: Stack) -> bool:
+def _flex_deployment_storage_auth(app: Inputs, stack: StackResources) -> bool:
     storage = _dig(app, "functionAppConfig", "deployment", "storage") or {}
     if not _is_flex(app, stack):
         return False
@@ -254,7 +254,7 @@ def _flex_deployment_storage_auth(app: Inputs, stack: Stack) -> bool:
     )
 
 
-def _flex_alert_metric(alert: Inputs, stack: Stack) -> bool:
+def _flex_alert_metric(alert: Inputs, stack: StackResources) -> bool:
     flex_scopes = [
         scope
         for scope in alert.get("scopes") or []
@@ -268,7 +268,7 @@ def _flex_alert_metric(alert: Inputs, stack: Stack) -> bool:
     )
 
 
-def _private_endpoint_to_standard_namespace(endpoint: Inputs, stack: Stack) -> bool:
+def _private_endpoint_to_standard_namespace(endpoint: Inputs, stack: StackResources) -> bool:
     targets = [
         connection.get("privateLinkServiceId")
         for connection in endpoint.get("privateLinkServiceConnections") or []
@@ -279,32 +279,32 @@ def _private_endpoint_to_standard_namespace(endpoint: Inputs, stack: Stack) -> b
     )
 
 
-def _zone_redundant_standard_namespace(namespace: Inputs, _: Stack) -> bool:
+def _zone_redundant_standard_namespace(namespace: Inputs, _: StackResources) -> bool:
     return bool(namespace.get("zoneRedundant")) and _dig(namespace, "sku", "name") != "Premium"
 
 
-def _partitioned_entity_in_premium(entity: Inputs, stack: Stack) -> bool:
+def _partitioned_entity_in_premium(entity: Inputs, stack: StackResources) -> bool:
     return bool(entity.get("enablePartitioning")) and _namespace_sku(entity, stack) == "Premium"
 
 
-def _large_messages_outside_premium(entity: Inputs, stack: Stack) -> bool:
+def _large_messages_outside_premium(entity: Inputs, stack: StackResources) -> bool:
     return entity.get("maxMessageSizeInKilobytes") is not None and _namespace_sku(entity, stack) != "Premium"
 
 
-def _duplicate_window_out_of_bounds(entity: Inputs, _: Stack) -> bool:
+def _duplicate_window_out_of_bounds(entity: Inputs, _: StackResources) -> bool:
     return _outside(entity.get("duplicateDetectionHistoryTimeWindow"), DUPLICATE_WINDOW_RANGE)
 
 
-def _lock_duration_out_of_bounds(entity: Inputs, _: Stack) -> bool:
+def _lock_duration_out_of_bounds(entity: Inputs, _: StackResources) -> bool:
     return _outside(entity.get("lockDuration"), LOCK_DURATION_RANGE)
 
 
-def _max_delivery_count_below_one(entity: Inputs, _: Stack) -> bool:
+def _max_delivery_count_below_one(entity: Inputs, _: StackResources) -> bool:
     count = entity.get("maxDeliveryCount")
     return count is not None and count < 1
 
 
-def _version_immutability_without_versioning(container: Inputs, stack: Stack) -> bool:
+def _version_immutability_without_versioning(container: Inputs, stack: StackResources) -> bool:
     if not _dig(container, "immutableStorageWithVersioning", "enabled"):
         return False
     services = [
@@ -315,7 +315,7 @@ def _version_immutability_without_versioning(container: Inputs, stack: Stack) ->
     return not any(service.get("isVersioningEnabled") for service in services)
 
 
-def _lifecycle_rules_invalid(policy: Inputs, _: Stack) -> bool:
+def _lifecycle_rules_invalid(policy: Inputs, _: StackResources) -> bool:
     rules = _dig(policy, "policy", "rules") or []
     names = [rule.get("name", "") for rule in rules]
     return (
@@ -328,7 +328,7 @@ def _lifecycle_rules_invalid(policy: Inputs, _: Stack) -> bool:
     )
 
 
-def _condition_without_version(assignment: Inputs, _: Stack) -> bool:
+def _condition_without_version(assignment: Inputs, _: StackResources) -> bool:
     has_condition = bool(assignment.get("condition"))
     version = assignment.get("conditionVersion")
     return (has_condition and version != ROLE_CONDITION_VERSION) or (
@@ -336,7 +336,7 @@ def _condition_without_version(assignment: Inputs, _: Stack) -> bool:
     )
 
 
-def _unknown_principal_type(assignment: Inputs, _: Stack) -> bool:
+def _unknown_principal_type(assignment: Inputs, _: StackResources) -> bool:
     principal_type = assignment.get("principalType")
     return principal_type is not None and principal_type not in PRINCIPAL_TYPES
 
@@ -540,7 +540,7 @@ RULES: tuple[ArmRule, ...] = (
 
 def violations(resources: Sequence[Resource], rules: Sequence[ArmRule] = RULES) -> list[Violation]:
     """Every (rule, resource) pair where a registered resource breaks a rule of its type."""
-    stack = Stack(resources)
+    stack = StackResources(resources)
     return [
         Violation(rule.id, resource.name, rule.message)
         for rule in rules
