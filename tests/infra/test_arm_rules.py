@@ -207,10 +207,34 @@ def test_violation_names_rule_resource_and_reason() -> None:
     assert str(found) == "flex-runtime on claimcheck-dev-functions-app: runtime is one of ..."
 
 
-def test_flex_refuses_colon_in_app_setting_names() -> None:
-    """The other half of the app-settings row: 'ServiceBus:ConnectionString' fails the create."""
-    case = dataclasses.replace(CRAFTED["flex-app-settings-rejected"], change=_add_app_setting("A:B", "x"))
+def _duplicate_lifecycle_rule(inputs: dict[str, Any], _: list[Registered]) -> None:
+    rules = inputs["policy"]["rules"]
+    rules.append(copy.deepcopy(rules[0]))
+
+
+# Other branches of rows with more than one condition, each through the same path.
+OTHER_BRANCHES = [
+    pytest.param(
+        "flex-app-settings-rejected", _add_app_setting("ServiceBus:ConnectionString", "x"), id="colon"
+    ),
+    pytest.param(
+        "flex-deployment-storage-auth",
+        _set(
+            "functionAppConfig.deployment.storage.authentication.userAssignedIdentityResourceId",
+            "/subscriptions/s/resourceGroups/g/providers/Microsoft.ManagedIdentity/userAssignedIdentities/other",
+        ),
+        id="identity-not-the-apps",
+    ),
+    pytest.param("flex-runtime", _set("functionAppConfig.runtime.name", "ruby"), id="runtime-name"),
+    pytest.param("flex-maximum-instances", _scale("maximumInstanceCount", 1001), id="above-1000"),
+    pytest.param("storage-lifecycle-rules", _duplicate_lifecycle_rule, id="duplicate-name"),
+    pytest.param("rbac-condition-version", _set("conditionVersion", "2.0"), id="version-without-condition"),
+]
+
+
+@pytest.mark.parametrize(("rule_id", "change"), OTHER_BRANCHES)
+def test_other_branches_of_a_rule_report_too(rule_id: str, change: Change) -> None:
+    """A second way to break the same row is reported as that row, on the edited resource."""
+    case = dataclasses.replace(CRAFTED[rule_id], change=change)
     resources, edited = _with_change(stack_run(case.stack)[1].resources, case)
-    assert [(v.rule, v.resource) for v in violations(resources)] == [
-        ("flex-app-settings-rejected", edited.name)
-    ]
+    assert [(v.rule, v.resource) for v in violations(resources)] == [(rule_id, edited.name)]
