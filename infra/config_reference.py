@@ -118,7 +118,13 @@ KEYS: tuple[Key, ...] = (
         "Log Analytics and Application Insights retention.",
         "log_retention_days",
     ),
-    Key("alertEmails", "list of e-mail addresses", "Receivers of the action group's alerts.", "alert_emails"),
+    Key(
+        "alertEmails",
+        "list of e-mail addresses",
+        "Receivers of the action group's alerts (none: alerts notify no one). Addresses on reserved "
+        "domains (`example.com`, `.test`, ...) are refused as placeholders.",
+        "alert_emails",
+    ),
     Key(
         "backlogAlertThreshold",
         "integer 1-10000000",
@@ -211,7 +217,8 @@ KEYS: tuple[Key, ...] = (
         "consumerAlwaysReady",
         "integer 0-100",
         "Always-ready Flex Consumption instances for the "
-        "documents consumer (`function:consume_document`); they count toward `functionMaximumInstances`.",
+        "documents consumer (`function:consume_document`); they count toward `functionMaximumInstances`. "
+        "With `zoneRedundant` at least 2 (the platform keeps and bills 2 per function anyway).",
         "consumer_always_ready",
     ),
     Key(

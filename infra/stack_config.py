@@ -41,7 +41,16 @@ STORAGE_SKUS = (
     "Standard_RAGZRS",
 )
 INSTANCE_MEMORY_MB = (512, 2048, 4096)  # Flex Consumption instance sizes
+FLEX_MAXIMUM_INSTANCES = (40, 1000)  # Flex Consumption maximumInstanceCount range
+# With zone redundancy the Flex platform keeps at least this many always-ready instances for each
+# per-function scaling function or group, whatever is configured, and bills them (infra/arm_rules.py).
+ZONE_REDUNDANT_MIN_ALWAYS_READY = 2
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+# Domains reserved for documentation and testing (RFC 2606, RFC 6761): no mail is ever delivered there,
+# so an alert receiver on one is a placeholder that silences the alert.
+_RESERVED_EMAIL_DOMAIN = re.compile(
+    r"(?:^|\.)(?:example\.(?:com|net|org)|(?:test|example|invalid|localhost))$", re.IGNORECASE
+)
 _LOCATION = re.compile(r"^[a-z][a-z0-9]{2,30}$")
 _ENVIRONMENT = re.compile(r"^[a-z][a-z0-9-]{0,15}$")
 # Azure tag values: up to 256 characters; '<', '>', '%', '&', '\\', '?' and '/' are refused in tag names
@@ -257,7 +266,9 @@ def load_settings(config: Mapping[str, Any], stack: str) -> StackSettings:
         operator_principals=reader.principals("operatorPrincipals", api_access=False),
         owner=reader.string("owner", "unassigned", _TAG_VALUE, _TAG_FORM),
         cost_center=reader.string("costCenter", "unassigned", _TAG_VALUE, _TAG_FORM),
-        function_maximum_instances=reader.integer("functionMaximumInstances", 40, 40, 1000),
+        function_maximum_instances=reader.integer(
+            "functionMaximumInstances", FLEX_MAXIMUM_INSTANCES[0], *FLEX_MAXIMUM_INSTANCES
+        ),
         function_instance_memory_mb=reader.choice("functionInstanceMemoryMb", 2048, INSTANCE_MEMORY_MB),
         protect_stateful_resources=reader.boolean("protectStatefulResources", environment != "dev"),
         zone_redundant=reader.boolean("zoneRedundant", False),
@@ -301,6 +312,14 @@ def _refuse_contradictions(settings: StackSettings) -> None:
         )
     if settings.evidence_immutability:
         _refuse_worm_contradictions(settings)
+    if settings.zone_redundant and settings.consumer_always_ready < ZONE_REDUNDANT_MIN_ALWAYS_READY:
+        raise StackConfigError(
+            f"{PROJECT}:consumerAlwaysReady: {settings.consumer_always_ready} with "
+            f"{PROJECT}:zoneRedundant: true; set at least {ZONE_REDUNDANT_MIN_ALWAYS_READY} (a "
+            "zone-redundant Flex Consumption plan keeps and bills at least "
+            f"{ZONE_REDUNDANT_MIN_ALWAYS_READY} always-ready instances per function, whatever is "
+            "configured)"
+        )
     if settings.consumer_always_ready > settings.function_maximum_instances:
         raise StackConfigError(
             f"{PROJECT}:consumerAlwaysReady: {settings.consumer_always_ready} exceeds "
@@ -421,7 +440,13 @@ class _Reader:
         ):
             raise StackConfigError(
                 f"{PROJECT}:{key}: expected a list of e-mail addresses such as "
-                f"['ops@example.com'], got {value!r}"
+                f"['oncall@your-company.com'], got {value!r}"
+            )
+        placeholders = [item for item in value if _RESERVED_EMAIL_DOMAIN.search(item.rpartition("@")[2])]
+        if placeholders:
+            raise StackConfigError(
+                f"{PROJECT}:{key}: {placeholders} use a reserved domain (example.com, .test, ...) "
+                "that receives no mail: a placeholder; list your real on-call addresses"
             )
         return tuple(value)
 

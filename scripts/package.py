@@ -1,9 +1,9 @@
 """`make package`: the Function App's deployable zip, byte-identical for the same sources.
 
-The zip holds exactly function_app.py, host.json, openapi.json, requirements.txt and the claimcheck/ package's
-source files: no tests, local/, virtualenvs, local.settings*.json or caches. Dependencies are not
-vendored: the code deployment asks Flex Consumption for a remote build, which installs
-requirements.txt on the platform's own Linux x86-64 CPython 3.11 (docs/deploy.md says why).
+The zip holds exactly function_app.py, upload_routes.py, host.json, openapi.json, requirements.txt and
+the claimcheck/ package's source files: no tests, local/, virtualenvs, local.settings*.json or caches.
+Dependencies are not vendored: the code deployment asks Flex Consumption for a remote build, which
+installs requirements.txt on the platform's own Linux x86-64 CPython 3.11 (docs/deploy.md says why).
 
 Reproducible: entries in sorted order, a fixed timestamp and fixed permissions, a fixed compression
 level and no extra fields, so only file contents (and the zlib implementation) decide the bytes.

@@ -6,10 +6,18 @@ app settings are written (the consumer checks it against each purpose's allowed 
 system-assigned identity's id exists only after the app does, which would make the settings depend on
 the app they belong to.
 
-Code reaches the app by Flex Consumption "one deploy": the CI pipeline, after `pulumi up`, zips
-functions/ and runs `az functionapp deployment source config-zip` (or the Azure/functions-action);
-the platform stores the package in the deployment container below and reads it with the app's
-managed identity. No SAS URL (WEBSITE_RUN_FROM_PACKAGE) ever appears in the settings.
+Code reaches the app by Flex Consumption OneDeploy: the deploy workflow, after `pulumi up`, builds
+dist/claimcheck-functions.zip (`make package`, scripts/package.py) and runs `claimcheck-ops deploy`
+(scripts/ops_deploy.py), which POSTs it to the SCM site's /api/publish with an Entra token (basic-auth
+publishing is off, below); the platform stores the package in the deployment container below and
+reads it with the app's managed identity. No SAS URL (WEBSITE_RUN_FROM_PACKAGE) ever appears in the
+settings.
+
+Flex Consumption refuses a set of site-config properties (ARM 51021; infra/arm_rules.py lists them
+with their sources), and the SDK's SiteConfigArgs fills one of them itself (netFrameworkVersion
+"v4.6", pulumi/pulumi-azure-native#4168). The site config is therefore passed as a plain mapping
+(SiteConfigArgsDict), which the SDK sends as written, holding only what Flex accepts; FTP is off
+through the basic-auth publishing policy below, not siteConfig.ftpsState.
 """
 
 from __future__ import annotations
@@ -142,15 +150,16 @@ class FunctionApp(pulumi.ComponentResource):
             identity=web.ManagedServiceIdentityArgs(
                 type=web.ManagedServiceIdentityType.USER_ASSIGNED, user_assigned_identities=[self.identity.id]
             ),
-            site_config=web.SiteConfigArgs(
+            # A mapping, not SiteConfigArgs: that class adds netFrameworkVersion "v4.6", which Flex
+            # Consumption refuses (module docstring).
+            site_config=web.SiteConfigArgsDict(
                 app_settings=app_settings.apply(
                     lambda values: [
-                        web.NameValuePairArgs(name=key, value=value) for key, value in values.items()
+                        web.NameValuePairArgsDict(name=key, value=value) for key, value in values.items()
                     ]
                 ),
                 min_tls_version="1.2",
                 scm_min_tls_version="1.2",
-                ftps_state=web.FtpsState.DISABLED,
                 http20_enabled=True,
             ),
             function_app_config=web.FunctionAppConfigArgs(
@@ -180,7 +189,8 @@ class FunctionApp(pulumi.ComponentResource):
             ),
             opts=child,
         )
-        # Basic-auth publishing (FTP and SCM user/password) off: deployments use Entra ID.
+        # Basic-auth publishing (FTP and SCM user/password) off: deployments use Entra ID, and FTP has no
+        # credential to sign in with (Flex refuses siteConfig.ftpsState, so this is how FTP is closed).
         for key, policy in (("ftp", web.WebAppFtpAllowed), ("scm", web.WebAppScmAllowed)):
             policy(
                 f"{name}-{key}-basic-auth",

@@ -1,5 +1,11 @@
 """Observability: Log Analytics, Application Insights (Entra-only ingestion), an action group, and
-(after the watched resources exist) diagnostic settings, metric alerts and the orphan-count log alert.
+(after the watched resources exist) diagnostic settings, metric alerts and the log alerts (HTTP server
+errors, orphan counts).
+
+A Flex Consumption app emits only the Flex metrics (execution counts and units, instance count,
+memory, CPU; infra/arm_rules.py lists them with their source), none of which counts failures, so the
+API's server errors are alerted from Application Insights: the Functions host records each HTTP
+invocation as a `requests` row with its status code.
 
 Service Bus exposes no "oldest message age" platform metric (its metrics are counts: ActiveMessages,
 DeadletteredMessages, ScheduledMessages, ServerErrors, ThrottledRequests, ...). Backlog age is
@@ -17,7 +23,6 @@ import pulumi
 from pulumi_azure_native import applicationinsights, monitor, operationalinsights
 
 SERVICE_BUS_METRICS = "Microsoft.ServiceBus/namespaces"
-WEB_SITE_METRICS = "Microsoft.Web/sites"
 
 # The reconciler's one line per run (logger `claimcheck.reconciler`, message "reconciliation
 # finished", orphans_found in custom dimensions). The count is read from customDimensions (OpenCensus
@@ -32,6 +37,18 @@ ORPHAN_COUNT_QUERY = f"""traces
                                         extract(@"{ORPHAN_COUNT_PATTERN}", 1, message)))
 | where isnotnull(orphans_found)
 | project timestamp, orphans_found"""
+
+# The API's answers with a 5xx status (the host's request telemetry, one row per HTTP invocation; other
+# triggers' rows carry no HTTP status, so toint() drops them).
+HTTP_SERVER_ERRORS_QUERY = """requests
+| where toint(resultCode) >= 500
+| project timestamp, name, resultCode"""
+HTTP_SERVER_ERRORS_DESCRIPTION = (
+    "The Function App answered HTTP 5xx in the last 15 minutes: submissions, uploads or status reads "
+    "failed on the service side, so callers are retrying or giving up and documents may not have been "
+    "accepted. The alert is split by function (the requests' name); their exceptions are in "
+    "Application Insights."
+)
 
 
 def orphan_alert_description(provisional_grace_days: int) -> str:
@@ -201,52 +218,30 @@ class Alerts(pulumi.ComponentResource):
                 monitoring.action_group.id,
                 child,
             )
-        self._alert(
-            name,
-            MetricAlertSpec(
-                "function-errors",
-                "The Function App answered HTTP 5xx: intake or status requests are failing.",
-                "Http5xx",
-                "Total",
-                0,
-                2,
-            ),
-            WEB_SITE_METRICS,
-            function_app_id,
-            resource_group_name,
-            monitoring.action_group.id,
-            child,
-        )
-        self.orphan_alert = monitor.ScheduledQueryRule(
-            f"{name}-orphans",
+        _log_alert(
+            f"{name}-http-server-errors",
+            display_name="claimcheck: API server errors",
+            description=HTTP_SERVER_ERRORS_DESCRIPTION,
+            schedule=("PT5M", "PT15M"),
+            query=HTTP_SERVER_ERRORS_QUERY,
+            aggregation=monitor.TimeAggregation.COUNT,
+            split_by="name",
             resource_group_name=resource_group_name,
             location=location,
-            kind=monitor.Kind.LOG_ALERT,
+            monitoring=monitoring,
+            opts=child,
+        )
+        self.orphan_alert = _log_alert(
+            f"{name}-orphans",
             display_name="claimcheck: orphaned payloads",
             description=orphan_alert_description(provisional_grace_days),
-            severity=2,
-            enabled=True,
-            auto_mitigate=True,
-            scopes=[monitoring.app_insights.id],
-            evaluation_frequency="PT15M",
-            window_size="PT1H",
-            criteria=monitor.ScheduledQueryRuleCriteriaArgs(
-                all_of=[
-                    monitor.ConditionArgs(
-                        query=ORPHAN_COUNT_QUERY,
-                        time_aggregation=monitor.TimeAggregation.MAXIMUM,
-                        metric_measure_column="orphans_found",
-                        # Not monitor.ConditionOperator: in azure-native 3.x that enum is another
-                        # API's ("gt").
-                        operator="GreaterThan",
-                        threshold=0,
-                        failing_periods=monitor.ConditionFailingPeriodsArgs(
-                            number_of_evaluation_periods=1, min_failing_periods_to_alert=1
-                        ),
-                    )
-                ]
-            ),
-            actions=monitor.ActionsArgs(action_groups=[monitoring.action_group.id]),
+            schedule=("PT15M", "PT1H"),
+            query=ORPHAN_COUNT_QUERY,
+            aggregation=monitor.TimeAggregation.MAXIMUM,
+            measure_column="orphans_found",
+            resource_group_name=resource_group_name,
+            location=location,
+            monitoring=monitoring,
             opts=child,
         )
         self.register_outputs({})
@@ -296,3 +291,58 @@ class Alerts(pulumi.ComponentResource):
             actions=[monitor.MetricAlertActionArgs(action_group_id=action_group_id)],
             opts=child,
         )
+
+
+def _log_alert(
+    resource_name: str,
+    *,
+    display_name: str,
+    description: str,
+    schedule: tuple[str, str],
+    query: str,
+    aggregation: monitor.TimeAggregation,
+    resource_group_name: pulumi.Input[str],
+    location: str,
+    monitoring: Monitoring,
+    opts: pulumi.ResourceOptions,
+    measure_column: str | None = None,
+    split_by: str | None = None,
+) -> monitor.ScheduledQueryRule:
+    """A log alert on Application Insights: fires when `query`'s rows, aggregated (over
+    `measure_column`, or counted), exceed 0 in one evaluation; `schedule` is (frequency, window)."""
+    frequency, window = schedule
+    return monitor.ScheduledQueryRule(
+        resource_name,
+        resource_group_name=resource_group_name,
+        location=location,
+        kind=monitor.Kind.LOG_ALERT,
+        display_name=display_name,
+        description=description,
+        severity=2,
+        enabled=True,
+        auto_mitigate=True,
+        scopes=[monitoring.app_insights.id],
+        evaluation_frequency=frequency,
+        window_size=window,
+        criteria=monitor.ScheduledQueryRuleCriteriaArgs(
+            all_of=[
+                monitor.ConditionArgs(
+                    query=query,
+                    time_aggregation=aggregation,
+                    metric_measure_column=measure_column,
+                    # One alert per value of this column (e.g. per function), naming it.
+                    dimensions=[monitor.DimensionArgs(name=split_by, operator="Include", values=["*"])]
+                    if split_by
+                    else None,
+                    # Not monitor.ConditionOperator: in azure-native 3.x that enum is another API's ("gt").
+                    operator="GreaterThan",
+                    threshold=0,
+                    failing_periods=monitor.ConditionFailingPeriodsArgs(
+                        number_of_evaluation_periods=1, min_failing_periods_to_alert=1
+                    ),
+                )
+            ]
+        ),
+        actions=monitor.ActionsArgs(action_groups=[monitoring.action_group.id]),
+        opts=opts,
+    )

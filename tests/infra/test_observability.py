@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
 from infra.components.observability import (
+    HTTP_SERVER_ERRORS_QUERY,
     ORPHAN_COUNT_PATTERN,
     ORPHAN_COUNT_QUERY,
     RECONCILER_SUMMARY_MESSAGE,
 )
+from tests.infra.pulumi_harness import ProgramRun
 from tests.infra.stacks import Stack
 
 
@@ -24,7 +27,8 @@ def test_observability_covers_dead_letters_backlog_and_errors(stack: Stack) -> N
     assert {d.inputs["workspaceId"] for d in diagnostics} == {workspace.id}
     assert any(d.inputs["resourceUri"].endswith("/blobServices/default") for d in diagnostics)
     metrics = {a.inputs["criteria"]["allOf"][0]["metricName"]: a.inputs for a in run.of_type("MetricAlert")}
-    assert set(metrics) == {"DeadletteredMessages", "ActiveMessages", "ServerErrors", "Http5xx"}
+    # The Function App's errors are a log alert (below): Flex Consumption emits no Http5xx metric.
+    assert set(metrics) == {"DeadletteredMessages", "ActiveMessages", "ServerErrors"}
     assert metrics["ActiveMessages"]["criteria"]["allOf"][0]["threshold"] == settings.backlog_alert_threshold
     action_group = run.one("ActionGroup")
     assert all(a["actions"] == [{"actionGroupId": action_group.id}] for a in metrics.values())
@@ -32,10 +36,44 @@ def test_observability_covers_dead_letters_backlog_and_errors(stack: Stack) -> N
     assert emails == list(settings.alert_emails)
 
 
+def _log_alert(run: ProgramRun, display_name: str) -> dict[str, Any]:
+    (rule,) = [r.inputs for r in run.of_type("ScheduledQueryRule") if r.inputs["displayName"] == display_name]
+    return rule
+
+
+def test_api_server_errors_alert_on_application_insights_requests(stack: Stack) -> None:
+    """HTTP 5xx answers are counted from Application Insights requests over 15 minutes, split by
+    function, and the description says what failing requests mean for callers."""
+    settings, run = stack
+    rule = _log_alert(run, "claimcheck: API server errors")
+    assert rule["kind"] == "LogAlert"
+    assert rule["scopes"] == [run.one("Component").id]
+    assert rule["location"] == settings.location
+    assert (rule["windowSize"], rule["evaluationFrequency"]) == ("PT15M", "PT5M")
+    (condition,) = rule["criteria"]["allOf"]
+    assert condition["query"] == HTTP_SERVER_ERRORS_QUERY
+    assert (condition["timeAggregation"], condition["operator"], condition["threshold"]) == (
+        "Count",
+        "GreaterThan",
+        0,
+    )
+    assert "metricMeasureColumn" not in condition
+    assert condition["dimensions"] == [{"name": "name", "operator": "Include", "values": ["*"]}]
+    assert rule["actions"] == {"actionGroups": [run.one("ActionGroup").id]}
+    assert "callers are retrying or giving up" in rule["description"]
+
+
+def test_server_errors_query_keeps_only_5xx_answers() -> None:
+    """The query reads the host's request rows and keeps status codes of 500 and above."""
+    assert HTTP_SERVER_ERRORS_QUERY.startswith("requests\n")
+    assert "| where toint(resultCode) >= 500" in HTTP_SERVER_ERRORS_QUERY
+    assert "name" in HTTP_SERVER_ERRORS_QUERY.rsplit("| project", 1)[1]  # the split-by column
+
+
 def test_orphan_alert_queries_the_reconciler_summary_hourly(stack: Stack) -> None:
     """A log alert on Application Insights traces fires when a run in the last hour found orphans."""
     settings, run = stack
-    (rule,) = [r.inputs for r in run.of_type("ScheduledQueryRule")]
+    rule = _log_alert(run, "claimcheck: orphaned payloads")
     assert rule["kind"] == "LogAlert"
     assert rule["scopes"] == [run.one("Component").id]
     assert rule["location"] == settings.location

@@ -31,14 +31,15 @@ def test_stack_files_load(stack: str) -> None:
 
 
 def test_prod_differs_from_dev() -> None:
-    """The prod stack keeps data longer, is zone-redundant and has alert receivers."""
+    """The prod stack keeps data longer, is zone-redundant, with warm consumers in each zone."""
     dev = load_settings(read_stack_config("dev"), "dev")
     prod = load_settings(read_stack_config("prod"), "prod")
     assert prod.log_retention_days > dev.log_retention_days
     assert prod.blob_delete_retention_days > dev.blob_delete_retention_days
     assert prod.topology.lifecycle.delete_after_days > dev.topology.lifecycle.delete_after_days
     assert prod.storage_sku != dev.storage_sku
-    assert prod.alert_emails
+    assert prod.zone_redundant
+    assert prod.consumer_always_ready >= 2
     assert prod.protect_stateful_resources
     assert not dev.protect_stateful_resources
 
@@ -103,6 +104,37 @@ def test_bad_value_is_refused_naming_the_key(config: dict[str, Any], key: str) -
     with pytest.raises(StackConfigError) as raised:
         load_settings(config, "dev")
     assert key in str(raised.value)
+
+
+_ZONE_REDUNDANT = {"zoneRedundant": True, "serviceBusSku": "Premium", "storageSku": "Standard_ZRS"}
+
+
+@pytest.mark.parametrize("always_ready", [0, 1])
+def test_zone_redundancy_refuses_fewer_than_two_always_ready(always_ready: int) -> None:
+    """A zone-redundant Flex plan keeps (and bills) 2 always-ready instances per function whatever is
+    configured, so a config that says fewer is refused naming the key."""
+    with pytest.raises(
+        StackConfigError, match=r"claimcheck:consumerAlwaysReady: \d with claimcheck:zoneRedundant"
+    ):
+        load_settings(_ZONE_REDUNDANT | {"consumerAlwaysReady": always_ready}, "prod")
+    assert load_settings(_ZONE_REDUNDANT | {"consumerAlwaysReady": 2}, "prod").consumer_always_ready == 2
+    assert load_settings({"consumerAlwaysReady": 1}, "dev").consumer_always_ready == 1  # no zones: any
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["platform-oncall@example.com", "ops@EXAMPLE.org", "a@mail.example.net", "b@ops.test", "c@host.invalid"],
+)
+def test_placeholder_alert_address_is_refused(address: str) -> None:
+    """Reserved domains never receive mail: such an alert receiver is a placeholder, refused by key."""
+    with pytest.raises(StackConfigError, match=r"claimcheck:alertEmails: .*placeholder"):
+        load_settings({"alertEmails": ["oncall@contoso.com", address]}, "prod")
+
+
+def test_real_alert_addresses_are_kept() -> None:
+    """Addresses outside the reserved domains (including ones merely containing 'example') load."""
+    emails = ["oncall@contoso.com", "ops@example-corp.com", "sre@notexample.com"]
+    assert load_settings({"alertEmails": emails}, "dev").alert_emails == tuple(emails)
 
 
 def test_stack_name_that_is_not_a_valid_environment_is_refused() -> None:
