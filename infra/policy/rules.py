@@ -383,20 +383,6 @@ def _scope_resource_problem(role: str, target: StackResource, hosts: _HostAccoun
     return None
 
 
-def role_assignment_violations(
-    props: Mapping[str, Any], host_accounts: set[str], data_roles: frozenset[str] = DATA_ROLES
-) -> list[str]:
-    """A data role (Service Bus or Storage data) must sit on an entity, not on a broad scope; the
-    scope and the role given as ids (`host_accounts`: names of the Functions host accounts)."""
-    scope, definition = _known_str(props.get("scope")), _known_str(props.get("roleDefinitionId"))
-    if scope is None or definition is None or role_guid(definition) not in data_roles:
-        return []
-    problem = _scope_id_problem(
-        role_guid(definition), scope, _HostAccounts(frozenset(host_accounts), frozenset())
-    )
-    return [] if problem is None else [problem]
-
-
 _ABOVE_RESOURCE_GROUP = re.compile(
     r"^(/|/subscriptions/[^/]+/?|/providers/microsoft\.management/managementgroups/[^/]+/?)$", re.IGNORECASE
 )
