@@ -230,6 +230,7 @@ CASES = [
         "dev",
         _secret_in_known_list,
         True,
+        shipped=False,
     ),
     Case("functions-no-anonymous-routes", "no-issuer", "dev", _no_issuer, False),
     Case(
