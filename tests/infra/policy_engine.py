@@ -53,8 +53,9 @@ from pulumi import _types
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc, resource_pb2
 
 from infra.program import deploy
-from infra.stack_config import load_settings, read_stack_config
+from infra.stack_config import read_stack_config
 from tests.infra.pulumi_harness import AzureMocks, RecordingMonitor, run_program
+from tests.infra.stacks import stack_run
 
 PACK_DIR = Path(__file__).resolve().parents[2] / "infra" / "policy"
 PROJECT = "claimcheck"
@@ -278,16 +279,18 @@ def stack_config(stack: str) -> dict[str, str]:
 
 
 @functools.cache
-def engine_run(stack: str, *, preview: bool) -> EngineRun:
-    """The stack's program run once under mocks, as a first preview (nothing exists yet) or as the
-    update that creates everything. Cached: crafted violations work on `.copy()`."""
+def engine_run(variant: str, *, preview: bool) -> EngineRun:
+    """A stack of tests/infra/stacks.py ("dev", "prod", "prod+producer") run once under mocks, as a
+    first preview (nothing exists yet) or as the update that creates everything. Cached: crafted
+    violations work on `.copy()`."""
     monitors: list[EngineMonitor] = []
+    stack = variant.partition("+")[0]
 
     def monitor_type(mocks: AzureMocks) -> EngineMonitor:
         monitors.append(EngineMonitor(mocks, stack=stack, preview=preview))
         return monitors[-1]
 
-    settings = load_settings(read_stack_config(stack), stack)
+    settings, _ = stack_run(variant)
     run_program(lambda: deploy(settings), stack=stack, preview=preview, monitor_type=monitor_type)
     (monitor,) = monitors
     return EngineRun(stack, preview, [*monitor.providers.values(), *monitor.registered])

@@ -27,6 +27,7 @@ from tests.infra.policy_engine import (
     pack_pool,
     preview_outputs,
 )
+from tests.infra.stacks import STACKS
 
 PHASES = {"first-preview": True, "update": False}
 RULES = (
@@ -60,11 +61,31 @@ def _diagnostics(packs: PackPool, run: EngineRun) -> list[Diagnostic]:
 
 
 @pytest.mark.parametrize("phase", PHASES)
-@pytest.mark.parametrize("stack_name", ["dev", "prod"])
+@pytest.mark.parametrize("stack_name", STACKS)
 def test_shipped_stacks_get_no_diagnostic(packs: PackPool, stack_name: str, phase: str) -> None:
-    """dev and prod as shipped: no violation and no advisory, in a first preview and in the update."""
+    """dev and prod as shipped (and prod with a producer, an operator and a group grant): no
+    violation and no advisory, in a first preview and in the update."""
     run = engine_run(stack_name, preview=PHASES[phase])
     assert [(d.policy, d.level, d.message) for d in _diagnostics(packs, run)] == []
+
+
+def test_the_engine_view_is_what_azure_native_returns() -> None:
+    """The stand-in's shapes: outputs after a create hold no input-only property and no WebApp
+    siteConfig; a first preview echoes literal inputs and leaves ids and generated names unknown."""
+    update, first = engine_run("prod", preview=False), engine_run("prod", preview=True)
+    assert "siteConfig" in update.one("WebApp").inputs
+    assert "siteConfig" not in update.one("WebApp").outputs
+    container = update.one("BlobContainer", "evidence")
+    assert "containerName" not in container.outputs
+    assert container.outputs["name"] == "evidence"
+    definition = update.one("RoleDefinition")
+    assert "roleDefinitionId" not in definition.outputs
+    assert definition.outputs["name"] == definition.inputs["roleDefinitionId"]
+    assert first.one("BlobContainer", "evidence").outputs["name"] == UNKNOWN
+    assert first.one("BlobContainer", "evidence").outputs["metadata"] == container.outputs["metadata"]
+    assignment = _assignment(first, "app-host-storage")
+    assert assignment.inputs["scope"] == UNKNOWN
+    assert assignment.property_dependencies["scope"] == [first.one("StorageAccount", "cchost").urn]
 
 
 def test_the_pack_declares_every_rule_mandatory(packs: PackPool) -> None:
@@ -207,6 +228,14 @@ CASES = [
         "dev",
         lambda run: _set(run.one("Namespace"), "disableLocalAuth", False),
         True,
+    ),
+    Case(
+        "servicebus-entra-only-tls12",
+        "local-auth-computed",
+        "dev",
+        lambda run: _set(run.one("Namespace"), "disableLocalAuth", UNKNOWN),
+        True,
+        shipped=False,
     ),
     Case("servicebus-no-sas-rules", "queue-sas-rule", "dev", _sas_rule, True),
     Case(
