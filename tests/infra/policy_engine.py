@@ -25,7 +25,10 @@ is not returned (a WebApp's `siteConfig`: "not returned in response to normal cr
 requests since it may contain sensitive information").
 
 Not reproduced: the provider's Check (azure-native's defaults and autonames are not added to the
-inputs), and nested response-only properties of a preview output (absent here, unknown there).
+inputs; the SDK's own defaults are there), provider config in the default providers' inputs, and the
+azuread provider's own preview (a bridged Terraform provider: modelled like azure-native's, inputs
+echoed and the rest unknown); created outputs are the mocks' answers (tests/infra/pulumi_harness.py)
+kept to the type's output properties, so a computed output the mocks do not answer is absent.
 The pack never dials the engine address: pulumi.policy's __main__ only parses it, and pulumi.log
 writes to stderr when no engine is configured, so no engine server is started.
 """
