@@ -1,21 +1,60 @@
-"""Wires the pure rules (infra/policy/rules.py) to azure-native v3 resource types."""
+"""Wires the pure rules (infra/policy/rules.py) to azure-native v3 resource types.
+
+The engine hands a policy its properties as pulumi_policy's proxies (Mapping and Sequence, not dict
+and list), which raise UnknownValueError on a value not known yet; the SDK then turns the whole
+policy into an advisory "can't run during preview". `plain` reads each value once instead, unknowns
+as rules.UNKNOWN, so every rule judges what is known and enforces during a first preview too.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pulumi_policy import (
     EnforcementLevel,
     PolicyPack,
+    PolicyResource,
     ReportViolation,
     ResourceValidationArgs,
     ResourceValidationPolicy,
     StackValidationArgs,
     StackValidationPolicy,
 )
+from pulumi_policy.proxy import UnknownValueError
 
 from infra.policy import rules
+
+
+def plain(value: object) -> Any:
+    """The engine's property proxies as dicts and lists, each unknown value as rules.UNKNOWN."""
+
+    def read(container: Any, key: Any) -> Any:
+        try:
+            return plain(container[key])
+        except UnknownValueError:
+            return rules.UNKNOWN
+
+    if isinstance(value, Mapping):
+        return {key: read(value, key) for key in value}
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        return [read(value, index) for index in range(len(value))]
+    return value
+
+
+def _stack_resource(resource: PolicyResource) -> rules.StackResource:
+    return rules.StackResource(
+        kind=resource.resource_type,
+        props=plain(resource.props),
+        urn=resource.urn,
+        name=resource.name,
+        dependencies=tuple(dependency.urn for dependency in resource.dependencies),
+        property_dependencies={
+            key: tuple(dependency.urn for dependency in dependencies)
+            for key, dependencies in resource.property_dependencies.items()
+        },
+    )
+
 
 ResourceValidate = Callable[[ResourceValidationArgs, ReportViolation], None]
 
@@ -25,7 +64,7 @@ def _for_type(resource_type: str) -> ResourceValidate:
 
     def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
         if args.resource_type == resource_type:
-            for problem in check(args.props):
+            for problem in check(plain(args.props)):
                 report_violation(problem, None)
 
     return validate
@@ -33,7 +72,7 @@ def _for_type(resource_type: str) -> ResourceValidate:
 
 def _no_anonymous_routes(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     if args.resource_type == "azure-native:web:WebApp":
-        for problem in rules.token_gate_violations(args.props):
+        for problem in rules.token_gate_violations(plain(args.props)):
             report_violation(problem, None)
 
 
@@ -44,7 +83,7 @@ def _no_sas_rules(args: ResourceValidationArgs, report_violation: ReportViolatio
 
 def _data_roles_at_entity_scope(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     resources = args.resources
-    for index, problem in rules.stack_role_violations((r.resource_type, r.props) for r in resources):
+    for index, problem in rules.stack_role_violations(_stack_resource(r) for r in resources):
         report_violation(problem, resources[index].urn)
 
 
@@ -52,13 +91,13 @@ def _production_data_services_private(
     args: ResourceValidationArgs, report_violation: ReportViolation
 ) -> None:
     if args.resource_type in rules.DATA_SERVICE_TYPES:
-        for problem in rules.production_public_access_violations(args.props):
+        for problem in rules.production_public_access_violations(plain(args.props)):
             report_violation(problem, None)
 
 
 def _production_evidence_immutable(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     resources = args.resources
-    listed = ((r.resource_type, r.props) for r in resources)
+    listed = (_stack_resource(r) for r in resources)
     for index, problem in rules.production_evidence_worm_violations(listed):
         report_violation(problem, None if index is None else resources[index].urn)
 

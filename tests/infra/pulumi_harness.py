@@ -246,16 +246,20 @@ def run_program(
     stack: str,
     config: dict[str, Any] | None = None,
     subscription_id: str = SUBSCRIPTION_ID,
+    preview: bool = False,
+    monitor_type: Callable[[AzureMocks], RecordingMonitor] = RecordingMonitor,
 ) -> ProgramRun:
     """Runs `program` under mocks, with `config` as the stack's `claimcheck:*` config.
 
     The config goes where the Pulumi language host puts it for a real run: the PULUMI_CONFIG
-    environment variable, a JSON object of strings (structured values JSON-encoded).
+    environment variable, a JSON object of strings (structured values JSON-encoded). `preview` runs
+    it as `pulumi preview` does (outputs the monitor leaves out are unknown); `monitor_type` builds
+    the resource monitor (tests/infra/policy_engine.py records what the engine would receive).
     """
     _ensure_event_loop()
     mocks = AzureMocks(subscription_id)
-    monitor = RecordingMonitor(mocks)
-    pulumi.runtime.set_mocks(mocks, project="claimcheck", stack=stack, preview=False, monitor=monitor)
+    monitor = monitor_type(mocks)
+    pulumi.runtime.set_mocks(mocks, project="claimcheck", stack=stack, preview=preview, monitor=monitor)
     pulumi.runtime.set_all_config({})
     run = ProgramRun(resources=mocks.resources, registrations=monitor.registrations)
 

@@ -116,8 +116,10 @@ def test_policy_refuses_public_data_services_in_production_only(stack: Stack) ->
     (problem,) = rules.production_public_access_violations(prod_props)
     assert "publicNetworkAccess: Disabled" in problem
     assert rules.production_public_access_violations({**prod_props, "tags": {"environment": "dev"}}) == []
-    unknown = {**prod_props, "publicNetworkAccess": rules.UNKNOWN}  # a preview's computed value
-    assert rules.production_public_access_violations(unknown) == []
+    # A value a preview cannot know is refused too: the switch must be a literal the preview checks.
+    unknown = {**prod_props, "publicNetworkAccess": rules.UNKNOWN}
+    (problem,) = rules.production_public_access_violations(unknown)
+    assert "literal" in problem
     reported: list[str] = []
     for resource_type in (*rules.DATA_SERVICE_TYPES, "azure-native:servicebus:Queue"):
         pack._production_data_services_private(

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 import pytest
-from pulumi_policy import ResourceValidationArgs, StackValidationArgs
+from pulumi_policy.proxy import (
+    UNKNOWN_OBJECT_VALUE,
+    UNKNOWN_STRING_VALUE,
+    UnknownValueError,
+    unknown_checking_proxy,
+)
 
 from infra.policy import pack, rules
 from infra.roles import PAYLOAD_OPERATOR, BuiltInRole, custom_role_guid, role_definition_id
@@ -159,37 +163,41 @@ def test_broad_data_roles_fail(assignment: tuple[str, dict[str, Any]]) -> None:
     assert assignment[1]["scope"] in problem
 
 
-def test_pack_wiring_reports_each_rules_violations() -> None:
-    """The pack's callbacks pass the resource's props to the rule and report each violation."""
-    reported: list[tuple[str, str | None]] = []
-
-    def report(message: str, urn: str | None) -> None:
-        reported.append((message, urn))
-
-    storage_check = pack._for_type("azure-native:storage:StorageAccount")
-    storage_check(
-        cast(
-            ResourceValidationArgs,
-            SimpleNamespace(
-                resource_type="azure-native:storage:StorageAccount",
-                props={**GOOD_ACCOUNT, "allowSharedKeyAccess": True},
-            ),
-        ),
-        report,
+def test_plain_reads_the_engines_proxies() -> None:
+    """pulumi_policy's proxies (Mapping/Sequence, raising on an unknown) become dicts and lists, each
+    unknown the rules' UNKNOWN, so a rule reads every value it needs instead of losing the policy."""
+    proxied = unknown_checking_proxy(
+        {
+            "siteConfig": {"appSettings": [{"name": "A", "value": UNKNOWN_STRING_VALUE}]},
+            "tags": UNKNOWN_OBJECT_VALUE,
+        }
     )
-    storage_check(
-        cast(
-            ResourceValidationArgs,
-            SimpleNamespace(resource_type="azure-native:servicebus:Namespace", props={}),
+    assert not isinstance(proxied["siteConfig"]["appSettings"], list)
+    with pytest.raises(UnknownValueError):
+        proxied.get("tags")
+    assert pack.plain(proxied) == {
+        "siteConfig": {"appSettings": [{"name": "A", "value": rules.UNKNOWN}]},
+        "tags": rules.UNKNOWN,
+    }
+
+
+@pytest.mark.parametrize(
+    ("check", "props"),
+    [
+        (
+            rules.servicebus_namespace_violations,
+            {"disableLocalAuth": rules.UNKNOWN, "minimumTlsVersion": "1.2"},
         ),
-        report,
-    )
-    roles_type, roles_props = _assignment(BuiltInRole.SERVICE_BUS_DATA_SENDER, NAMESPACE)
-    resource = SimpleNamespace(resource_type=roles_type, props=roles_props, urn="urn:ra")
-    stack = SimpleNamespace(resources=[resource])
-    pack._data_roles_at_entity_scope(cast(StackValidationArgs, stack), report)
-    assert [urn for _, urn in reported] == [None, "urn:ra"]
-    assert "allowSharedKeyAccess" in reported[0][0]
+        (rules.storage_account_violations, {**GOOD_ACCOUNT, "allowSharedKeyAccess": rules.UNKNOWN}),
+        (rules.storage_account_violations, {**GOOD_ACCOUNT, "enableHttpsTrafficOnly": rules.UNKNOWN}),
+        (rules.blob_container_violations, {"publicAccess": rules.UNKNOWN}),
+    ],
+)
+def test_unknown_security_switches_are_violations(check: Any, props: dict[str, Any]) -> None:
+    """A switch the preview cannot read is refused: it must be a literal the preview checks."""
+    (problem,) = check(props)
+    assert "literal" in problem
+    assert rules.UNKNOWN not in problem
 
 
 _CUSTOM_GUID = custom_role_guid(GROUP, PAYLOAD_OPERATOR)
