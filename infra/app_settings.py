@@ -109,26 +109,19 @@ def topology_settings(
     )
 
 
-def build_app_settings(
-    endpoints: AppEndpoints,
-    identity: AppIdentity,
+def static_app_settings(
     topology: Topology,
     environment: str,
-    consumed_purposes: Collection[str] = tuple(DEFAULT_PURPOSES),
     immutable_containers: Mapping[str, int] | None = None,
     max_inline_request_bytes: int = INLINE_REQUEST_MAX_BYTES,
 ) -> dict[str, str]:
+    """The settings the stack config alone decides: known in a first `pulumi preview`, so the policy
+    pack checks their values there too."""
     settings = topology_settings(topology, environment, immutable_containers, max_inline_request_bytes)
     return settings.to_env() | {
-        **identity_settings(identity, consumed_purposes),
         # The Functions host's own request-body limit, from the same inline cap the app enforces: on
         # Azure the worker gets the whole body with the invocation, so this is what bounds its memory.
         HOST_REQUEST_LIMIT_SETTING: str(host_request_body_limit(settings.max_inline_request_bytes)),
-        "AzureWebJobsStorage__accountName": endpoints.host_storage_account,
-        f"{SERVICEBUS_CONNECTION}__fullyQualifiedNamespace": endpoints.service_bus_fqdn,
-        f"{STORAGE_CONNECTION}__blobServiceUri": endpoints.payload_blob_uri.rstrip("/"),
-        f"{STORAGE_CONNECTION}__tableServiceUri": endpoints.payload_table_uri.rstrip("/"),
-        "APPLICATIONINSIGHTS_CONNECTION_STRING": endpoints.app_insights_connection_string,
         # The Python worker (3.8-3.12) imports its own protobuf 4.x first; the Service Bus SDK-type
         # extension's settlement stubs (ServiceBusMessageActions) are protobuf 6 gencode and fail to
         # load against it. This setting makes the worker load the app's packages (protobuf 6, grpcio)
@@ -143,6 +136,38 @@ def build_app_settings(
         # APPLICATIONINSIGHTS_AUTHENTICATION_STRING says) instead of the host forwarding the worker's logs.
         "PYTHON_ENABLE_OPENTELEMETRY": "true",
     }
+
+
+def resource_app_settings(
+    endpoints: AppEndpoints,
+    identity: AppIdentity,
+    consumed_purposes: Collection[str] = tuple(DEFAULT_PURPOSES),
+) -> dict[str, str]:
+    """The settings the stack's resources decide (endpoints, the identity's ids): their values are
+    known only once the resources exist, their names always (``RESOURCE_SETTING_NAMES``)."""
+    return {
+        **identity_settings(identity, consumed_purposes),
+        "AzureWebJobsStorage__accountName": endpoints.host_storage_account,
+        f"{SERVICEBUS_CONNECTION}__fullyQualifiedNamespace": endpoints.service_bus_fqdn,
+        f"{STORAGE_CONNECTION}__blobServiceUri": endpoints.payload_blob_uri.rstrip("/"),
+        f"{STORAGE_CONNECTION}__tableServiceUri": endpoints.payload_table_uri.rstrip("/"),
+        "APPLICATIONINSIGHTS_CONNECTION_STRING": endpoints.app_insights_connection_string,
+    }
+
+
+def build_app_settings(
+    endpoints: AppEndpoints,
+    identity: AppIdentity,
+    topology: Topology,
+    environment: str,
+    consumed_purposes: Collection[str] = tuple(DEFAULT_PURPOSES),
+    immutable_containers: Mapping[str, int] | None = None,
+    max_inline_request_bytes: int = INLINE_REQUEST_MAX_BYTES,
+) -> dict[str, str]:
+    """Every app setting but the token gate's (``auth_settings``), as plain strings."""
+    return static_app_settings(
+        topology, environment, immutable_containers, max_inline_request_bytes
+    ) | resource_app_settings(endpoints, identity, consumed_purposes)
 
 
 @dataclass(frozen=True)
@@ -163,3 +188,12 @@ def auth_settings(auth: ApiAuth) -> dict[str, str]:
         JWKS_URI_SETTING: auth.jwks_uri,
         ACCESS_TABLE_SETTING: auth.access_table.to_json(),
     }
+
+
+def resource_setting_names(consumed_purposes: Collection[str] = tuple(DEFAULT_PURPOSES)) -> tuple[str, ...]:
+    """The names ``resource_app_settings`` and ``auth_settings`` write, before any value is known (a
+    first preview): read off the functions themselves, whose names never depend on the values."""
+    placeholder = "known-once-the-resources-exist"
+    endpoints = AppEndpoints(*(placeholder,) * 5)
+    names = resource_app_settings(endpoints, AppIdentity(placeholder, placeholder), consumed_purposes)
+    return (*names, *auth_settings(ApiAuth(placeholder, placeholder, placeholder, AccessTable(()))))

@@ -22,13 +22,22 @@ through the basic-auth publishing policy below, not siteConfig.ftpsState.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
 
 import pulumi
 from claimcheck.settings import INLINE_REQUEST_MAX_BYTES
 from pulumi_azure_native import managedidentity, storage, web
 
-from infra.app_settings import ApiAuth, AppEndpoints, AppIdentity, auth_settings, build_app_settings
+from infra.app_settings import (
+    ApiAuth,
+    AppEndpoints,
+    AppIdentity,
+    auth_settings,
+    resource_app_settings,
+    resource_setting_names,
+    static_app_settings,
+)
 from infra.components.storage import secure_storage_account
 from infra.topology import Topology
 
@@ -103,7 +112,7 @@ class FunctionApp(pulumi.ComponentResource):
         self.identity = managedidentity.UserAssignedIdentity(
             f"{name}-identity", resource_group_name=resource_group_name, location=location, opts=child
         )
-        app_settings = pulumi.Output.all(
+        resolved = pulumi.Output.all(
             service_bus_fqdn,
             payload_blob_endpoint,
             payload_table_endpoint,
@@ -114,7 +123,7 @@ class FunctionApp(pulumi.ComponentResource):
             self.identity.principal_id,
         ).apply(
             lambda values: (
-                build_app_settings(
+                resource_app_settings(
                     AppEndpoints(
                         service_bus_fqdn=values[0],
                         payload_blob_uri=values[1],
@@ -123,15 +132,22 @@ class FunctionApp(pulumi.ComponentResource):
                         app_insights_connection_string=values[4],
                     ),
                     AppIdentity(client_id=values[6], principal_id=values[7]),
-                    topology,
-                    environment,
                     consumed_purposes,
-                    immutable_containers,
-                    max_inline_request_bytes,
                 )
                 | auth_settings(values[5])
             )
         )
+        static = static_app_settings(topology, environment, immutable_containers, max_inline_request_bytes)
+        # One name/value pair per setting, names always known: the config's values as plain strings,
+        # each resource-decided value its own Output. A first preview (resource outputs unknown) then
+        # shows the policy pack every name and every config value, instead of one unknown list.
+        setting_pairs: list[web.NameValuePairArgsDict] = [
+            web.NameValuePairArgsDict(name=key, value=value) for key, value in static.items()
+        ] + [
+            web.NameValuePairArgsDict(name=key, value=resolved.apply(operator.itemgetter(key)))
+            for key in resource_setting_names(consumed_purposes)
+        ]
+        app_settings = resolved.apply(lambda values: static | values)
         self.app_settings = app_settings
         package_url = pulumi.Output.concat(
             self.host_account.primary_endpoints.apply(lambda endpoints: endpoints.blob), DEPLOYMENT_CONTAINER
@@ -153,11 +169,7 @@ class FunctionApp(pulumi.ComponentResource):
             # A mapping, not SiteConfigArgs: that class adds netFrameworkVersion "v4.6", which Flex
             # Consumption refuses (module docstring).
             site_config=web.SiteConfigArgsDict(
-                app_settings=app_settings.apply(
-                    lambda values: [
-                        web.NameValuePairArgsDict(name=key, value=value) for key, value in values.items()
-                    ]
-                ),
+                app_settings=setting_pairs,
                 min_tls_version="1.2",
                 scm_min_tls_version="1.2",
                 http20_enabled=True,

@@ -47,10 +47,7 @@ RULES = (
 # Whether a first preview of the shipped program enforces the rule. The two app-settings rules only
 # see the list once it is known: the program computes it as one output of values a first preview
 # does not know (the namespace's endpoint, the identity's client id), so they enforce at `pulumi up`.
-FIRST_PREVIEW = {rule: True for rule in RULES} | {
-    "functions-no-secrets-in-app-settings": False,
-    "functions-no-anonymous-routes": False,
-}
+FIRST_PREVIEW = dict.fromkeys(RULES, True)
 
 
 @pytest.fixture(scope="module")
@@ -131,13 +128,6 @@ def _settings(run: EngineRun) -> tuple[EngineResource, Any]:
     return app, app.inputs["siteConfig"]["appSettings"]
 
 
-def _known_names(run: EngineRun, *, without: str = "") -> list[dict[str, Any]]:
-    """The shipped setting names with values a first preview does not know: the list as the program
-    would register it if it built each pair from its own output."""
-    _, settings = _settings(engine_run(run.stack, preview=False))
-    return [{"name": pair["name"], "value": UNKNOWN} for pair in settings if pair["name"] != without]
-
-
 _CONNECTION_STRING = {
     "name": "AzureWebJobsStorage",
     "value": "DefaultEndpointsProtocol=https;AccountName=cchost;AccountKey=abc==",
@@ -151,22 +141,10 @@ def _secret_setting(run: EngineRun) -> EngineResource:
     return app
 
 
-def _secret_in_known_list(run: EngineRun) -> EngineResource:
-    app, _ = _settings(run)
-    app.inputs["siteConfig"]["appSettings"] = [*_known_names(run), _CONNECTION_STRING]
-    return app
-
-
 def _no_issuer(run: EngineRun) -> EngineResource:
     app, settings = _settings(run)
     if settings != UNKNOWN:
         settings[:] = [pair for pair in settings if pair["name"] != "CLAIMCHECK_AUTH_ISSUER"]
-    return app
-
-
-def _no_issuer_in_known_list(run: EngineRun) -> EngineResource:
-    app, _ = _settings(run)
-    app.inputs["siteConfig"]["appSettings"] = _known_names(run, without="CLAIMCHECK_AUTH_ISSUER")
     return app
 
 
@@ -255,24 +233,8 @@ CASES = [
         lambda run: _set(run.one("BlobContainer", "payloads"), "publicAccess", "Blob"),
         True,
     ),
-    Case("functions-no-secrets-in-app-settings", "connection-string", "dev", _secret_setting, False),
-    Case(
-        "functions-no-secrets-in-app-settings",
-        "connection-string-known-list",
-        "dev",
-        _secret_in_known_list,
-        True,
-        shipped=False,
-    ),
-    Case("functions-no-anonymous-routes", "no-issuer", "dev", _no_issuer, False),
-    Case(
-        "functions-no-anonymous-routes",
-        "no-issuer-known-list",
-        "dev",
-        _no_issuer_in_known_list,
-        True,
-        shipped=False,
-    ),
+    Case("functions-no-secrets-in-app-settings", "connection-string", "dev", _secret_setting, True),
+    Case("functions-no-anonymous-routes", "no-issuer", "dev", _no_issuer, True),
     Case(
         "rbac-custom-roles-narrow",
         "wildcard-data-actions",
