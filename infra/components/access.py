@@ -33,12 +33,14 @@ from infra.roles import (
 
 @dataclass(frozen=True)
 class Grant:
-    """One role for one principal at one scope; `key` names the logical resource."""
+    """One role for one principal at one scope; `key` names the logical resource. `principal_type`
+    is the object's type (User, Group or ServicePrincipal): ARM refuses a mismatched one."""
 
     key: str
     role: BuiltInRole | CustomRole
     scope: pulumi.Input[str]
     principal_id: pulumi.Input[str]
+    principal_type: str = "ServicePrincipal"
 
 
 class Access(pulumi.ComponentResource):
@@ -97,7 +99,7 @@ class Access(pulumi.ComponentResource):
                 ),
                 scope=grant.scope,
                 principal_id=grant.principal_id,
-                principal_type=authorization.PrincipalType.SERVICE_PRINCIPAL,
+                principal_type=authorization.PrincipalType(grant.principal_type),
                 role_definition_id=pulumi.Output.all(subscription_id, guid).apply(_definition_id),
                 description=f"claimcheck: {label.lower()}",
                 opts=options,
