@@ -156,9 +156,8 @@ KEYS: tuple[Key, ...] = (
         "smokeTestPrincipals",
         "list of `{name, objectId}`, optional `principalType`",
         "Identities that run `claimcheck-ops smoke` "
-        "(the CI smoke identity `scripts/bootstrap_ci.py` creates): Azure Service Bus Data Receiver "
-        "on the `audit` subscription only, to peek for the smoke document's result event; "
-        "`Documents.Submit` and `WorkItems.Read` on the API "
+        "(the CI smoke identity `scripts/bootstrap_ci.py` creates): no Azure role (the smoke test "
+        "goes through the HTTP API only); `Documents.Submit` and `WorkItems.Read` on the API "
         "for the tenant `smoke-test` (or the entry's own `tenants`).",
         "smoke_test_principals",
     ),
