@@ -61,6 +61,7 @@ class Access(pulumi.ComponentResource):
         for role in _custom_roles(grants):
             guid = pulumi.Output.from_input(custom_role_scope).apply(_guid_for(role))
             role_guids[role.key] = guid
+            # Preview API version, why: infra/api_versions.py.
             self.role_definitions[role.key] = authorization.RoleDefinition(
                 f"{name}-role-{role.key}",
                 role_definition_id=guid,

@@ -89,6 +89,7 @@ class Monitoring(pulumi.ComponentResource):
             public_network_access_for_query="Enabled",
             opts=child,
         )
+        # Preview API version, why: infra/api_versions.py.
         self.action_group = monitor.ActionGroup(
             f"{name}-alerts",
             resource_group_name=resource_group_name,
@@ -182,6 +183,7 @@ class Alerts(pulumi.ComponentResource):
             "function-app": function_app_id,
         }
         for key, resource_uri in targets.items():
+            # Preview API version, why: infra/api_versions.py.
             monitor.DiagnosticSetting(
                 f"{name}-diag-{key}",
                 name="to-log-analytics",
@@ -217,6 +219,7 @@ class Alerts(pulumi.ComponentResource):
             monitoring.action_group.id,
             child,
         )
+        # Preview API version, why: infra/api_versions.py.
         self.orphan_alert = monitor.ScheduledQueryRule(
             f"{name}-orphans",
             resource_group_name=resource_group_name,
