@@ -95,7 +95,7 @@ APPLICATION_READWRITE_OWNEDBY = GraphRole(
 APP_ROLE_ASSIGNMENT_READWRITE_ALL = GraphRole(
     "AppRoleAssignment.ReadWrite.All",
     "06b708a9-e830-4db3-a914-8e69da51d44f",
-    "assign the API's app roles to the smoke, producer and operator principals",
+    "assign the API's app roles to the smoke and producer principals",
 )
 APPLICATION_READ_ALL = GraphRole(
     "Application.Read.All",
