@@ -392,6 +392,9 @@ class Report:
 class Bootstrap:
     def __init__(self, fork: Fork, az: Az, report: Report) -> None:
         self.fork, self.az, self.report = fork, az, report
+        # Custom roles only planned (no --apply): `az role assignment list --role` refuses a name
+        # that does not exist, so their assignments are planned without a lookup.
+        self.planned_roles: set[str] = set()
 
     def run(self) -> dict[str, tuple[str, str]]:
         """Ensures everything; returns kind -> (client id, service principal id) ("?" if planned)."""
@@ -531,6 +534,8 @@ class Bootstrap:
         found = self.az.json("role", "definition", "list", "--name", role.name, "--custom-role-only", "true")
         wanted = role.definition()
         if not found:
+            if not self.report.apply:
+                self.planned_roles.add(role.name)
             self.report.change(
                 "created",
                 f"custom role {role.name}",
@@ -558,7 +563,7 @@ class Bootstrap:
     def _assignment(self, assignment: Assignment, sp_id: str) -> None:
         role = ROLE_NAMES.get(assignment.role, assignment.role.split(" (")[0])
         what = f"{assignment.identity}: {role}\n{' ' * 13}on {self.fork.label(assignment.scope)}"
-        if sp_id == "?":
+        if sp_id == "?" or assignment.role in self.planned_roles:
             self.report.change("created", what, lambda: None)
             return
         found = [

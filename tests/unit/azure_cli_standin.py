@@ -179,6 +179,16 @@ class Cli:
             return definition
         if args[:3] == ["role", "assignment", "list"]:
             options = _options(args[3:], {"--assignee": True, "--role": True, "--scope": True, **common})
+            # The CLI resolves both before it lists: an unknown role or principal is an error.
+            if "--role" in options and options["--role"] not in self._known_roles():
+                raise Refused(f"ERROR: Role '{options['--role']}' doesn't exist.")
+            if "--assignee" in options and not any(
+                sp["id"] == options["--assignee"] for sp in self.state["sps"]
+            ):
+                raise Refused(
+                    "ERROR: Cannot find user or service principal in graph database for "
+                    f"'{options['--assignee']}'."
+                )
             return [
                 a
                 for a in self.state["role_assignments"]
@@ -203,6 +213,8 @@ class Cli:
                 raise Refused("ERROR: --condition and --condition-version go together")
             if options["--role"] not in self._known_roles():
                 raise Refused(f"ERROR: Role '{options['--role']}' doesn't exist.")
+            if not any(sp["id"] == options["--assignee-object-id"] for sp in self.state["sps"]):
+                raise Refused("ERROR: (PrincipalNotFound) Principal does not exist in the directory.")
             triple = (options["--assignee-object-id"], options["--role"], options["--scope"].lower())
             if any(
                 (a["principalId"], a["role"], a["scope"].lower()) == triple

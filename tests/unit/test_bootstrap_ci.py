@@ -228,6 +228,26 @@ def test_plan_only_runs_lookups(az: Path, capsys: pytest.CaptureFixture[str]) ->
     assert _writes(az) == []
 
 
+def test_plan_after_a_deleted_custom_role_plans_its_assignments(
+    az: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A custom role deleted by hand: the plan says it and its assignments will be created, without
+    the lookup by a role name that does not exist (which the CLI refuses)."""
+    assert bootstrap_ci.main([*ARGS, "--apply"]) == 0
+    state = json.loads(az.read_text())
+    state["role_definitions"] = []
+    state["role_assignments"] = [
+        a for a in state["role_assignments"] if not a["role"].startswith("Claim Check")
+    ]
+    az.write_text(json.dumps(state))
+    capsys.readouterr()
+    assert bootstrap_ci.main(ARGS) == 0
+    out = capsys.readouterr().out
+    assert "would create  custom role Claim Check role definition writer (my-org-claim-check)" in out
+    assert "would create  deploy: Claim Check role definition writer" in out
+    assert "would create  preview: Reader" not in out
+
+
 def test_a_failure_prints_the_cli_error(
     az: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
