@@ -14,7 +14,7 @@ from infra.program import deploy
 from infra.roles import role_guid
 from infra.stack_config import StackConfigError, load_settings, read_stack_config
 from scripts.bootstrap_ci import Fork, assignable_roles
-from tests.infra.pulumi_harness import SUBSCRIPTION_ID, ProgramRun, run_program
+from tests.infra.pulumi_harness import LAPTOP_USER_OBJECT_ID, SUBSCRIPTION_ID, ProgramRun, run_program
 
 CI_DEPLOY = "4d3c2b1a-0f9e-4d8c-b7a6-958473625140"
 ONCALL_GROUP = "9e8d7c6b-5a49-4382-a716-253443526170"
@@ -27,8 +27,7 @@ FORK = Fork("my-org/claim-check", SUBSCRIPTION_ID)
 def _run(stack: str, extra: dict[str, Any], caller: str | None = None) -> ProgramRun:
     config = read_stack_config(stack) | extra
     settings = load_settings(config, stack)
-    options = {"caller": caller} if caller else {}
-    return run_program(lambda: deploy(settings), stack=stack, **options)
+    return run_program(lambda: deploy(settings), stack=stack, caller=caller or LAPTOP_USER_OBJECT_ID)
 
 
 def _everyone(stack: str) -> dict[str, Any]:
