@@ -14,7 +14,9 @@ the first `up`, wherever that runs. The service principal takes them as its decl
 (the provider adds the caller while creating and removes it unless listed). The registration takes
 one ApplicationOwner per owner, except the caller: Entra already made the creator an owner, and
 the provider refuses to add an existing owner. Each ApplicationOwner is retained on delete, so when
-a later run is made by that owner (its resource leaves the program) ownership stays.
+a later run is made by that owner (its resource leaves the program) ownership stays. Graph lets
+an OwnedBy caller add no owner but itself (application-post-owners), so the list should hold just
+the CI deploy identity.
 """
 
 from __future__ import annotations
