@@ -72,6 +72,13 @@ KEYS: tuple[Key, ...] = (
         "create_resource_group",
     ),
     Key(
+        "createCustomRoles",
+        "boolean",
+        "`false` when `scripts/bootstrap_ci.py` defined the stack's custom roles (payload operator and "
+        "writer) in its group: the CI deploy identity then needs no right to write role definitions.",
+        "create_custom_roles",
+    ),
+    Key(
         "apiOwnerObjectIds",
         "list of object ids",
         "Owners of the API's app registration and service principal (the CI deploy identity, whose "

@@ -241,6 +241,7 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
         f"{prefix}-access",
         grants=grants,
         custom_role_scope=group.id,
+        create_custom_roles=settings.create_custom_roles,
         stack_label=f"{pulumi.get_project()}/{pulumi.get_stack()}",
     )
     Alerts(

@@ -148,6 +148,9 @@ class StackSettings:
     # False when the resource group exists already (scripts/bootstrap_ci.py creates it, so the CI
     # identities can be scoped to it): the stack then reads it and never creates or deletes it.
     create_resource_group: bool = True
+    # False when scripts/bootstrap_ci.py defined the stack's custom roles (infra/roles.py) in that
+    # group, so the CI deploy identity needs no right to write role definitions.
+    create_custom_roles: bool = True
     # Owners of the API's app registration and service principal besides whoever creates them (the
     # CI deploy identity): its Graph Application.ReadWrite.OwnedBy reaches only what it owns.
     api_owner_object_ids: tuple[str, ...] = ()
@@ -275,6 +278,7 @@ def load_settings(config: Mapping[str, Any], stack: str) -> StackSettings:
         evidence_immutability=reader.boolean("evidenceImmutability", False),
         topology=load_topology(reader.mapping("topology")),
         create_resource_group=reader.boolean("createResourceGroup", True),
+        create_custom_roles=reader.boolean("createCustomRoles", True),
         api_owner_object_ids=reader.object_ids("apiOwnerObjectIds"),
         group_grants=reader.group_grants("groupGrants"),
         consumed_purposes=reader.purposes("consumedPurposes"),

@@ -9,12 +9,14 @@ with GitHub OIDC federated credentials and no secret, their Azure roles and Grap
   `Lock`; `apply` builds its snapshot persister and calls addToHistory/backupStack only when not
   DryRun). The secrets provider decrypts the stack's data key once (pkg/secrets/cloud/manager.go)
   and then works locally; encrypt is used only when a stack is created.
-- `deploy` (jobs in the GitHub environments named like the stacks): Contributor, Role Based Access
-  Control Administrator limited by a condition to the roles the stack assigns (infra/roles.py)
-  and to users, groups and service principals other than itself, and a role that writes only role
-  definitions, each on the stack's resource group; Storage Blob Data Contributor on the state
-  container; decrypt-only on the key; Graph Application.ReadWrite.OwnedBy, AppRoleAssignment.
-  ReadWrite.All and Application.Read.All. No User Access Administrator, nothing on the subscription.
+- `deploy` (jobs in the GitHub environments named like the stacks): Contributor and Role Based
+  Access Control Administrator limited by a condition to the roles the stack assigns (infra/roles.py)
+  and to users, groups and service principals other than itself, each on the stack's resource group;
+  Storage Blob Data Contributor on the state container; decrypt-only on the key; Graph
+  Application.ReadWrite.OwnedBy, AppRoleAssignment.ReadWrite.All and Application.Read.All. No User
+  Access Administrator, nothing on the subscription, and no right to write role definitions: the
+  stack's custom roles are defined here, with the GUIDs, names and data actions the program derives,
+  so the GUIDs the condition allows cannot be redefined to grant more.
 - `smoke` (the same environments): no Azure role at all; the stack gives it the API's app roles for
   the smoke tenant (claimcheck:smokeTestPrincipals), so the smoke test goes through the HTTP API.
 
@@ -43,12 +45,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.roles import CUSTOM_ROLES, STACK_ASSIGNED_BUILT_IN_ROLES, custom_role_guid
-from infra.stack_config import PRINCIPAL_TYPES, stack_slug
+from infra.roles import (
+    CUSTOM_ROLES,
+    STACK_ASSIGNED_BUILT_IN_ROLES,
+    custom_role_display_name,
+    custom_role_guid,
+)
+from infra.stack_config import PRINCIPAL_TYPES, PROJECT, stack_slug
 
 GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
 AUDIENCE = "api://AzureADTokenExchange"
 GRAPH = "https://graph.microsoft.com/v1.0"
+ARM = "https://management.azure.com"
+ROLE_DEFINITIONS_API = "2022-04-01"
 MICROSOFT_GRAPH_APP_ID = "00000003-0000-0000-c000-000000000000"
 DEFAULT_STACKS = ("dev", "prod")
 
@@ -185,6 +194,25 @@ class CustomRole:
     actions: tuple[str, ...]
     data_actions: tuple[str, ...]
     assignable_scopes: tuple[str, ...]
+    # The stack's own roles keep the GUID the program derives (infra/roles.py): written with a PUT.
+    guid: str | None = None
+
+    def arm_body(self) -> dict[str, Any]:
+        """The role definition as ARM's PUT takes it."""
+        permissions = {
+            "actions": list(self.actions),
+            "notActions": [],
+            "dataActions": list(self.data_actions),
+        }
+        return {
+            "properties": {
+                "roleName": self.name,
+                "description": self.description,
+                "type": "CustomRole",
+                "permissions": [{**permissions, "notDataActions": []}],
+                "assignableScopes": list(self.assignable_scopes),
+            }
+        }
 
     def definition(self) -> dict[str, Any]:
         """The JSON `az role definition create --role-definition` takes."""
@@ -252,8 +280,31 @@ def role_writer_role(fork: Fork) -> CustomRole:
     )
 
 
+def stack_roles(fork: Fork) -> list[CustomRole]:
+    """The stack's custom roles (payload operator and writer) in each stack's group, exactly as the
+    program would define them (GUID, name, data actions from infra/roles.py): defined here, the
+    deploy identity needs no right to write role definitions (claimcheck:createCustomRoles false).
+    With --subscription-scope the groups do not exist yet, so the stack defines them itself."""
+    if not fork.resource_group_scope:
+        return []
+    return [
+        CustomRole(
+            custom_role_display_name(role, group, f"{PROJECT}/{stack}"),
+            role.description,
+            (),
+            tuple(action.value for action in role.data_actions),
+            (group,),
+            custom_role_guid(group, role),
+        )
+        for stack in fork.stacks
+        for group in [fork.resource_group_id(stack)]
+        for role in CUSTOM_ROLES
+    ]
+
+
 def custom_roles(fork: Fork) -> list[CustomRole]:
-    return [role for role in (role_writer_role(fork), decrypt_role(fork)) if role is not None]
+    own = [decrypt_role(fork)] + ([] if fork.resource_group_scope else [role_writer_role(fork)])
+    return [role for role in own if role is not None] + stack_roles(fork)
 
 
 def assignable_roles(fork: Fork) -> list[str]:
@@ -298,13 +349,16 @@ def planned_assignments(fork: Fork, principals: dict[str, str]) -> list[Assignme
                 "assigns exactly the roles the stack declares, never to itself",
                 assignment_condition(assignable_roles(fork), principals["deploy"]),
             ),
-            Assignment(
-                "deploy",
-                role_writer_role(fork).name,
-                scope,
-                "writes the stack's custom role definitions (payload operator/writer)",
-            ),
         ]
+        if not fork.resource_group_scope:
+            plan.append(
+                Assignment(
+                    "deploy",
+                    role_writer_role(fork).name,
+                    scope,
+                    "writes the stack's custom role definitions (payload operator/writer)",
+                )
+            )
     if fork.state_container:
         plan += [
             Assignment(
@@ -532,15 +586,15 @@ class Bootstrap:
 
     def _custom_role(self, role: CustomRole) -> None:
         found = self.az.json("role", "definition", "list", "--name", role.name, "--custom-role-only", "true")
-        wanted = role.definition()
+        if found and role.guid and found[0]["name"] != role.guid:
+            raise BootstrapError(
+                f"custom role {role.name!r} exists with id {found[0]['name']}, not {role.guid}: "
+                "delete it (the stack refers to its own id)"
+            )
         if not found:
             if not self.report.apply:
                 self.planned_roles.add(role.name)
-            self.report.change(
-                "created",
-                f"custom role {role.name}",
-                lambda: self.az.json("role", "definition", "create", "--role-definition", json.dumps(wanted)),
-            )
+            self.report.change("created", f"custom role {role.name}", lambda: self._write_role(role))
             return
         current = found[0]
         permissions = (current.get("permissions") or [{}])[0]
@@ -553,12 +607,23 @@ class Bootstrap:
         if same:
             self.report.unchanged(f"custom role {role.name}")
             return
-        update = {**wanted, "Id": current["name"]}
         self.report.change(
-            "updated",
-            f"custom role {role.name}",
-            lambda: self.az.json("role", "definition", "update", "--role-definition", json.dumps(update)),
+            "updated", f"custom role {role.name}", lambda: self._write_role(role, current["name"])
         )
+
+    def _write_role(self, role: CustomRole, existing: str | None = None) -> Any:
+        if role.guid:
+            # PUT creates or updates: the program's GUID at the program's scope (its group).
+            url = (
+                f"{ARM}{role.assignable_scopes[0]}/providers/Microsoft.Authorization/roleDefinitions/"
+                f"{role.guid}?api-version={ROLE_DEFINITIONS_API}"
+            )
+            return self.az.json(
+                "rest", "--method", "PUT", "--url", url, "--body", json.dumps(role.arm_body())
+            )
+        definition = role.definition() | ({"Id": existing} if existing else {})
+        verb = "update" if existing else "create"
+        return self.az.json("role", "definition", verb, "--role-definition", json.dumps(definition))
 
     def _assignment(self, assignment: Assignment, sp_id: str) -> None:
         role = ROLE_NAMES.get(assignment.role, assignment.role.split(" (")[0])
@@ -624,6 +689,7 @@ def stack_config_commands(fork: Fork, ids: dict[str, tuple[str, str]]) -> list[s
         values = [("", "claimcheck:resourceGroupName", fork.resource_group(stack))]
         if fork.resource_group_scope:
             values.append(("", "claimcheck:createResourceGroup", "false"))
+            values.append(("", "claimcheck:createCustomRoles", "false"))
         values += [
             (" --path", "'claimcheck:apiOwnerObjectIds[0]'", deploy_sp),
             (" --path", f"'{smoke}.name'", "ci-smoke"),

@@ -13,7 +13,7 @@ from claimcheck.callers import AppRole
 from infra.program import deploy
 from infra.roles import role_guid
 from infra.stack_config import StackConfigError, load_settings, read_stack_config
-from scripts.bootstrap_ci import Fork, assignable_roles
+from scripts.bootstrap_ci import Fork, assignable_roles, stack_roles
 from tests.infra.pulumi_harness import LAPTOP_USER_OBJECT_ID, SUBSCRIPTION_ID, ProgramRun, run_program
 
 CI_DEPLOY = "4d3c2b1a-0f9e-4d8c-b7a6-958473625140"
@@ -35,6 +35,7 @@ def _everyone(stack: str) -> dict[str, Any]:
     return {
         "resourceGroupName": FORK.resource_group(stack),
         "createResourceGroup": False,
+        "createCustomRoles": False,
         "producerPrincipals": [{"name": "intake", "objectId": PRODUCER, "tenants": ["acme"]}],
         "operatorPrincipals": [{"name": "oncall", "objectId": ONCALL_GROUP, "principalType": "Group"}],
         "smokeTestPrincipals": [{"name": "ci-smoke", "objectId": SMOKE}],
@@ -53,13 +54,40 @@ def test_deploy_identity_may_assign_exactly_the_roles_the_program_assigns(stack:
 
 
 def test_a_stack_in_the_bootstraps_group_only_reads_it() -> None:
-    """createResourceGroup false: no ResourceGroup resource (the deploy identity cannot create one),
-    and the custom roles' scope is the existing group."""
+    """createResourceGroup and createCustomRoles false: no ResourceGroup and no RoleDefinition (the
+    deploy identity can write neither); the custom-role assignments name the GUIDs the bootstrap
+    defined in that group."""
     run = _run("dev", _everyone("dev"))
-    group = FORK.resource_group_id("dev")
     assert run.of_type("ResourceGroup") == []
-    assert {d.inputs["scope"] for d in run.of_type("RoleDefinition")} == {group}
+    assert run.of_type("RoleDefinition") == []
     assert run.outputs["resourceGroupName"] == FORK.resource_group("dev")
+    defined = {
+        role.guid for role in stack_roles(Fork("my-org/claim-check", SUBSCRIPTION_ID, stacks=("dev",)))
+    }
+    assigned = {role_guid(a.inputs["roleDefinitionId"]) for a in run.of_type("RoleAssignment")}
+    assert defined <= assigned
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_the_bootstrap_defines_the_custom_roles_the_program_would(stack: str) -> None:
+    """One source of truth: the stack's custom roles as the bootstrap writes them (GUID, name, data
+    actions, assignable scope) are the RoleDefinitions the program declares in that group."""
+    extra = {k: v for k, v in _everyone(stack).items() if k != "createCustomRoles"}
+    run = _run(stack, extra)
+    program = {
+        (
+            d.inputs["roleDefinitionId"],
+            d.inputs["roleName"],
+            tuple(d.inputs["permissions"][0]["dataActions"]),
+            tuple(d.inputs["assignableScopes"]),
+        )
+        for d in run.of_type("RoleDefinition")
+    }
+    bootstrap = {
+        (role.guid, role.name, role.data_actions, role.assignable_scopes)
+        for role in stack_roles(Fork("my-org/claim-check", SUBSCRIPTION_ID, stacks=(stack,)))
+    }
+    assert program == bootstrap
 
 
 @pytest.mark.parametrize("caller", [PERSON, CI_DEPLOY])

@@ -240,6 +240,29 @@ class Cli:
             raise Refused("ERROR: (RoleAssignmentNotFound) The role assignment does not exist.")
         raise Refused(f"ERROR: 'az {' '.join(args[:3])}' is not a command the stand-in knows", 2)
 
+    def _put_role_definition(self, guid: str, body: dict[str, Any]) -> dict[str, Any]:
+        """ARM's PUT of a custom role: create or update by GUID; refused when another role has the
+        name (names are unique per tenant) or an assignable scope does not exist."""
+        properties = body["properties"]
+        if any(
+            d["roleName"] == properties["roleName"] and d["name"] != guid
+            for d in self.state["role_definitions"]
+        ):
+            raise Refused('ERROR: Bad Request({"error":{"code":"RoleDefinitionWithSameNameExists"}})')
+        for scope in properties["assignableScopes"]:
+            group = re.fullmatch(r"/subscriptions/[^/]+/resourceGroups/([^/]+)", scope)
+            if group and group.group(1).lower() not in self.state["groups"]:
+                raise Refused(f"ERROR: Bad Request(InvalidAssignableScope: {scope} does not exist)")
+        definition = {
+            "name": guid,
+            "roleName": properties["roleName"],
+            "permissions": properties["permissions"],
+            "assignableScopes": properties["assignableScopes"],
+        }
+        self.state["role_definitions"] = [d for d in self.state["role_definitions"] if d["name"] != guid]
+        self.state["role_definitions"].append(definition)
+        return definition
+
     def _known_roles(self) -> set[str]:
         builtin = {
             "acdd72a7-3385-48ef-bd42-f606fba81ae7",
@@ -249,7 +272,8 @@ class Cli:
             "ba92f5b4-2d11-453d-a403-e96b0029c9fe",
             "18d7d88d-d35e-4fb5-a5c3-7773c20a72d9",
         }
-        return builtin | {d["roleName"] for d in self.state["role_definitions"]}
+        custom = self.state["role_definitions"]
+        return builtin | {d["roleName"] for d in custom} | {d["name"] for d in custom}
 
     def _app(self, app_id: str) -> dict[str, Any]:
         for app in self.state["apps"]:
@@ -274,6 +298,13 @@ class Cli:
             app = {"id": str(uuid.uuid4()), "appId": str(uuid.uuid4()), "uniqueName": upsert.group(1), **body}
             self.state["apps"].append(app)
             return app  # 201 Created
+        definition = re.fullmatch(
+            r"https://management\.azure\.com(/subscriptions/[^/]+(?:/resourceGroups/[^/]+)?)"
+            r"/providers/Microsoft\.Authorization/roleDefinitions/([0-9a-f-]{36})\?api-version=[\w-]+",
+            url,
+        )
+        if definition and method == "PUT":
+            return self._put_role_definition(definition.group(2), json.loads(options["--body"]))
         assigned = re.fullmatch(re.escape(GRAPH) + r"/servicePrincipals/([^/]+)/appRoleAssignments", url)
         if assigned and method == "GET":
             return {

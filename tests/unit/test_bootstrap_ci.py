@@ -59,7 +59,8 @@ def test_preview_identity_only_reads_state_and_only_decrypts_the_key() -> None:
 
 def test_deploy_identity_cannot_escalate() -> None:
     """Scoped to the stacks' groups, never the subscription; no Owner, User Access Administrator or
-    Key Vault Crypto User; role assignment only through the conditioned RBAC Administrator."""
+    Key Vault Crypto User; role assignment only through the conditioned RBAC Administrator; and no
+    right to write role definitions, so the custom roles the condition allows cannot be redefined."""
     fork = _fork()
     deploy = _by_identity(fork)["deploy"]
     roles = {a.role for a in deploy}
@@ -69,11 +70,22 @@ def test_deploy_identity_cannot_escalate() -> None:
     assert not [a for a in deploy if a.scope == f"/subscriptions/{SUBSCRIPTION}"]
     admins = [a for a in deploy if a.role == bootstrap_ci.RBAC_ADMINISTRATOR]
     assert {a.scope for a in admins} == groups
-    writer = bootstrap_ci.role_writer_role(fork)
-    assert writer.actions == bootstrap_ci.ROLE_DEFINITION_ACTIONS
-    assert all(action.startswith("Microsoft.Authorization/roleDefinitions/") for action in writer.actions)
-    assert set(writer.assignable_scopes) == groups
+    custom = {role.name: role for role in bootstrap_ci.custom_roles(fork)}
+    assert set(roles) - set(bootstrap_ci.ROLE_NAMES) == {bootstrap_ci.decrypt_role(fork).name}  # type: ignore[union-attr]
+    assert not [r for r in custom.values() if any("Microsoft.Authorization" in a for a in r.actions)]
     assert _by_identity(fork).get("smoke") is None  # no Azure role at all
+
+
+def test_subscription_scope_is_an_explicit_choice() -> None:
+    """--subscription-scope: the groups do not exist yet, so the stack defines its custom roles and
+    the deploy identity gets a role that writes only role definitions, at the subscription."""
+    fork = _fork(resource_group_scope=False)
+    deploy = _by_identity(fork)["deploy"]
+    assert {a.scope for a in deploy} == {f"/subscriptions/{SUBSCRIPTION}", STATE, KEY}
+    writer = bootstrap_ci.role_writer_role(fork)
+    assert writer.name in {a.role for a in deploy}
+    assert writer.actions == bootstrap_ci.ROLE_DEFINITION_ACTIONS
+    assert bootstrap_ci.stack_roles(fork) == []
 
 
 def test_rbac_administrator_condition_allows_exactly_the_stacks_roles() -> None:
@@ -101,12 +113,6 @@ def test_rbac_administrator_condition_allows_exactly_the_stacks_roles() -> None:
     assert OWNER not in condition
     assert "StringEqualsIgnoreCase {'User', 'Group', 'ServicePrincipal'}" in condition
     assert "PrincipalId] ForAnyOfAllValues:GuidNotEquals {d-0}" in condition
-
-
-def test_subscription_scope_is_an_explicit_choice() -> None:
-    fork = _fork(resource_group_scope=False)
-    scopes = {a.scope for a in _by_identity(fork)["deploy"]}
-    assert scopes == {f"/subscriptions/{SUBSCRIPTION}", STATE, KEY}
 
 
 def test_graph_permissions_are_the_three_the_stack_needs() -> None:
@@ -243,8 +249,9 @@ def test_plan_after_a_deleted_custom_role_plans_its_assignments(
     capsys.readouterr()
     assert bootstrap_ci.main(ARGS) == 0
     out = capsys.readouterr().out
-    assert "would create  custom role Claim Check role definition writer (my-org-claim-check)" in out
-    assert "would create  deploy: Claim Check role definition writer" in out
+    assert "would create  custom role Claim Check state decrypt (my-org-claim-check)" in out
+    assert "would create  deploy: Claim Check state decrypt" in out
+    assert "would create  preview: Claim Check state decrypt" in out
     assert "would create  preview: Reader" not in out
 
 
