@@ -405,13 +405,10 @@ def application_body(app: App) -> dict[str, Any]:
 
 
 class Az:
-    """Runs `az`; a failure raises BootstrapError with the command and the CLI's stderr."""
-
-    def __init__(self, runner: Callable[[list[str]], subprocess.CompletedProcess[str]] | None = None):
-        self._runner = runner or _subprocess
+    """Runs `az` (the one on PATH); a failure raises BootstrapError with the CLI's stderr."""
 
     def text(self, *args: str) -> str:
-        done = self._runner(["az", *args])
+        done = subprocess.run(["az", *args], capture_output=True, text=True, check=False)  # noqa: S603, S607
         if done.returncode != 0:
             shown = " ".join(args[:4])
             raise BootstrapError(f"az {shown} … failed (exit {done.returncode}):\n{done.stderr.strip()}")
@@ -420,10 +417,6 @@ class Az:
     def json(self, *args: str) -> Any:
         out = self.text(*args, "--output", "json") if args[0] != "rest" else self.text(*args)
         return json.loads(out) if out else None
-
-
-def _subprocess(command: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603
 
 
 @dataclass
@@ -704,7 +697,7 @@ def stack_config_commands(fork: Fork, ids: dict[str, tuple[str, str]]) -> list[s
     return lines
 
 
-def main(argv: Sequence[str] | None = None, az: Az | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Create the CI identities with GitHub OIDC federation.")
     parser.add_argument("--repo", required=True, help="GitHub <owner>/<repo> of your fork")
     parser.add_argument("--subscription", required=True, help="Azure subscription id the stacks deploy to")
@@ -734,7 +727,7 @@ def main(argv: Sequence[str] | None = None, az: Az | None = None) -> int:
         parser.error(str(error))
     report = Report(args.apply)
     try:
-        ids = Bootstrap(fork, az or Az(), report).run()
+        ids = Bootstrap(fork, Az(), report).run()
     except BootstrapError as error:
         print("\n".join(report.lines))
         print(f"bootstrap stopped: {error}", file=sys.stderr)
