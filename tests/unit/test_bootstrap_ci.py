@@ -280,3 +280,22 @@ def test_a_federated_credential_for_another_subject_is_refused(
     capsys.readouterr()
     assert bootstrap_ci.main([*ARGS, "--apply"]) == 1
     assert "for another subject" in capsys.readouterr().err
+
+
+def test_a_second_fork_in_the_same_tenant_and_subscription_touches_nothing_of_the_first(
+    az: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fork B's bootstrap after fork A's creates its own applications, groups and custom roles and
+    adds no federated credential to A's applications (the old script's shared default name did)."""
+    assert bootstrap_ci.main([*ARGS, "--apply"]) == 0
+    before = json.loads(az.read_text())
+    other = ["--repo", "someone-else/claim-check", *ARGS[2:]]
+    assert bootstrap_ci.main([*other, "--apply"]) == 0
+    capsys.readouterr()
+    after = json.loads(az.read_text())
+    for app in before["apps"]:
+        assert after["credentials"][app["appId"]] == before["credentials"][app["appId"]]
+    assert len(after["apps"]) == 6
+    assert len(after["groups"]) == 4
+    names = [d["roleName"] for d in after["role_definitions"]]
+    assert len(names) == len(set(names)) == 2 * len(before["role_definitions"])
