@@ -60,8 +60,30 @@ KEYS: tuple[Key, ...] = (
     Key(
         "resourceGroupName",
         "string, 1-90 characters",
-        "Resource group the stack creates (or adopts if pre-created and imported).",
+        "Resource group the stack creates (or reads, with `createResourceGroup: false`). "
+        "`scripts/bootstrap_ci.py` prints the one it created for the fork.",
         derived_default="`rg-claimcheck-<stack>`",
+    ),
+    Key(
+        "createResourceGroup",
+        "boolean",
+        "`false` when the group exists already (the bootstrap creates it so the CI identities are "
+        "scoped to it): the stack reads it and never creates or deletes it.",
+        "create_resource_group",
+    ),
+    Key(
+        "createCustomRoles",
+        "boolean",
+        "`false` when `scripts/bootstrap_ci.py` defined the stack's custom roles (payload operator and "
+        "writer) in its group: the CI deploy identity then needs no right to write role definitions.",
+        "create_custom_roles",
+    ),
+    Key(
+        "apiOwnerObjectIds",
+        "list of object ids",
+        "Owners of the API's app registration and service principal (the CI deploy identity, whose "
+        "Graph `Application.ReadWrite.OwnedBy` reaches only what it owns), wherever the first `up` runs.",
+        "api_owner_object_ids",
     ),
     Key(
         "serviceBusSku",
@@ -133,9 +155,11 @@ KEYS: tuple[Key, ...] = (
     ),
     Key(
         "producerPrincipals",
-        "list of `{name, objectId}`, optional `appRoles`, `tenants`, `purposes`, `classifications`",
-        "Service principals that send documents with "
-        "the Python API: Sender on the queue, the payload writer role, registry and work-item tables. "
+        "list of `{name, objectId}`, optional `principalType`, `appRoles`, `tenants`, `purposes`, "
+        "`classifications`",
+        "Principals (`principalType` `ServicePrincipal` (default), `User` or `Group`) that send "
+        "documents with the Python API: Sender on the queue, the payload writer role, registry and "
+        "work-item tables. "
         "Placeholder GUIDs are refused. For the HTTP API: `appRoles` assigned on the API's app "
         "registration (default `Documents.Submit`, `WorkItems.Read`), and an access-table grant of "
         "`tenants` (ids or `prefix*`; none: no tenant), `purposes` and `classifications` (default all).",
@@ -143,16 +167,16 @@ KEYS: tuple[Key, ...] = (
     ),
     Key(
         "smokeTestPrincipals",
-        "list of `{name, objectId}`",
+        "list of `{name, objectId}`, optional `principalType`",
         "Identities that run `claimcheck-ops smoke` "
-        "(the CI deploy identity): Azure Service Bus Data Receiver on the `audit` subscription only, to "
-        "peek for the smoke document's result event; `Documents.Submit` and `WorkItems.Read` on the API "
+        "(the CI smoke identity `scripts/bootstrap_ci.py` creates): no Azure role (the smoke test "
+        "goes through the HTTP API only); `Documents.Submit` and `WorkItems.Read` on the API "
         "for the tenant `smoke-test` (or the entry's own `tenants`).",
         "smoke_test_principals",
     ),
     Key(
         "operatorPrincipals",
-        "list of `{name, objectId}`",
+        "list of `{name, objectId}`, optional `principalType` (a `Group` for an on-call rotation)",
         "Identities that run `claimcheck-ops` "
         "against the stack (`dlq list/show/replay`, `peek`, `stats`): Azure Service Bus Data Owner on each "
         "queue and subscription (dead-letter receive, replay send, runtime counts need the Manage claim), "

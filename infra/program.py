@@ -19,7 +19,7 @@ from infra.components.network import PrivateNetwork, PrivateTarget
 from infra.components.observability import Alerts, Monitoring
 from infra.components.storage import PayloadStorage
 from infra.roles import PAYLOAD_OPERATOR, PAYLOAD_WRITER, BuiltInRole
-from infra.stack_config import SMOKE_AUDIT_SUBSCRIPTION, ProducerPrincipal, StackSettings
+from infra.stack_config import ProducerPrincipal, StackSettings
 from infra.tags import stack_tags, tagging
 
 # The tenant `claimcheck-ops smoke` submits for (scripts/ops_release.py's default).
@@ -42,8 +42,17 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
         transformations=[tagging(stack_tags(settings.environment, settings.owner, settings.cost_center))]
     )
     stateful = pulumi.ResourceOptions(protect=settings.protect_stateful_resources)
-    group = resources.ResourceGroup(
-        prefix, resource_group_name=settings.resource_group_name, location=settings.location, opts=tagged
+    # Their children that hold data (queues, topics, subscriptions, containers, tables): protected
+    # likewise, and retained on delete everywhere, so a topology rename (a new entity) leaves the old
+    # one and its data in Azure instead of deleting it; outside dev protect refuses the rename outright.
+    stateful_children = stateful.merge(pulumi.ResourceOptions(retain_on_delete=True))
+    # The bootstrap creates the group when it scopes the CI identities to it: then it is only read.
+    group: resources.ResourceGroup | resources.AwaitableGetResourceGroupResult = (
+        resources.ResourceGroup(
+            prefix, resource_group_name=settings.resource_group_name, location=settings.location, opts=tagged
+        )
+        if settings.create_resource_group
+        else resources.get_resource_group(resource_group_name=settings.resource_group_name)
     )
     rg, location = group.name, settings.location
 
@@ -67,6 +76,7 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
         zone_redundant=settings.zone_redundant,
         customer_managed_key=settings.customer_managed_key,
         namespace_opts=stateful,
+        entity_opts=stateful_children,
         opts=tagged,
     )
     network = (
@@ -94,6 +104,7 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
         customer_managed_key=settings.customer_managed_key,
         topology=topology,
         account_opts=stateful,
+        data_opts=stateful_children,
         opts=tagged,
     )
     # The API's Entra ID app registration; its audience, issuer and the producers' access grants go into
@@ -104,6 +115,7 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
         environment=settings.environment,
         tenant_id=authorization.get_client_config_output().tenant_id,
         callers=callers,
+        owners=settings.api_owner_object_ids,
         group_claims=bool(settings.group_grants),
     )
     access_table = AccessTable(
@@ -199,6 +211,7 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
                 BuiltInRole.SERVICE_BUS_DATA_SENDER,
                 documents_queue,
                 producer.object_id,
+                producer.principal_type,
             ),
             *[
                 Grant(
@@ -206,6 +219,7 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
                     PAYLOAD_WRITER,
                     container_id,
                     producer.object_id,
+                    producer.principal_type,
                 )
                 for suffix, container_id in payload_containers.items()
             ],
@@ -215,27 +229,19 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
                     BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR,
                     table_id,
                     producer.object_id,
+                    producer.principal_type,
                 )
                 for table, table_id in producer_tables.items()
             ],
         ]
-    if settings.smoke_test_principals:
-        # load_settings made sure the subscription exists.
-        audit = messaging.subscriptions[f"{bindings.results_topic}/{SMOKE_AUDIT_SUBSCRIPTION}"]
-        grants += [
-            Grant(
-                f"smoke-{principal.name}-peek-audit",
-                BuiltInRole.SERVICE_BUS_DATA_RECEIVER,
-                audit.id,
-                principal.object_id,
-            )
-            for principal in settings.smoke_test_principals
-        ]
+    # The smoke identities get no Azure role: the smoke test goes through the HTTP API only (their
+    # app roles and access-table grant come from api_callers), so it works with a private namespace.
     grants += operator_grants(settings, messaging)
     Access(
         f"{prefix}-access",
         grants=grants,
         custom_role_scope=group.id,
+        create_custom_roles=settings.create_custom_roles,
         stack_label=f"{pulumi.get_project()}/{pulumi.get_stack()}",
     )
     Alerts(
@@ -299,18 +305,18 @@ def operator_grants(settings: StackSettings, messaging: Messaging) -> list[Grant
     replayed copy of a subscription's message. Nothing on payloads or tables."""
     grants: list[Grant] = []
     for operator in settings.operator_principals:
-        who, principal = f"operator-{operator.name}", operator.object_id
+        who, principal, kind = f"operator-{operator.name}", operator.object_id, operator.principal_type
         owner, sender = BuiltInRole.SERVICE_BUS_DATA_OWNER, BuiltInRole.SERVICE_BUS_DATA_SENDER
         grants += [
-            Grant(f"{who}-queue-{name}", owner, queue.id, principal)
+            Grant(f"{who}-queue-{name}", owner, queue.id, principal, kind)
             for name, queue in messaging.queues.items()
         ]
         grants += [
-            Grant(f"{who}-topic-{name}", sender, topic.id, principal)
+            Grant(f"{who}-topic-{name}", sender, topic.id, principal, kind)
             for name, topic in messaging.topics.items()
         ]
         grants += [
-            Grant(f"{who}-sub-{path.replace('/', '-')}", owner, subscription.id, principal)
+            Grant(f"{who}-sub-{path.replace('/', '-')}", owner, subscription.id, principal, kind)
             for path, subscription in messaging.subscriptions.items()
         ]
     return grants

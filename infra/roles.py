@@ -52,6 +52,20 @@ STORAGE_DATA_ROLES = frozenset(
 )
 DATA_ROLES = SERVICE_BUS_DATA_ROLES | STORAGE_DATA_ROLES
 
+# The built-in roles the program assigns (infra/program.py, some only with producers, operators or
+# smoke principals): the one list the CI deploy identity's role-assignment condition allows
+# (scripts/bootstrap_ci.py); tests/infra/test_access.py proves the program assigns exactly these.
+STACK_ASSIGNED_BUILT_IN_ROLES = frozenset(
+    {
+        BuiltInRole.SERVICE_BUS_DATA_OWNER,
+        BuiltInRole.SERVICE_BUS_DATA_SENDER,
+        BuiltInRole.STORAGE_BLOB_DATA_OWNER,
+        BuiltInRole.STORAGE_BLOB_DELEGATOR,
+        BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR,
+        BuiltInRole.MONITORING_METRICS_PUBLISHER,
+    }
+)
+
 
 _BLOBS = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
 

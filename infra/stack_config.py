@@ -66,8 +66,9 @@ _PLACEHOLDER_GUID = re.compile(
 )
 
 
-# The subscription that receives every result event; `claimcheck-ops smoke` peeks it.
-SMOKE_AUDIT_SUBSCRIPTION = "audit"
+# Principal types a grant may name (ARM's principalType and Entra's app-role assignees); ARM refuses
+# a role assignment whose principalType does not match the object.
+PRINCIPAL_TYPES = ("User", "Group", "ServicePrincipal")
 
 _Choice = TypeVar("_Choice", str, int)
 
@@ -78,8 +79,9 @@ class StackConfigError(ValueError):
 
 @dataclass(frozen=True)
 class ProducerPrincipal:
-    """A service principal allowed to send documents: Sender on the queue, blob writer on the container
-    (the Python API), and app roles on the API with an access-table grant (the HTTP API)."""
+    """A principal allowed to send documents: Sender on the queue, blob writer on the container
+    (the Python API), and app roles on the API with an access-table grant (the HTTP API). Also the
+    shape of smoke and operator entries. A user, a group (an on-call rotation) or a service principal."""
 
     name: str
     object_id: str
@@ -90,6 +92,7 @@ class ProducerPrincipal:
     tenants: tuple[str, ...] = ()
     purposes: tuple[str, ...] | None = None
     classifications: tuple[str, ...] | None = None
+    principal_type: str = "ServicePrincipal"
 
     def grant(self) -> AccessGrant | None:
         if not self.tenants:
@@ -128,8 +131,8 @@ class StackSettings:
     alert_emails: tuple[str, ...]
     backlog_alert_threshold: int
     producer_principals: tuple[ProducerPrincipal, ...]
-    # Identities that run `claimcheck-ops smoke` (the CI deploy identity): Receiver on the audit
-    # subscription only, to peek for the smoke document's result event.
+    # Identities that run `claimcheck-ops smoke` (the CI smoke identity): the API's app roles for the
+    # smoke tenant and nothing in Azure (the smoke test goes through the HTTP API only).
     smoke_test_principals: tuple[ProducerPrincipal, ...]
     # Who runs `claimcheck-ops` against this stack (dlq list/show/replay, peek, stats): Azure Service
     # Bus Data Owner on each queue and subscription, Sender on each topic; no payload or table access.
@@ -151,6 +154,15 @@ class StackSettings:
     # and every purpose routed there retains its payloads.
     evidence_immutability: bool
     topology: Topology
+    # False when the resource group exists already (scripts/bootstrap_ci.py creates it, so the CI
+    # identities can be scoped to it): the stack then reads it and never creates or deletes it.
+    create_resource_group: bool = True
+    # False when scripts/bootstrap_ci.py defined the stack's custom roles (infra/roles.py) in that
+    # group, so the CI deploy identity needs no right to write role definitions.
+    create_custom_roles: bool = True
+    # Owners of the API's app registration and service principal besides whoever creates them (the
+    # CI deploy identity): its Graph Application.ReadWrite.OwnedBy reaches only what it owns.
+    api_owner_object_ids: tuple[str, ...] = ()
     # Access-table grants by Entra group (the token's `groups` claim): any caller in the group gets the
     # grant's tenants, purposes and classifications. Any such grant turns on the API's group claims.
     group_grants: tuple[AccessGrant, ...] = ()
@@ -276,6 +288,9 @@ def load_settings(config: Mapping[str, Any], stack: str) -> StackSettings:
         consumer_always_ready=reader.integer("consumerAlwaysReady", 0, 0, 100),
         evidence_immutability=reader.boolean("evidenceImmutability", False),
         topology=load_topology(reader.mapping("topology")),
+        create_resource_group=reader.boolean("createResourceGroup", True),
+        create_custom_roles=reader.boolean("createCustomRoles", True),
+        api_owner_object_ids=reader.object_ids("apiOwnerObjectIds"),
         group_grants=reader.group_grants("groupGrants"),
         consumed_purposes=reader.purposes("consumedPurposes"),
         customer_managed_key=reader.customer_managed_key(),
@@ -285,13 +300,6 @@ def load_settings(config: Mapping[str, Any], stack: str) -> StackSettings:
     )
     reader.reject_unknown()
     _refuse_contradictions(settings)
-    if settings.smoke_test_principals:
-        topic = settings.topology.topic(settings.topology.bindings.results_topic)
-        if SMOKE_AUDIT_SUBSCRIPTION not in {subscription.name for subscription in topic.subscriptions}:
-            raise StackConfigError(
-                f"{PROJECT}:smokeTestPrincipals: the smoke test peeks subscription "
-                f"{topic.name}/{SMOKE_AUDIT_SUBSCRIPTION}, which the topology lacks"
-            )
     return settings
 
 
@@ -455,12 +463,15 @@ class _Reader:
         value = self._get(key)
         if value is None:
             return ()
-        form = "a list of {name: <lower-case-name>, objectId: <GUID of a service principal>" + (
+        form = (
+            "a list of {name: <lower-case-name>, objectId: <GUID of a user, group or service "
+            f"principal>, optional principalType: one of {list(PRINCIPAL_TYPES)}"
+        ) + (
             ", optional appRoles, tenants, purposes, classifications: lists of strings}"
             if api_access
             else "}"
         )
-        allowed = _PRINCIPAL_KEYS if api_access else {"name", "objectId"}
+        allowed = _PRINCIPAL_KEYS if api_access else {"name", "objectId", "principalType"}
         if not isinstance(value, list):
             raise StackConfigError(f"{PROJECT}:{key}: expected {form}, got {value!r}")
         principals = []
@@ -474,13 +485,33 @@ class _Reader:
                     f"{where}.name: {name!r} must be 1-31 lower-case letters, digits "
                     "or '-', starting with a letter"
                 )
-            principal = ProducerPrincipal(name=name, object_id=_guid(object_id, f"{where}.objectId"))
+            kind = entry.get("principalType", "ServicePrincipal")
+            if kind not in PRINCIPAL_TYPES:
+                raise StackConfigError(
+                    f"{where}.principalType: {kind!r} is invalid; expected one of {list(PRINCIPAL_TYPES)} "
+                    "(the type of the object, which ARM checks against the role assignment)"
+                )
+            principal = ProducerPrincipal(
+                name=name, object_id=_guid(object_id, f"{where}.objectId"), principal_type=kind
+            )
             principals.append(
                 _with_api_access(principal, entry, where) if api_access else replace(principal, app_roles=())
             )
         if len({principal.name for principal in principals}) != len(principals):
             raise StackConfigError(f"{PROJECT}:{key}: principal names must be unique")
         return tuple(principals)
+
+    def object_ids(self, key: str) -> tuple[str, ...]:
+        """A list of distinct Entra object ids (GUIDs that are not placeholders)."""
+        value = self._get(key)
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            raise StackConfigError(f"{PROJECT}:{key}: expected a list of object ids (GUIDs), got {value!r}")
+        ids = tuple(_guid(item, f"{PROJECT}:{key}[{index}]") for index, item in enumerate(value))
+        if len(set(ids)) != len(ids):
+            raise StackConfigError(f"{PROJECT}:{key}: object ids must be unique")
+        return ids
 
     def purposes(self, key: str) -> tuple[str, ...]:
         """Purpose names of the purpose table (claimcheck.policy), at least one; absent: all of them."""
@@ -548,7 +579,7 @@ class _Reader:
             )
 
 
-_PRINCIPAL_KEYS = {"name", "objectId", "appRoles", "tenants", "purposes", "classifications"}
+_PRINCIPAL_KEYS = {"name", "objectId", "principalType", "appRoles", "tenants", "purposes", "classifications"}
 
 
 def _with_api_access(principal: ProducerPrincipal, entry: Mapping[str, Any], where: str) -> ProducerPrincipal:
@@ -574,6 +605,7 @@ def _with_api_access(principal: ProducerPrincipal, entry: Mapping[str, Any], whe
         lists["tenants"] or (),
         lists["purposes"],
         lists["classifications"],
+        principal.principal_type,
     )
     grant: dict[str, Any] = {
         "name": principal.name,
@@ -597,7 +629,7 @@ def _with_api_access(principal: ProducerPrincipal, entry: Mapping[str, Any], whe
 def _guid(value: object, where: str) -> str:
     """A principal's object id: a GUID that is not a placeholder (a role assignment to a placeholder
     fails halfway through a deployment, after other resources were created)."""
-    form = "the object id (a GUID) of a service principal in your tenant"
+    form = "the object id (a GUID) of a user, group or service principal in your tenant"
     try:
         guid = str(uuid.UUID(str(value)))
     except ValueError:

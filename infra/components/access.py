@@ -33,12 +33,14 @@ from infra.roles import (
 
 @dataclass(frozen=True)
 class Grant:
-    """One role for one principal at one scope; `key` names the logical resource."""
+    """One role for one principal at one scope; `key` names the logical resource. `principal_type`
+    is the object's type (User, Group or ServicePrincipal): ARM refuses a mismatched one."""
 
     key: str
     role: BuiltInRole | CustomRole
     scope: pulumi.Input[str]
     principal_id: pulumi.Input[str]
+    principal_type: str = "ServicePrincipal"
 
 
 class Access(pulumi.ComponentResource):
@@ -49,6 +51,7 @@ class Access(pulumi.ComponentResource):
         grants: Sequence[Grant],
         custom_role_scope: pulumi.Input[str],
         stack_label: str,
+        create_custom_roles: bool = True,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("claimcheck:access:Access", name, None, opts)
@@ -59,6 +62,11 @@ class Access(pulumi.ComponentResource):
         for role in _custom_roles(grants):
             guid = pulumi.Output.from_input(custom_role_scope).apply(_guid_for(role))
             role_guids[role.key] = guid
+            if not create_custom_roles:
+                # scripts/bootstrap_ci.py defined it (same GUID, name and data actions, from
+                # infra/roles.py), so the CI deploy identity needs no roleDefinitions/write.
+                continue
+            # Preview API version, why: infra/api_versions.py.
             self.role_definitions[role.key] = authorization.RoleDefinition(
                 f"{name}-role-{role.key}",
                 role_definition_id=guid,
@@ -87,9 +95,8 @@ class Access(pulumi.ComponentResource):
                 guid, label, options = pulumi.Output.from_input(grant.role.value), _label(grant.role), child
             else:
                 guid, label = role_guids[grant.role.key], grant.role.display_name
-                options = child.merge(
-                    pulumi.ResourceOptions(depends_on=[self.role_definitions[grant.role.key]])
-                )
+                definition = self.role_definitions.get(grant.role.key)
+                options = child.merge(pulumi.ResourceOptions(depends_on=[definition] if definition else []))
             self.assignments[grant.key] = authorization.RoleAssignment(
                 f"{name}-{grant.key}",
                 role_assignment_name=pulumi.Output.all(grant.scope, guid, grant.principal_id).apply(
@@ -97,7 +104,7 @@ class Access(pulumi.ComponentResource):
                 ),
                 scope=grant.scope,
                 principal_id=grant.principal_id,
-                principal_type=authorization.PrincipalType.SERVICE_PRINCIPAL,
+                principal_type=authorization.PrincipalType(grant.principal_type),
                 role_definition_id=pulumi.Output.all(subscription_id, guid).apply(_definition_id),
                 description=f"claimcheck: {label.lower()}",
                 opts=options,

@@ -7,6 +7,16 @@ call" section says why in-app validation rather than App Service Authentication)
 ``app_role_assignment_required`` makes Entra refuse a token to any application without one of these
 roles, so the roles are checked twice: by Entra when it issues the token and by the app on every
 request.
+
+Ownership: the CI deploy identity manages these objects with Graph Application.ReadWrite.OwnedBy,
+which reaches only objects it owns, so `owners` (claimcheck:apiOwnerObjectIds) must hold it from
+the first `up`, wherever that runs. The service principal takes them as its declarative `owners`
+(the provider adds the caller while creating and removes it unless listed). The registration takes
+one ApplicationOwner per owner, except the caller: Entra already made the creator an owner, and
+the provider refuses to add an existing owner. Each ApplicationOwner is retained on delete, so when
+a later run is made by that owner (its resource leaves the program) ownership stays. Graph lets
+an OwnedBy caller add no owner but itself (application-post-owners), so the list should hold just
+the CI deploy identity.
 """
 
 from __future__ import annotations
@@ -35,6 +45,13 @@ def app_role_id(environment: str, role: AppRole) -> str:
     return str(uuid.uuid5(_ROLE_NAMESPACE, f"claimcheck/{environment}/{role.value}"))
 
 
+def member_types(callers: Sequence[ProducerPrincipal], role: AppRole) -> list[str]:
+    """Who may hold the role: applications, and users and groups ("User" in Entra covers both) only
+    when a caller of that kind holds it, so a stack of service principals allows nothing more."""
+    people = any(c.principal_type != "ServicePrincipal" and role in c.app_roles for c in callers)
+    return ["Application", "User"] if people else ["Application"]
+
+
 def entra_issuer(tenant_id: str) -> str:
     return f"https://login.microsoftonline.com/{tenant_id}/v2.0"
 
@@ -51,6 +68,7 @@ class ApiIdentity(pulumi.ComponentResource):
         environment: str,
         tenant_id: pulumi.Input[str],
         callers: Sequence[ProducerPrincipal],
+        owners: Sequence[str] = (),
         group_claims: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
@@ -75,7 +93,7 @@ class ApiIdentity(pulumi.ComponentResource):
                 value=role.value,
                 display_name=role.value,
                 description=ROLE_DESCRIPTIONS[role],
-                allowed_member_types=["Application"],
+                allowed_member_types=member_types(callers, role),
                 opts=child,
             )
             for role in AppRole
@@ -84,8 +102,23 @@ class ApiIdentity(pulumi.ComponentResource):
         self.identifier_uri = azuread.ApplicationIdentifierUri(
             f"{name}-uri", application_id=self.registration.id, identifier_uri=self.audience, opts=child
         )
+        caller = azuread.get_client_config().object_id
+        self.owners = [
+            azuread.ApplicationOwner(
+                f"{name}-owner-{owner}",
+                application_id=self.registration.id,
+                owner_object_id=owner,
+                opts=child.merge(pulumi.ResourceOptions(retain_on_delete=True)),
+            )
+            for owner in owners
+            if owner.lower() != caller.lower()
+        ]
         self.service_principal = azuread.ServicePrincipal(
-            f"{name}-sp", client_id=self.registration.client_id, app_role_assignment_required=True, opts=child
+            f"{name}-sp",
+            client_id=self.registration.client_id,
+            app_role_assignment_required=True,
+            owners=sorted(owners) or None,
+            opts=child,
         )
         self.assignments = [
             azuread.AppRoleAssignment(

@@ -38,10 +38,14 @@ class Messaging(pulumi.ComponentResource):
         zone_redundant: bool = False,
         customer_managed_key: CustomerManagedKey | None = None,
         namespace_opts: pulumi.ResourceOptions | None = None,
+        entity_opts: pulumi.ResourceOptions | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("claimcheck:messaging:Messaging", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        # Queues, topics and subscriptions hold messages: `entity_opts` protects them (outside dev) and
+        # retains them on delete, so a topology rename never deletes one with messages in flight.
+        entities = child.merge(entity_opts)
         self._resource_group_name = resource_group_name
         self.namespace = servicebus.Namespace(
             f"{name}-ns",
@@ -78,14 +82,14 @@ class Messaging(pulumi.ComponentResource):
                     if queue.requires_duplicate_detection
                     else None
                 ),
-                opts=child,
+                opts=entities,
             )
             for queue in topology.queues
         }
         self.topics: dict[str, servicebus.Topic] = {}
         self.subscriptions: dict[str, servicebus.Subscription] = {}
         for topic in topology.topics:
-            self._topic(name, topic, child)
+            self._topic(name, topic, child, entities)
         self.namespace_fqdn = self.namespace.service_bus_endpoint.apply(service_bus_fqdn)
         self.register_outputs(
             {
@@ -96,7 +100,9 @@ class Messaging(pulumi.ComponentResource):
             }
         )
 
-    def _topic(self, name: str, topic: TopicSpec, child: pulumi.ResourceOptions) -> None:
+    def _topic(
+        self, name: str, topic: TopicSpec, child: pulumi.ResourceOptions, entities: pulumi.ResourceOptions
+    ) -> None:
         resource = servicebus.Topic(
             f"{name}-topic-{topic.name}",
             resource_group_name=self._resource_group_name,
@@ -107,11 +113,11 @@ class Messaging(pulumi.ComponentResource):
             duplicate_detection_history_time_window=(
                 topic.duplicate_detection_history_time_window if topic.requires_duplicate_detection else None
             ),
-            opts=child,
+            opts=entities,
         )
         self.topics[topic.name] = resource
         for subscription in topic.subscriptions:
-            self._subscription(name, topic.name, resource, subscription, child)
+            self._subscription(name, topic.name, resource, subscription, child, entities)
 
     def _subscription(
         self,
@@ -120,6 +126,7 @@ class Messaging(pulumi.ComponentResource):
         topic: servicebus.Topic,
         spec: SubscriptionSpec,
         child: pulumi.ResourceOptions,
+        entities: pulumi.ResourceOptions,
     ) -> None:
         logical = f"{name}-sub-{topic_name}-{spec.name}"
         subscription = servicebus.Subscription(
@@ -134,7 +141,7 @@ class Messaging(pulumi.ComponentResource):
             default_message_time_to_live=spec.default_message_time_to_live,
             dead_lettering_on_message_expiration=spec.dead_lettering_on_message_expiration,
             dead_lettering_on_filter_evaluation_exceptions=spec.dead_lettering_on_filter_evaluation_exceptions,
-            opts=child,
+            opts=entities,
         )
         self.subscriptions[f"{topic_name}/{spec.name}"] = subscription
         servicebus.DefaultRule(

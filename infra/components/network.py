@@ -123,6 +123,7 @@ class PrivateNetwork(pulumi.ComponentResource):
         component and its workspace: both, or the workspace would stay reachable publicly), ingestion
         only through private endpoints (queries stay open for the portal), and the scope's endpoint in
         the five zones Azure Monitor needs."""
+        # Preview API version, why: infra/api_versions.py.
         scope = monitor.PrivateLinkScope(
             f"{self._name}-ampls",
             resource_group_name=self._resource_group_name,

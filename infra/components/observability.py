@@ -106,6 +106,7 @@ class Monitoring(pulumi.ComponentResource):
             public_network_access_for_query="Enabled",
             opts=child,
         )
+        # Preview API version, why: infra/api_versions.py.
         self.action_group = monitor.ActionGroup(
             f"{name}-alerts",
             resource_group_name=resource_group_name,
@@ -199,6 +200,7 @@ class Alerts(pulumi.ComponentResource):
             "function-app": function_app_id,
         }
         for key, resource_uri in targets.items():
+            # Preview API version, why: infra/api_versions.py.
             monitor.DiagnosticSetting(
                 f"{name}-diag-{key}",
                 name="to-log-analytics",
@@ -311,6 +313,7 @@ def _log_alert(
     """A log alert on Application Insights: fires when `query`'s rows, aggregated (over
     `measure_column`, or counted), exceed 0 in one evaluation; `schedule` is (frequency, window)."""
     frequency, window = schedule
+    # Preview API version, why: infra/api_versions.py.
     return monitor.ScheduledQueryRule(
         resource_name,
         resource_group_name=resource_group_name,

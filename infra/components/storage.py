@@ -98,10 +98,14 @@ class PayloadStorage(pulumi.ComponentResource):
         immutable_containers: Mapping[str, int] | None = None,
         customer_managed_key: CustomerManagedKey | None = None,
         account_opts: pulumi.ResourceOptions | None = None,
+        data_opts: pulumi.ResourceOptions | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("claimcheck:storage:PayloadStorage", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        # Containers and tables hold the data (tables have no soft delete): `data_opts` protects them
+        # (outside dev) and retains them on delete, so a topology rename never deletes one.
+        data = child.merge(data_opts)
         self.account = secure_storage_account(
             account_logical_name,
             resource_group_name=resource_group_name,
@@ -145,7 +149,7 @@ class PayloadStorage(pulumi.ComponentResource):
                 immutable_storage_with_versioning=(
                     storage.ImmutableStorageWithVersioningArgs(enabled=True) if container in locked else None
                 ),
-                opts=child.merge(pulumi.ResourceOptions(depends_on=[self.blob_service])),
+                opts=data.merge(pulumi.ResourceOptions(depends_on=[self.blob_service])),
             )
             for container in topology.containers
         }
@@ -169,7 +173,7 @@ class PayloadStorage(pulumi.ComponentResource):
                 resource_group_name=resource_group_name,
                 account_name=account_name,
                 table_name=table,
-                opts=child,
+                opts=data,
             )
             for table in topology.tables.all()
         }

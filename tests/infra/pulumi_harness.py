@@ -22,6 +22,8 @@ APP_PRINCIPAL_ID = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"  # the app's user-assi
 APP_IDENTITY_CLIENT_ID = "c1e70000-0000-4000-8000-0000000000b2"
 API_CLIENT_ID = "c1e70000-0000-4000-8000-0000000000a1"  # the API's app registration (Entra ID)
 API_SERVICE_PRINCIPAL_ID = "5e7f0000-0000-4000-8000-0000000000a2"
+# Who runs the program (azuread's getClientConfig): a person on a laptop unless a test says otherwise.
+LAPTOP_USER_OBJECT_ID = "1a2b3c4d-0000-4000-8000-00000000c0de"
 
 
 @dataclass(frozen=True)
@@ -148,9 +150,10 @@ def _resource_id(args: pulumi.runtime.MockResourceArgs, name: str) -> str:
 
 
 class AzureMocks(pulumi.runtime.Mocks):
-    def __init__(self, subscription_id: str = SUBSCRIPTION_ID) -> None:
+    def __init__(self, subscription_id: str = SUBSCRIPTION_ID, caller: str = LAPTOP_USER_OBJECT_ID) -> None:
         self.resources: list[Registered] = []
         self.subscription_id = subscription_id
+        self.caller = caller
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         name = _physical_name(args)
@@ -206,6 +209,13 @@ class AzureMocks(pulumi.runtime.Mocks):
                 "clientId": "ci",
                 "objectId": "ci",
             }, []
+        if args.token == "azuread:index/getClientConfig:getClientConfig":
+            return {"clientId": "ci", "objectId": self.caller, "tenantId": TENANT_ID}, []
+        if args.token == "azure-native:resources:getResourceGroup":
+            # An existing group, as ARM answers GET on it (the bootstrap created it).
+            name = args.args["resourceGroupName"]
+            group = f"/subscriptions/{self.subscription_id}/resourceGroups/{name}"
+            return {"id": group, "name": name, "location": "westeurope", "type": "resourceGroups"}, []
         raise NotImplementedError(f"no mock for call {args.token}")
 
 
@@ -248,6 +258,7 @@ def run_program(
     subscription_id: str = SUBSCRIPTION_ID,
     preview: bool = False,
     monitor_type: Callable[[AzureMocks], RecordingMonitor] = RecordingMonitor,
+    caller: str = LAPTOP_USER_OBJECT_ID,
 ) -> ProgramRun:
     """Runs `program` under mocks, with `config` as the stack's `claimcheck:*` config.
 
@@ -257,7 +268,7 @@ def run_program(
     the resource monitor (tests/infra/policy_engine.py records what the engine would receive).
     """
     _ensure_event_loop()
-    mocks = AzureMocks(subscription_id)
+    mocks = AzureMocks(subscription_id, caller)
     monitor = monitor_type(mocks)
     pulumi.runtime.set_mocks(mocks, project="claimcheck", stack=stack, preview=preview, monitor=monitor)
     pulumi.runtime.set_all_config({})

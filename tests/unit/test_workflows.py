@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from scripts.bootstrap_ci import identities
+from scripts.bootstrap_ci import Fork, apps
 from scripts.ci import pulumi_steps
 from scripts.ci.__main__ import deploy_commands, smoke_command
 
@@ -219,11 +219,11 @@ def test_federated_subjects_match_the_workflows() -> None:
     """The bootstrap trusts pull requests for the preview identity and exactly the environments the
     deploy jobs run in for the deploy identity."""
     stacks = [job["with"]["stack"] for job in _load("deploy.yml")["jobs"].values()]
-    preview, deploy = identities("my-org/claim-check", "claimcheck-ci", stacks)
+    fork = Fork("my-org/claim-check", "11111111-2222-4333-8444-555555555555", tuple(stacks))
+    preview, deploy, smoke = apps(fork)
     assert preview.subjects == ("repo:my-org/claim-check:pull_request",)
     assert deploy.subjects == tuple(f"repo:my-org/claim-check:environment:{stack}" for stack in stacks)
-    assert "Reader" in preview.roles
-    assert "Contributor" not in preview.roles
+    assert smoke.subjects == deploy.subjects
 
 
 def test_tool_versions_are_pinned_once() -> None:
