@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.roles import DATA_ROLES, SERVICE_BUS_DATA_ROLES, role_guid
+from infra.roles import CUSTOM_ROLES, DATA_ROLES, SERVICE_BUS_DATA_ROLES, custom_role_guid, role_guid
 
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the Pulumi engine's "computed" sentinel
 TLS_1_2_OR_LATER = ("1.2", "1.3", "TLS1_2", "TLS1_3")
@@ -435,6 +435,19 @@ def _custom_data_roles(listed: Sequence[StackResource]) -> tuple[frozenset[str],
     return frozenset(guids), frozenset(r.urn for r in definitions if r.urn)
 
 
+_RESOURCE_GROUP_SCOPE = re.compile(r"^/subscriptions/[^/]+/resourceGroups/[^/]+", re.IGNORECASE)
+
+
+def _defined_outside_the_stack(scope: str | None) -> frozenset[str]:
+    """GUIDs the program's custom data roles have in the resource group of `scope`. A stack with
+    `createCustomRoles: false` holds no RoleDefinition (scripts/bootstrap_ci.py defined them, with
+    the same deterministic GUIDs), so its assignments are recognised by GUID alone."""
+    group = _RESOURCE_GROUP_SCOPE.match(scope) if scope else None
+    if group is None:
+        return frozenset()
+    return frozenset(custom_role_guid(group.group(0), role) for role in CUSTOM_ROLES if role.data_actions)
+
+
 SAS_RULE_TYPES = (
     "azure-native:servicebus:NamespaceAuthorizationRule",
     "azure-native:servicebus:QueueAuthorizationRule",
@@ -476,15 +489,15 @@ def stack_role_violations(
         if assignment.kind != ROLE_ASSIGNMENT:
             continue
         definition = _known_str(assignment.props.get("roleDefinitionId"))
+        scope = _known_str(assignment.props.get("scope"))
         if definition is not None:
             role = role_guid(definition)
-            if role not in DATA_ROLES | custom_guids:
+            if role not in DATA_ROLES | custom_guids | _defined_outside_the_stack(scope):
                 continue
         elif any(dependency in custom_urns for dependency in assignment.dependencies):
             role = "(a custom data role of the stack)"
         else:
             continue
-        scope = _known_str(assignment.props.get("scope"))
         targets = [by_urn[u] for u in assignment.property_dependencies.get("scope", ()) if u in by_urn]
         if scope is not None:
             problem = _scope_id_problem(role, scope, hosts)

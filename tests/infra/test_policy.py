@@ -256,4 +256,12 @@ def test_custom_data_role_is_held_to_entity_scope() -> None:
     ((index, problem),) = rules.stack_role_violations([_HOST_APP, definition, _custom_assignment(ACCOUNT)])
     assert index == 2
     assert ACCOUNT in problem
-    assert rules.stack_role_violations([_HOST_APP, _custom_assignment(ACCOUNT)]) == []
+
+
+def test_custom_data_role_the_bootstrap_defined_is_held_to_entity_scope() -> None:
+    """createCustomRoles: false leaves no RoleDefinition in the stack: the role is still recognised by
+    its deterministic GUID in the assignment's resource group."""
+    assert rules.stack_role_violations([_HOST_APP, _custom_assignment(CONTAINER)]) == []
+    ((index, problem),) = rules.stack_role_violations([_HOST_APP, _custom_assignment(ACCOUNT)])
+    assert index == 1
+    assert ACCOUNT in problem
