@@ -9,8 +9,11 @@ the runner never opens a connection to the namespace).
    test at once with the state's reason.
 3. Read the result (`GET /work-items/{id}/result`): it must be this work item's, of the completed
    version, with an analysis; the consumer writes it when it handles the result event, so a stored
-   result is the API's evidence that the event went through. The API does not expose the event's
-   routing (topic, subscriptions, sequence number), so the smoke test cannot check it.
+   result is the API's evidence that the event went through. Its summary must carry the routing
+   values the result event's application properties are made of (`document_type`, `priority`,
+   `review_required`: what the topic's subscription filters match). The API does not expose the
+   event itself (topic, subscriptions, sequence number), so which subscriptions took it is read on
+   the audit subscription, not here.
 4. Clean-up check: the payload must reach `removed` (the purpose's synchronous clean-up deletes it once
    the effect is confirmed). The result event and the audit records stay: they are the audit trail,
    which a test must not edit.
@@ -32,6 +35,8 @@ SMOKE_PURPOSE = "contract-review"
 SMOKE_CLASSIFICATION = "confidential"
 SMOKE_CONTENT_TYPE = "text/plain"
 FINAL_FAILURES = ("failed", "expired")
+# The priorities the analyzer gives (claimcheck.analysis.model); the notifications filter matches "high".
+ROUTING_PRIORITIES = ("high", "normal")
 
 Submit = Callable[[bytes], dict[str, Any]]  # document -> intake receipt
 Status = Callable[[str], dict[str, Any]]  # work item id -> status view
@@ -67,6 +72,15 @@ def result_problem(body: dict[str, Any], work_item_id: str, version: int) -> str
         return f"the result is of version {body.get('version')!r}, not {version}"
     if not isinstance(body.get("result"), dict) or not body["result"]:
         return "the result holds no analysis"
+    summary = body.get("summary")
+    if not isinstance(summary, dict):
+        return "the result holds no summary (the result event's routing values)"
+    if not isinstance(summary.get("document_type"), str) or not summary["document_type"]:
+        return "the result's summary names no document_type (a routing value of the result event)"
+    if summary.get("priority") not in ROUTING_PRIORITIES:
+        return f"the result's priority {summary.get('priority')!r} is none of {list(ROUTING_PRIORITIES)}"
+    if not isinstance(summary.get("review_required"), bool):
+        return "the result's review_required is not true or false (a routing value of the result event)"
     return None
 
 

@@ -17,6 +17,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from scripts.ci.github_oidc import API_CLIENT_ID, CLIENT_ID
 from scripts.ops_errors import OpsError
 
 if TYPE_CHECKING:
@@ -75,17 +76,20 @@ def _local_token(issuer: str, client_id: str, audience: str | None) -> str:
 
 
 def _entra_token(audience: str) -> str:
-    return entra_token(f"{audience.rstrip('/')}/.default")
+    """A token for the deployed API: as CLAIMCHECK_API_CLIENT_ID's identity when the job names one
+    (the smoke app), else as the job's own (scripts/ci/github_oidc.py)."""
+    caller = API_CLIENT_ID if os.environ.get(API_CLIENT_ID) else CLIENT_ID
+    return entra_token(f"{audience.rstrip('/')}/.default", caller)
 
 
 @functools.cache
-def entra_credential() -> TokenCredential:
-    """One credential per process, so its in-memory token cache serves every request of a command and
-    a token near its end is renewed (with a new assertion in CI) instead of failing."""
+def entra_credential(client_id_variable: str = CLIENT_ID) -> TokenCredential:
+    """One credential per process and identity, so its in-memory token cache serves every request of a
+    command and a token near its end is renewed (with a new assertion in CI) instead of failing."""
     from scripts.ci.github_oidc import OidcError, github_oidc_credential
 
     try:
-        federated = github_oidc_credential(os.environ)
+        federated = github_oidc_credential(os.environ, client_id_variable)
     except OidcError as error:
         raise OpsError(str(error)) from None
     if federated is not None:
@@ -95,18 +99,18 @@ def entra_credential() -> TokenCredential:
     return DefaultAzureCredential()
 
 
-def entra_token(scope: str) -> str:
+def entra_token(scope: str, client_id_variable: str = CLIENT_ID) -> str:
     """A bearer token for `scope` (`<resource>/.default`); an OpsError in one line if Entra refuses."""
     from azure.core.exceptions import ClientAuthenticationError
 
     from scripts.ci.github_oidc import OidcError
 
     try:
-        return entra_credential().get_token(scope).token
+        return entra_credential(client_id_variable).get_token(scope).token
     except (ClientAuthenticationError, OidcError) as error:
         text = str(error).strip()
         first = text.splitlines()[0] if text else type(error).__name__
         raise OpsError(
             f"not signed in to Entra ID for {scope}: {first} (locally: az login; in CI: the job's "
-            "GitHub OIDC identity, ARM_CLIENT_ID/ARM_TENANT_ID)"
+            f"GitHub OIDC identity, {client_id_variable}/ARM_TENANT_ID)"
         ) from None

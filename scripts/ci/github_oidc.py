@@ -10,7 +10,10 @@ actions toolkit's `core.getIDToken(audience)` does: GET `$ACTIONS_ID_TOKEN_REQUE
 answer `{"value": "<jwt>"}`. The runner sets both variables only in a job with `id-token: write`.
 
 The identity is named by ARM_CLIENT_ID and ARM_TENANT_ID, the variables the workflows already set for
-the azure-native provider's own OIDC sign-in (one setting for both).
+the azure-native provider's own OIDC sign-in (one setting for both). The deployed API is called as
+another identity when CLAIMCHECK_API_CLIENT_ID names one: the smoke step sets it to the smoke app
+(scripts/bootstrap_ci.py), which holds the API's app roles for the smoke tenant and no Azure role,
+while ARM requests (listKeys) stay the deploy identity's.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ REQUEST_URL = "ACTIONS_ID_TOKEN_REQUEST_URL"
 REQUEST_TOKEN = "ACTIONS_ID_TOKEN_REQUEST_TOKEN"  # noqa: S105 - a variable name
 CLIENT_ID = "ARM_CLIENT_ID"
 TENANT_ID = "ARM_TENANT_ID"
+API_CLIENT_ID = "CLAIMCHECK_API_CLIENT_ID"  # who calls the deployed API, when not ARM_CLIENT_ID
 _TIMEOUT_SECONDS = 30.0
 
 
@@ -66,16 +70,19 @@ def request_id_token(url: str, bearer: str, audience: str = AUDIENCE) -> str:
     return value
 
 
-def github_oidc_credential(environ: Mapping[str, str]) -> ClientAssertionCredential | None:
-    """The credential for ARM_CLIENT_ID in ARM_TENANT_ID when the runner can mint ID tokens; None
-    outside such a job (a laptop: the caller falls back to DefaultAzureCredential)."""
+def github_oidc_credential(
+    environ: Mapping[str, str], client_id_variable: str = CLIENT_ID
+) -> ClientAssertionCredential | None:
+    """The credential for the client id in `client_id_variable` (ARM_CLIENT_ID, or API_CLIENT_ID for
+    the API's caller) in ARM_TENANT_ID when the runner can mint ID tokens; None outside such a job (a
+    laptop: the caller falls back to DefaultAzureCredential)."""
     url, bearer = environ.get(REQUEST_URL, ""), environ.get(REQUEST_TOKEN, "")
-    client_id, tenant_id = environ.get(CLIENT_ID, ""), environ.get(TENANT_ID, "")
+    client_id, tenant_id = environ.get(client_id_variable, ""), environ.get(TENANT_ID, "")
     if not (url and bearer):
         return None
     if not (client_id and tenant_id):
         raise OidcError(
-            f"the job can request GitHub ID tokens but {CLIENT_ID}/{TENANT_ID} are not set: "
+            f"the job can request GitHub ID tokens but {client_id_variable}/{TENANT_ID} are not set: "
             "which identity should sign in?"
         )
     from azure.identity import ClientAssertionCredential

@@ -25,7 +25,13 @@ class FakeClock:
         self.now += seconds
 
 
-GOOD_RESULT = {"work_item_id": "wi-1", "version": 1, "summary": {"parties": 2}, "result": {"parties": []}}
+ROUTING = {"document_type": "contract", "priority": "normal", "review_required": False}
+GOOD_RESULT = {
+    "work_item_id": "wi-1",
+    "version": 1,
+    "summary": {"parties": 2, **ROUTING},
+    "result": {"parties": []},
+}
 
 
 def _run(
@@ -119,6 +125,22 @@ def test_the_smoke_test_needs_no_service_bus() -> None:
 def test_result_problem_accepts_only_the_work_items_analysis() -> None:
     assert result_problem(GOOD_RESULT, "wi-1", 1) is None
     assert result_problem({}, "wi-1", 1) is not None
+
+
+@pytest.mark.parametrize(
+    ("summary", "named"),
+    [
+        (None, "summary"),
+        ({**ROUTING, "document_type": ""}, "document_type"),
+        ({**ROUTING, "priority": "urgent"}, "priority"),
+        ({key: value for key, value in ROUTING.items() if key != "review_required"}, "review_required"),
+    ],
+)
+def test_result_problem_needs_the_result_events_routing_values(summary: object, named: str) -> None:
+    """The routing values the result event carries as properties (what subscriptions filter on)."""
+    problem = result_problem({**GOOD_RESULT, "summary": summary}, "wi-1", 1)
+    assert problem is not None
+    assert named in problem
 
 
 def test_smoke_documents_differ_per_run_and_stay_small() -> None:

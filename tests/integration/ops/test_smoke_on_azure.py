@@ -22,6 +22,7 @@ from tests.unit.ci.identity_stand_ins import stand_ins
 
 ARM_SCOPE = "https://management.azure.com/.default"
 AUDIENCE = "api://claimcheck-dev"
+ROUTING = {"document_type": "contract", "priority": "normal", "review_required": False}
 
 
 @pytest.fixture
@@ -35,10 +36,21 @@ def arm() -> Iterator[FakeAzure]:
     server.server_close()
 
 
+SMOKE_CLIENT_ID = "5a0e0000-0000-4000-8000-00000000005a"
+
+
+@pytest.mark.parametrize("smoke_app", [False, True], ids=["job-identity", "smoke-app"])
 def test_smoke_on_azure_uses_arm_for_the_key_and_a_fresh_assertion_for_the_api(
-    arm: FakeAzure, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    arm: FakeAzure, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, smoke_app: bool
 ) -> None:
+    """With CLAIMCHECK_API_CLIENT_ID (the workflow's smoke step sets the smoke app's client id) the API
+    token is the smoke app's, which holds the API roles; listKeys stays the deploy identity's."""
     with stand_ins(tmp_path) as (runner, entra, ca_file), running_api_stub() as api:
+        entra.other_client_ids = (SMOKE_CLIENT_ID,)
+        if smoke_app:
+            monkeypatch.setenv("CLAIMCHECK_API_CLIENT_ID", SMOKE_CLIENT_ID)
+        else:
+            monkeypatch.delenv("CLAIMCHECK_API_CLIENT_ID", raising=False)
         arm.accepts = lambda token: entra.tokens.get(token) == ARM_SCOPE
         for name, value in {
             "REQUESTS_CA_BUNDLE": str(ca_file),
@@ -60,7 +72,7 @@ def test_smoke_on_azure_uses_arm_for_the_key_and_a_fresh_assertion_for_the_api(
             ("GET", "/api/work-items/wi-1"): (200, view),
             ("GET", "/api/work-items/wi-1/result?version=1"): (
                 200,
-                {"work_item_id": "wi-1", "version": 1, "summary": {}, "result": {"parties": ["a"]}},
+                {"work_item_id": "wi-1", "version": 1, "summary": ROUTING, "result": {"parties": ["a"]}},
             ),
         }
         runner.clock.advance(3600)  # long after azure/login's assertion expired
@@ -75,6 +87,10 @@ def test_smoke_on_azure_uses_arm_for_the_key_and_a_fresh_assertion_for_the_api(
     assert [seen.path for seen in arm.seen] == [f"{APP_ID}/host/default/listKeys?api-version=2024-04-01"]
     api_tokens = {token for token, scope in entra.tokens.items() if scope == f"{AUDIENCE}/.default"}
     assert len(api_tokens) == 1
+    api_caller = SMOKE_CLIENT_ID if smoke_app else entra.client_id
+    assert {entra.clients[token] for token in api_tokens} == {api_caller}
+    arm_tokens = {token for token, scope in entra.tokens.items() if scope == ARM_SCOPE}
+    assert {entra.clients[token] for token in arm_tokens} == {entra.client_id}
     for request in api.requests:
         assert request.headers["x-functions-key"] == FUNCTION_KEY
         assert request.headers["authorization"].removeprefix("Bearer ") in api_tokens

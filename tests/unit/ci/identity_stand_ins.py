@@ -76,22 +76,26 @@ class Runner:
 
 @dataclass
 class Entra:
-    """Entra's token endpoint for one app registration with one federated credential."""
+    """Entra's token endpoint for app registrations federated to one subject: `client_id` (the deploy
+    identity) and `other_client_ids` (e.g. the smoke app); any other client id is unknown (700016)."""
 
     clock: Clock
     trusted: Runner
     tenant: str = "9c0ffee0-0000-4000-8000-0000000000e1"
     client_id: str = "c11e0000-0000-4000-8000-0000000000c1"
     subject: str = "repo:my-org/claim-check:environment:dev"
+    other_client_ids: tuple[str, ...] = ()
     exchanges: list[str] = field(default_factory=list)  # the scope of each token issued
     tokens: dict[str, str] = field(default_factory=dict)  # access token issued -> its scope
+    clients: dict[str, str] = field(default_factory=dict)  # access token issued -> its client id
     refusals: list[str] = field(default_factory=list)  # the AADSTS code of each refusal
     authority: str = ""
 
     def exchange(self, form: dict[str, str]) -> tuple[int, dict[str, Any]]:
         if form.get("grant_type") != "client_credentials" or form.get("client_assertion_type") != JWT_BEARER:
             return self._refuse("900144", "The request body must contain client_assertion_type jwt-bearer.")
-        if form.get("client_id") != self.client_id:
+        client_id = form.get("client_id", "")
+        if client_id not in (self.client_id, *self.other_client_ids):
             return self._refuse("700016", "Application not found in the directory.")
         scope = form.get("scope", "")
         if len(scope.split()) != 1 or not scope.endswith("/.default"):
@@ -124,11 +128,12 @@ class Entra:
         issued = int(now)
         token = jwt.encode(
             {"aud": scope.removesuffix("/.default"), "iss": f"https://sts.windows.net/{self.tenant}/",
-             "appid": self.client_id, "iat": issued, "nbf": issued, "exp": issued + 3600},
+             "appid": client_id, "iat": issued, "nbf": issued, "exp": issued + 3600},
             self.trusted.key.private_key,
             algorithm="RS256",
         )  # fmt: skip
         self.tokens[token] = scope
+        self.clients[token] = client_id
         return 200, {
             "token_type": "Bearer",
             "expires_in": 3599,
