@@ -8,7 +8,9 @@ it applies to, a predicate over that resource's inputs as the program registers 
 resources it names looked up by id), the message, and the Microsoft page or sample it comes from.
 
 tests/infra/test_arm_rules.py checks every row over the resources both stacks register under mocks
-(zero violations) and feeds each row a crafted violating resource (so no row is dead).
+(zero violations) and feeds each row a crafted violating resource (so no row is dead); the mocks
+themselves (tests/infra/pulumi_harness.run_program) refuse a run that breaks a row, as ARM would, so
+no infra test passes on a shape `pulumi up` would be refused.
 """
 
 from __future__ import annotations

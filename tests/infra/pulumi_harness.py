@@ -16,6 +16,8 @@ from typing import Any
 import pulumi
 from pulumi.runtime.mocks import MockMonitor
 
+from infra import arm_rules
+
 SUBSCRIPTION_ID = "00000000-1111-2222-3333-444444444444"
 TENANT_ID = "99999999-8888-7777-6666-555555555555"
 APP_PRINCIPAL_ID = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"  # the app's user-assigned identity
@@ -259,6 +261,7 @@ def run_program(
     preview: bool = False,
     monitor_type: Callable[[AzureMocks], RecordingMonitor] = RecordingMonitor,
     caller: str = LAPTOP_USER_OBJECT_ID,
+    arm_checked: bool = True,
 ) -> ProgramRun:
     """Runs `program` under mocks, with `config` as the stack's `claimcheck:*` config.
 
@@ -266,6 +269,11 @@ def run_program(
     environment variable, a JSON object of strings (structured values JSON-encoded). `preview` runs
     it as `pulumi preview` does (outputs the monitor leaves out are unknown); `monitor_type` builds
     the resource monitor (tests/infra/policy_engine.py records what the engine would receive).
+
+    The mocks accept any property bag, where ARM refuses some at `pulumi up`: unless `arm_checked` is
+    off (a test that registers a refused shape on purpose), a run whose resources break a rule of
+    infra/arm_rules.py raises ArmRejected, as the deployment would fail. Rules ARM applies that the
+    table does not hold are not played (infra/arm_rules.py lists what it holds).
     """
     _ensure_event_loop()
     mocks = AzureMocks(subscription_id, caller)
@@ -292,4 +300,12 @@ def run_program(
             del os.environ["PULUMI_CONFIG"]
         else:
             os.environ["PULUMI_CONFIG"] = previous
+    if arm_checked and not preview:
+        refused = arm_rules.violations(run.resources)
+        if refused:
+            raise ArmRejected("\n".join(str(violation) for violation in refused))
     return run
+
+
+class ArmRejected(AssertionError):
+    """What ARM would refuse at `pulumi up` (infra/arm_rules.py): the run's resources break its rules."""

@@ -16,7 +16,7 @@ import pytest
 from pulumi_azure_native import web
 
 from infra.arm_rules import RULES, Violation, violations
-from tests.infra.pulumi_harness import ProgramRun, Registered, run_program
+from tests.infra.pulumi_harness import ArmRejected, ProgramRun, Registered, run_program
 from tests.infra.stacks import Stack, stack_run
 
 
@@ -192,11 +192,16 @@ def test_sdk_site_config_args_breaks_the_flex_rule() -> None:
     def site_config_of(run: ProgramRun) -> dict[str, Any]:
         return dict(run.one("WebApp").inputs["siteConfig"])
 
-    with_args = run_program(program(web.SiteConfigArgs(min_tls_version="1.2")), stack="dev")
+    # arm_checked=False: these bare apps are what ARM refuses, on purpose.
+    with_args = run_program(
+        program(web.SiteConfigArgs(min_tls_version="1.2")), stack="dev", arm_checked=False
+    )
     assert site_config_of(with_args).get("netFrameworkVersion") == "v4.6"
     # (The bare app breaks the other Flex rules too: it has no functionAppConfig.)
     assert "flex-site-config-rejected" in {v.rule for v in violations(with_args.resources)}
-    as_mapping = run_program(program(web.SiteConfigArgsDict(min_tls_version="1.2")), stack="dev")
+    as_mapping = run_program(
+        program(web.SiteConfigArgsDict(min_tls_version="1.2")), stack="dev", arm_checked=False
+    )
     assert site_config_of(as_mapping) == {"minTlsVersion": "1.2"}
     assert "flex-site-config-rejected" not in {v.rule for v in violations(as_mapping.resources)}
 
@@ -238,3 +243,23 @@ def test_other_branches_of_a_rule_report_too(rule_id: str, change: Change) -> No
     case = dataclasses.replace(CRAFTED[rule_id], change=change)
     resources, edited = _with_change(stack_run(case.stack)[1].resources, case)
     assert [(v.rule, v.resource) for v in violations(resources)] == [(rule_id, edited.name)]
+
+
+def test_the_mocks_refuse_what_arm_refuses() -> None:
+    """run_program plays ARM's rules of the table: a program registering a refused shape fails as
+    `pulumi up` would, so every infra test runs against mocks as strict as the table."""
+
+    def program() -> None:
+        plan = web.AppServicePlan(
+            "plan", resource_group_name="rg", sku=web.SkuDescriptionArgs(name="FC1", tier="FlexConsumption")
+        )
+        web.WebApp(
+            "app",
+            resource_group_name="rg",
+            kind="functionapp,linux",
+            server_farm_id=plan.id,
+            site_config=web.SiteConfigArgsDict(ftps_state="Disabled"),
+        )
+
+    with pytest.raises(ArmRejected, match="flex-site-config-rejected"):
+        run_program(program, stack="dev")
