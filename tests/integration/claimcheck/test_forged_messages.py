@@ -132,7 +132,7 @@ def _moved(message: InboundMessage, name: str, delta: timedelta) -> str:
     return format_timestamp(datetime.fromisoformat(json.loads(message.body)[name]) + delta)
 
 
-def _invented(message: InboundMessage, **more: object) -> InboundMessage:
+def _invented(message: InboundMessage, **more: Any) -> InboundMessage:
     """The invented clause inline, with its true length and sha256 (so every integrity check passes)."""
     return forge(
         message,
@@ -271,12 +271,13 @@ def _nobodys(scene: Scene, *, by_reference: bool) -> InboundMessage:
     """An envelope for a work item nobody submitted, created long enough ago to be past the grace."""
     ghost = f"wi-ghost-{uuid.uuid4().hex[:8]}"
     source = scene.queued if by_reference else scene.inline
+    ref: dict[str, Any] = {"payload_ref": new_payload_ref()} if by_reference else {}
     return forge(
         source,
         work_item_id=ghost,
         session=ghost,
         created_at=_moved(source, "created_at", -timedelta(hours=1)),
-        **({"payload_ref": new_payload_ref()} if by_reference else {}),
+        **ref,
     )
 
 
