@@ -29,6 +29,7 @@ from claimcheck.idempotency import AlreadyDone, IdempotencyLedger
 from claimcheck.outcome import compute_backoff
 from claimcheck.policy import PurposePolicy, ReadRequest, Verdict, authorize, base_content_type
 from claimcheck.provenance import Stated, verify
+from claimcheck.receipts import WriteReceipt
 from claimcheck.registry import PayloadRecord, PayloadRegistry
 from claimcheck.settings import Settings
 from claimcheck.states import PayloadState, WorkItemState
@@ -119,17 +120,18 @@ class Admission:
                 lambda: None if ref is None else self._registry.get(ref),
                 lambda: self._work_items.get(envelope.work_item_id),
             )
-        verify(stated, work_item)  # raises AccessDenied for any other message
+        receipt = verify(stated, work_item)  # raises AccessDenied for any other message
         if now >= envelope.expires_at:
             raise EnvelopeExpired("the envelope expired before processing")
         record: PayloadRecord | None = None
         if ref is not None:
             resolved = self._resolve(envelope, found, work_item, key, now)
             if isinstance(resolved, Duplicate):
-                return resolved
+                return _recorded(resolved, receipt, envelope)
             record = resolved
         self._check_inline_policy(envelope, policy)
-        return self._check_confirmed_version(envelope, work_item, key, now) or Admitted(record, work_item)
+        duplicate = self._check_confirmed_version(envelope, work_item, key, now)
+        return _recorded(duplicate or Admitted(record, work_item), receipt, envelope)
 
     def _resolve(
         self,
@@ -206,6 +208,20 @@ class Admission:
         """Inside the grace window, not yet visible means retry (raise); after it, the caller classifies."""
         if now < since + timedelta(seconds=self._settings.visibility_grace_seconds):
             raise NotYetVisible(why)
+
+
+def _recorded(
+    admitted: Admitted | Duplicate,
+    receipt: WriteReceipt | None,
+    envelope: Envelope,
+) -> Admitted | Duplicate:
+    """``admitted``, if intake recorded this message (``receipt``): a message without a receipt of its
+    version may neither run nor, as a duplicate, finish settlement writes. The paths above refuse or
+    retry it already (a version above the confirmed one, or one superseded); this keeps it so for a
+    version whose receipt is no longer kept (``_KEPT_RECEIPTS``), which nothing can verify."""
+    if receipt is not None:
+        return admitted
+    raise AccessDenied(f"intake keeps no receipt of version {envelope.payload_version} of this work item")
 
 
 def _completed(envelope: Envelope, work_item: WorkItemRecord | None) -> bool:

@@ -53,10 +53,12 @@ def message_sha256(envelope: Envelope, session_id: str | None, properties: Mappi
 
 
 def verify(stated: Stated, work_item: WorkItemRecord | None) -> WriteReceipt | None:
-    """The receipt intake recorded for this message's version, or None when there is none *yet* (no row,
-    or a version above the confirmed one: the producer may still be confirming it, which admission waits
-    for within its grace). Raises ``AccessDenied`` naming what differs when the message is not what intake
-    published: a forgery, or a genuine envelope re-sent under another session or with other properties."""
+    """The receipt intake recorded for this message's version, or None when there is none: no row, or a
+    version without a receipt (above the confirmed one, which the producer may still be confirming and
+    admission waits for within its grace; one never confirmed; one so old its receipt is no longer
+    kept). Nothing runs, and nothing is written, for a message without a receipt. Raises ``AccessDenied``
+    naming what differs when the message is not what intake published: a forgery, or a genuine envelope
+    re-sent under another session or with other properties."""
     envelope = stated.envelope
     if stated.session_id != envelope.work_item_id:
         raise AccessDenied("the message's session id is not its envelope's work item")
@@ -70,9 +72,7 @@ def verify(stated: Stated, work_item: WorkItemRecord | None) -> WriteReceipt | N
             raise AccessDenied(f"the message's {name} property differs from its work item's record")
     receipt = next((kept for kept in work_item.receipts if kept.version == version), None)
     if receipt is None:
-        if version > work_item.version:
-            return None
-        raise AccessDenied(UNRESOLVABLE)  # a version never confirmed, or one so old its receipt is gone
+        return None  # not confirmed (yet, or ever), or so old its receipt is no longer kept
     # Another work item's or version's reference: the answer of an unknown one.
     if envelope.payload_ref != receipt.payload_ref and envelope.payload_ref is not None:
         raise AccessDenied(UNRESOLVABLE)

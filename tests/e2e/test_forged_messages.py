@@ -16,16 +16,22 @@ import base64
 import hashlib
 import json
 import uuid
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 import requests
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceivedMessage
 from azure.servicebus.exceptions import ServiceBusError
+from claimcheck import ClaimCheck
+from claimcheck.adapters.servicebus import ServiceBusBus
 from claimcheck.auth import AppRole
+from claimcheck.envelope import Checksum, Envelope
+from claimcheck.messages import OutboundMessage
+from claimcheck.policy import Classification
 from claimcheck.refs import new_payload_ref
+from claimcheck.settings import Settings
 from claimcheck.timestamps import format_timestamp
 
 from local.identity import LOCAL_ARCHIVE_ROLE, identity_named
@@ -356,3 +362,81 @@ def test_a_forged_message_without_a_session_id_is_refused_by_the_broker(
     )
     with bus.get_queue_sender("documents") as sender, pytest.raises(ServiceBusError):
         sender.send_messages(message)
+
+
+class _CopyFirst:
+    """A producer's bus that sends, on the same session just ahead of the genuine message, a copy of
+    its envelope moved back 25 h (so expired): the consumer meets the copy first (a session is FIFO)."""
+
+    def __init__(self, bus: ServiceBusBus) -> None:
+        self._bus = bus
+        self.copy_id = ""
+
+    def publish(self, destination: str, message: OutboundMessage) -> None:
+        body = json.loads(message.body)
+        for name in ("created_at", "expires_at"):
+            body[name] = format_timestamp(datetime.fromisoformat(body[name]) - DAY)
+        copy = replace(message, body=json.dumps(body).encode(), message_id=f"copy-{uuid.uuid4().hex[:12]}")
+        self._bus.publish(destination, copy)
+        self.copy_id = copy.message_id
+        self._bus.publish(destination, message)
+
+
+def test_an_expired_copy_ahead_of_a_queued_message_leaves_the_genuine_one_to_complete(
+    stack: LocalStack, bus: ServiceBusClient
+) -> None:
+    """Forgery 3 of the issue, to its end: the copy is dead-lettered and the genuine message completes
+    its work item (before the fix the copy set it expired, and the genuine delivery's effect ended
+    expired / needs_reconciliation / reconcile).
+
+    The copy must meet a confirmed version, as the issue's did: a blocker ahead of it on the session (an
+    inline envelope for version 2, never confirmed, inside the last seconds of its visibility grace)
+    holds the session while intake confirms version 1, then is dead-lettered payload_missing."""
+    tenant, work_item_id = f"t-{uuid.uuid4().hex[:8]}", f"wi-copy-{uuid.uuid4().hex[:12]}"
+    settings = Settings(environment="local")  # the stack's app settings, as test_stalled_producer's
+    grace = timedelta(seconds=settings.visibility_grace_seconds)
+    note = b"a blocker"
+    blocker = Envelope(
+        work_item_id=work_item_id,
+        payload_ref=None,
+        payload_inline=note,
+        payload_version=2,
+        content_type="text/plain",
+        content_length=len(note),
+        checksum=Checksum("sha256", hashlib.sha256(note).hexdigest()),
+        classification=Classification.INTERNAL,
+        tenant_id=tenant,
+        purpose="contract-review",
+        environment=settings.environment,
+        created_at=datetime.now(UTC) - grace + timedelta(seconds=15),
+        expires_at=datetime.now(UTC) + timedelta(hours=1),
+        correlation_id=None,
+    ).to_message(priority="normal", document_type=None, review_required=False)
+    sender = ServiceBusBus(connection_string=stack.servicebus_connection_string)
+    try:
+        sender.publish("documents", blocker)
+        copy_first = _CopyFirst(sender)
+        producer = ClaimCheck.from_settings(
+            settings, storage_connection=stack.storage_connection_string, bus=copy_first
+        ).producer
+        producer.submit(
+            DOCUMENT,
+            tenant_id=tenant,
+            purpose="contract-review",
+            classification="confidential",
+            content_type="text/plain",
+            work_item_id=work_item_id,
+        )
+    finally:
+        sender.close()
+    view = wait_for_states(stack, [work_item_id], ("completed", "failed", "expired"), timeout=180)[
+        work_item_id
+    ]
+    assert (view["state"], view["next_action"], view["failure_reason"]) == ("completed", "proceed", None)
+    reasons = {
+        str(m.message_id): m.dead_letter_reason for m in dead_letters(bus) if m.session_id == work_item_id
+    }
+    assert reasons == {blocker.message_id: "payload_missing", copy_first.copy_id: "access_denied"}
+    assert [
+        event.version for event in result_events(bus, [work_item_id]) if event.subscription == "audit"
+    ] == [1]

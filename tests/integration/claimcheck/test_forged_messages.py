@@ -387,3 +387,29 @@ def test_a_genuine_expired_message_of_a_completed_work_item_leaves_it_completed(
     assert before is not None
     assert after is not None
     assert (after.state, after.result, after.updated_at) == (before.state, before.result, before.updated_at)
+
+
+def test_a_version_whose_receipt_is_no_longer_kept_is_refused_and_changes_nothing(
+    make_harness: Callable[..., Harness],
+) -> None:
+    """A work item keeps the receipts of its last 20 versions: a message of an older version can no
+    longer be verified, so it may not run nor, as a duplicate of its completed effect, finish
+    settlement writes (before: a copy of it repaired the work item's row from the ledger)."""
+    harness = make_harness()
+    note = b"A short internal note, version one."
+    submit(harness, note, classification="internal", work_item_id="wi-many-versions")
+    first = harness.delivery()
+    assert consume_and_settle(harness.claimcheck.consumer, first) == Complete()
+    for version in range(2, 23):
+        text = f"A short internal note, version {version}.".encode()
+        submit(harness, text, classification="internal", work_item_id="wi-many-versions")
+    status = harness.claimcheck.status
+    record = status.record("wi-many-versions")
+    assert record is not None
+    assert 1 not in [receipt.version for receipt in record.receipts]
+    scene = Scene(harness, first, first, first, first, first)
+    before = snapshot(scene)
+    outcome = consume_and_settle(harness.claimcheck.consumer, first)
+    assert isinstance(outcome, DeadLetter)
+    assert outcome.reason is DeadLetterReason.ACCESS_DENIED
+    assert snapshot(scene) == before
