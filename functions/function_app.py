@@ -466,8 +466,9 @@ def dead_letters() -> "QueueDeadLetters":
 def list_dead_letters(req: func.HttpRequest) -> func.HttpResponse:
     """Operators: the documents queue's dead-lettered messages, metadata only (reason, description,
     work item, tenant, purpose, delivery count), those attributed to one of the caller's tenants by
-    the work item's own record (claimcheck.dead_letter_scope): a message's stated tenant decides
-    nothing, and one the record does not confirm is shown to no caller of this route. X-Tenant-Id
+    the work item's own record (claimcheck.dead_letter_scope), shown as that record has them: what a
+    message states decides nothing, and one its record does not confirm (a forgery, a copy under
+    another session, a message with no record) is shown to no caller of this route. X-Tenant-Id
     narrows to one of those tenants like the status route; a tenant not granted lists nothing."""
     from claimcheck.auth import AppRole
     from claimcheck.errors import BrokerFailed, BrokerUnavailable, StorageFailed, StorageUnavailable
@@ -486,7 +487,8 @@ def list_dead_letters(req: func.HttpRequest) -> func.HttpResponse:
         found = desk.list(DEAD_LETTER_BROWSE)
         scope = _dead_letter_scope(caller, req.headers.get("x-tenant-id"))
         # Lazily: the records of work items past the page are not read.
-        shown = list(islice((m for m in found if scope.shows(m.work_item_id, m.tenant)), limit))
+        attributed = ((m, scope.shows(m.stated)) for m in found)
+        shown = list(islice((m.attributed_to(r) for m, r in attributed if r is not None), limit))
     except (BrokerUnavailable, BrokerFailed) as error:
         return _unavailable("dead-letter list", error)
     except (StorageUnavailable, StorageFailed) as error:
@@ -516,7 +518,7 @@ def replay_dead_letter(req: func.HttpRequest) -> func.HttpResponse:
         desk = dead_letters()
         found = desk.find(sequence_number)
         scope = _dead_letter_scope(caller, req.headers.get("x-tenant-id"))
-        if found is None or not scope.shows(found.work_item_id, found.tenant):
+        if found is None or scope.shows(found.stated) is None:
             return _json(404, missing)
         # The sequence number names that one message for its whole life: the replay moves the message
         # just checked, never another.
@@ -540,7 +542,7 @@ def _dead_letter_scope(caller: "Caller", selected_tenant: str | None) -> "DeadLe
     from claimcheck.dead_letter_scope import DeadLetterScope
 
     visible = identity()[2].read_scope(caller, selected_tenant)
-    return DeadLetterScope(claimcheck().status.recorded_tenant, visible)
+    return DeadLetterScope(claimcheck().status.record, visible)
 
 
 def _unavailable(what: str, error: Exception, service: str = "Service Bus") -> func.HttpResponse:

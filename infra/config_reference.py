@@ -157,10 +157,9 @@ KEYS: tuple[Key, ...] = (
         "producerPrincipals",
         "list of `{name, objectId}`, optional `principalType`, `appRoles`, `tenants`, `purposes`, "
         "`classifications`",
-        "Principals (`principalType` `ServicePrincipal` (default), `User` or `Group`) that send "
-        "documents with the Python API: Sender on the queue, the payload writer role, registry and "
-        "work-item tables. "
-        "Placeholder GUIDs are refused. For the HTTP API: `appRoles` assigned on the API's app "
+        "Principals (`principalType` `ServicePrincipal` (default), `User` or `Group`) that send documents "
+        "through the HTTP API; no data-plane role (only the app writes the tables and the queue). "
+        "Placeholder GUIDs are refused. `appRoles` assigned on the API's app "
         "registration (default `Documents.Submit`, `WorkItems.Read`), and an access-table grant of "
         "`tenants` (ids or `prefix*`; none: no tenant), `purposes` and `classifications` (default all).",
         "producer_principals",

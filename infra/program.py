@@ -18,7 +18,7 @@ from infra.components.messaging import Messaging
 from infra.components.network import PrivateNetwork, PrivateTarget
 from infra.components.observability import Alerts, Monitoring
 from infra.components.storage import PayloadStorage
-from infra.roles import PAYLOAD_OPERATOR, PAYLOAD_WRITER, BuiltInRole
+from infra.roles import PAYLOAD_OPERATOR, BuiltInRole
 from infra.stack_config import ProducerPrincipal, StackSettings
 from infra.tags import stack_tags, tagging
 
@@ -199,43 +199,14 @@ def deploy(settings: StackSettings) -> dict[str, Any]:
         Grant("app-host-storage", BuiltInRole.STORAGE_BLOB_DATA_OWNER, functions.host_account.id, app),
         Grant("app-telemetry", BuiltInRole.MONITORING_METRICS_PUBLISHER, monitoring.app_insights.id, app),
     ]
-    # A producer on the Python API writes the object, its registry record and its work-item version,
-    # then publishes: nothing more.
-    producer_tables = {
-        table: payloads.tables[table].id for table in (topology.tables.registry, topology.tables.work_items)
-    }
-    for producer in settings.producer_principals:
-        grants += [
-            Grant(
-                f"producer-{producer.name}-send-documents",
-                BuiltInRole.SERVICE_BUS_DATA_SENDER,
-                documents_queue,
-                producer.object_id,
-                producer.principal_type,
-            ),
-            *[
-                Grant(
-                    f"producer-{producer.name}-payload-blobs{suffix}",
-                    PAYLOAD_WRITER,
-                    container_id,
-                    producer.object_id,
-                    producer.principal_type,
-                )
-                for suffix, container_id in payload_containers.items()
-            ],
-            *[
-                Grant(
-                    f"producer-{producer.name}-table-{table}",
-                    BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR,
-                    table_id,
-                    producer.object_id,
-                    producer.principal_type,
-                )
-                for table, table_id in producer_tables.items()
-            ],
-        ]
-    # The smoke identities get no Azure role: the smoke test goes through the HTTP API only (their
-    # app roles and access-table grant come from api_callers), so it works with a private namespace.
+    # Producer principals get no data-plane role: the documents queue and the registry, work-item and
+    # idempotency tables are what the consumer checks every message against, so only the app writes them
+    # (Azure Table RBAC is per table, not per row: a producer writing the work-item table could write any
+    # tenant's receipts). Producers submit through the HTTP API, as the app's identity: app roles and an
+    # access-table grant (infra/components/identity.py). docs/architecture.md, "The queue is untrusted
+    # input"; tests/infra/test_truth_writers.py.
+    # The smoke identities get no Azure role either: the smoke test goes through the HTTP API only
+    # (their app roles and access-table grant come from api_callers), so it works with a private namespace.
     grants += operator_grants(settings, messaging)
     Access(
         f"{prefix}-access",

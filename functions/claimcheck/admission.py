@@ -1,7 +1,9 @@
-"""Admission of one delivery (DESIGN §5): resolve its reference and work item, authorize the read, and
-learn whether it may run, duplicates an effect that already exists, or is ahead of the producer's
-confirmation (polled a few times in-process, then ``NotYetVisible``). A delivery that may never run
-raises a ``MessageRejected`` leaf; the consumer (``consumer.py``) runs what is admitted.
+"""Admission of one delivery (DESIGN §5): resolve its reference and work item, check that the message
+is the one intake published for its version (claimcheck.provenance: the queue is untrusted input),
+authorize the read, and learn whether it may run, duplicates an effect that already exists, or is
+ahead of the producer's confirmation (polled a few times in-process, then ``NotYetVisible``). A
+delivery that may never run raises a ``MessageRejected`` leaf; the consumer (``consumer.py``) runs what
+is admitted.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from claimcheck.envelope import Envelope
 from claimcheck.errors import (
     AccessDenied,
     ContentTypeMismatch,
+    EnvelopeExpired,
     IntegrityFailed,
     NotYetVisible,
     PayloadMissing,
@@ -25,6 +28,8 @@ from claimcheck.errors import (
 from claimcheck.idempotency import AlreadyDone, IdempotencyLedger
 from claimcheck.outcome import compute_backoff
 from claimcheck.policy import PurposePolicy, ReadRequest, Verdict, authorize, base_content_type
+from claimcheck.provenance import Stated, verify
+from claimcheck.receipts import WriteReceipt
 from claimcheck.registry import PayloadRecord, PayloadRegistry
 from claimcheck.settings import Settings
 from claimcheck.states import PayloadState, WorkItemState
@@ -77,9 +82,9 @@ class Admission:
         self._clock = clock
         self._sleep = sleep
 
-    def admit(self, envelope: Envelope, policy: PurposePolicy, key: str) -> Admitted | Duplicate:
+    def admit(self, stated: Stated, policy: PurposePolicy, key: str) -> Admitted | Duplicate:
         """Admitted (what was read, to run on), or Duplicate; raises when the delivery may not run."""
-        return self._poll_until_visible(lambda: self._admit(envelope, policy, key))
+        return self._poll_until_visible(lambda: self._admit(stated, policy, key))
 
     def _poll_until_visible(self, admit: Callable[[], Admitted | Duplicate]) -> Admitted | Duplicate:
         """Bounded polling (DESIGN §5): a message may arrive milliseconds before the producer confirms
@@ -100,26 +105,33 @@ class Admission:
             if waited:
                 telemetry.waited_for_visibility(waited)
 
-    def _admit(self, envelope: Envelope, policy: PurposePolicy, key: str) -> Admitted | Duplicate:
+    def _admit(self, stated: Stated, policy: PurposePolicy, key: str) -> Admitted | Duplicate:
         """Resolve and authorize, or learn that this delivery duplicates an existing effect.
 
-        The registry record and the work item row are independent point reads: both go at once.
+        The registry record and the work item row are independent point reads: both go at once. Nothing
+        else happens before the message is known to be the one intake published (``verify``): a forged
+        one must not even count as a duplicate, whose settlement finishes writes.
         """
         now = self._clock()
+        envelope = stated.envelope
         ref = envelope.payload_ref
         with stage(Stage.RESOLVE):
             found, work_item = both(
                 lambda: None if ref is None else self._registry.get(ref),
                 lambda: self._work_items.get(envelope.work_item_id),
             )
+        receipt = verify(stated, work_item)  # raises AccessDenied for any other message
+        if now >= envelope.expires_at:
+            raise EnvelopeExpired("the envelope expired before processing")
         record: PayloadRecord | None = None
         if ref is not None:
             resolved = self._resolve(envelope, found, work_item, key, now)
             if isinstance(resolved, Duplicate):
-                return resolved
+                return _recorded(resolved, receipt, envelope)
             record = resolved
         self._check_inline_policy(envelope, policy)
-        return self._check_confirmed_version(envelope, work_item, key, now) or Admitted(record, work_item)
+        duplicate = self._check_confirmed_version(envelope, work_item, key, now)
+        return _recorded(duplicate or Admitted(record, work_item), receipt, envelope)
 
     def _resolve(
         self,
@@ -179,8 +191,6 @@ class Admission:
     ) -> Duplicate | None:
         """Process only the version the producer confirmed (None: go on). An older version has been
         superseded (dead-letter), unless its effect already exists: then this delivery is a duplicate."""
-        if work_item is not None and work_item.tenant_id != envelope.tenant_id:
-            raise AccessDenied("reference does not resolve for this tenant, purpose and environment")
         confirmed = 0 if work_item is None else work_item.version
         if confirmed < envelope.payload_version:
             self._retry_within_grace(envelope.created_at, now, "the work item version is not confirmed yet")
@@ -198,6 +208,20 @@ class Admission:
         """Inside the grace window, not yet visible means retry (raise); after it, the caller classifies."""
         if now < since + timedelta(seconds=self._settings.visibility_grace_seconds):
             raise NotYetVisible(why)
+
+
+def _recorded(
+    admitted: Admitted | Duplicate,
+    receipt: WriteReceipt | None,
+    envelope: Envelope,
+) -> Admitted | Duplicate:
+    """``admitted``, if intake recorded this message (``receipt``): a message without a receipt of its
+    version may neither run nor, as a duplicate, finish settlement writes. The paths above refuse or
+    retry it already (a version above the confirmed one, or one superseded); this keeps it so for a
+    version whose receipt is no longer kept (``_KEPT_RECEIPTS``), which nothing can verify."""
+    if receipt is not None:
+        return admitted
+    raise AccessDenied(f"intake keeps no receipt of version {envelope.payload_version} of this work item")
 
 
 def _completed(envelope: Envelope, work_item: WorkItemRecord | None) -> bool:

@@ -39,7 +39,6 @@ from claimcheck.envelope import Envelope, parse_envelope
 from claimcheck.errors import (
     AccessDenied,
     ClaimCheckError,
-    EnvelopeExpired,
     IllegalTransition,
     MessageRejected,
     ObjectNotFound,
@@ -58,9 +57,11 @@ from claimcheck.integrity import DEFAULT_CHUNK_BYTES, spool_verified
 from claimcheck.messages import Bus, InboundMessage
 from claimcheck.outcome import DeadLetter, DeadLetterReason, Outcome, compute_backoff
 from claimcheck.policy import (
+    UNRESOLVABLE,
     PurposePolicy,
     base_content_type,
 )
+from claimcheck.provenance import Stated
 from claimcheck.registry import PayloadRecord, PayloadRegistry
 from claimcheck.resilience import FailureStreak, is_outage
 from claimcheck.results import result_event, result_key, result_row, result_summary
@@ -150,7 +151,7 @@ class Consumer:
         and bounded by ``outage_wait_seconds``, instead of answering Retry at once: a retry spends one
         of the message's few deliveries, and an outage of seconds must not spend them all.
         """
-        envelope: Envelope | None = None
+        stated: Stated | None = None
         outcome: Outcome
         failures = 0
         outage_budget = timedelta(seconds=self._settings.outage_wait_seconds)
@@ -158,13 +159,14 @@ class Consumer:
         while True:
             try:
                 envelope = parse_envelope(message.body)
+                stated = Stated(envelope, message.session_id, message.application_properties)
                 telemetry.describe(
                     envelope.work_item_id,
                     envelope.payload_version,
                     envelope.purpose,
                     "inline" if envelope.payload_ref is None else "reference",
                 )
-                outcome = self._process(envelope, message)
+                outcome = self._process(stated, message)
                 self._dependencies.succeeded()
                 return outcome
             except (MessageRejected, PayloadStoreError) as rejected:
@@ -203,23 +205,21 @@ class Consumer:
                 outcome.description,
                 message.message_id,
             )
-            if envelope is not None:
-                self._mark_failed(envelope, outcome.reason)
+            if stated is not None:
+                self._mark_failed(stated, outcome.reason)
         return outcome
 
-    def _process(self, envelope: Envelope, message: InboundMessage) -> Outcome:
-        now = self._clock()
-        if now >= envelope.expires_at:
-            raise EnvelopeExpired("the envelope expired before processing")
+    def _process(self, stated: Stated, message: InboundMessage) -> Outcome:
+        envelope = stated.envelope
         policy = self._purposes.get(envelope.purpose)
         if (
             policy is None
             or envelope.environment != self._settings.environment
             or self._identity not in policy.readers  # this consumer may not read for the purpose at all
         ):
-            raise AccessDenied("reference does not resolve for this tenant, purpose and environment")
+            raise AccessDenied(UNRESOLVABLE)
         key = result_effect_key(envelope.work_item_id, envelope.payload_version, envelope.purpose)
-        admitted = self._admission.admit(envelope, policy, key)
+        admitted = self._admission.admit(stated, policy, key)
         if isinstance(admitted, Duplicate):
             return self._settlement.duplicate(envelope, admitted)
         record = admitted.record
@@ -379,11 +379,13 @@ class Consumer:
                 result_key(envelope), result_row(envelope, analysis, summary, completed_at=self._clock())
             )
 
-    def _mark_failed(self, envelope: Envelope, reason: DeadLetterReason) -> None:
+    def _mark_failed(self, stated: Stated, reason: DeadLetterReason) -> None:
         try:
-            mark_failed(self._work_items, envelope, reason, now=self._clock())
+            mark_failed(self._work_items, stated, reason, now=self._clock())
         except ClaimCheckError as exc:  # storage failed: the dead-letter itself must still happen
-            log.warning("could not record failure of %s: %s", envelope.work_item_id, type(exc).__name__)
+            log.warning(
+                "could not record failure of %s: %s", stated.envelope.work_item_id, type(exc).__name__
+            )
 
     def _retry_or_give_up(self, message: InboundMessage, reason: str, last: DeadLetterReason) -> Outcome:
         def count() -> int:

@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from claimcheck.deliveries import delivery_number
-from claimcheck.envelope import Envelope
 from claimcheck.errors import (
     AccessDenied,
     ClaimCheckError,
@@ -32,7 +31,8 @@ from claimcheck.errors import (
 from claimcheck.messages import InboundMessage
 from claimcheck.outcome import DeadLetter, DeadLetterReason, Outcome, Retry, compute_backoff
 from claimcheck.policy import Verdict
-from claimcheck.states import WorkItemState
+from claimcheck.provenance import Stated, attributed
+from claimcheck.states import WorkItemState, may_move
 from claimcheck.workitems import WorkItemStore
 
 log = logging.getLogger(__name__)
@@ -101,24 +101,28 @@ def retry_or_give_up(
 
 
 def mark_failed(
-    work_items: WorkItemStore, envelope: Envelope, reason: DeadLetterReason, *, now: datetime
+    work_items: WorkItemStore, stated: Stated, reason: DeadLetterReason, *, now: datetime
 ) -> None:
-    """Record a dead-lettered version's failure on its work item, if the producer sent this delivery.
+    """Record a dead-lettered version's failure on its work item, if intake published this message.
 
-    Only the delivery the producer actually sent may mark the work item: a forged or stale envelope
-    (unknown ref, other tenant, old version) must not poison a legitimate one.
+    Only the message intake published for that version (claimcheck.provenance) may mark the work item:
+    a forged, stale or re-addressed copy (unknown ref, other tenant, other session, moved expiry, old
+    version) must not poison a legitimate one. And only as the state machine allows: a completed
+    version stays completed, whatever a late delivery of it met.
     """
+    envelope = stated.envelope
     target = WorkItemState.EXPIRED if reason is DeadLetterReason.EXPIRED else WorkItemState.FAILED
     work_item = work_items.get(envelope.work_item_id)
-    receipt = work_item.receipts[-1] if work_item is not None and work_item.receipts else None
-    if (
-        work_item is None
-        or work_item.tenant_id != envelope.tenant_id
-        or receipt is None
-        or (receipt.version, receipt.payload_ref, receipt.sha256)
-        != (envelope.payload_version, envelope.payload_ref, envelope.checksum.value)
-    ):
+    if not attributed(stated, work_item):
         return
-    work_items.set_state(
-        envelope.work_item_id, envelope.payload_version, target, now=now, failure_reason=reason.value
+    assert work_item is not None
+    if work_item.version != envelope.payload_version or not may_move(work_item.state, target):
+        return
+    work_items.move_state(
+        work_item,
+        envelope.work_item_id,
+        envelope.payload_version,
+        target,
+        now=now,
+        failure_reason=reason.value,
     )

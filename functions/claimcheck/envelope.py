@@ -28,6 +28,9 @@ SCHEMA_MAJOR = 1
 SCHEMA_MINOR = 0
 ENVELOPE_CONTENT_TYPE = "application/json"
 MAX_REFERENCE_ENVELOPE_BYTES = 1024
+# The application properties ``to_message`` sets for routing (the trace context aside): what intake
+# records of a message with its envelope (claimcheck.provenance), so a copy stating others is refused.
+ROUTING_PROPERTIES = ("tenant", "purpose", "priority", "document_type", "review_required", "schema")
 
 # Identifiers become table keys, session ids and message properties: a safe alphabet, bounded length.
 IDENTIFIER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")

@@ -172,6 +172,10 @@ class Verdict(StrEnum):
     CONTENT_TYPE_MISMATCH = "content_type_mismatch"
 
 
+# The one answer to every read that does not resolve (another tenant's, work item's or version's, or
+# none at all): a sender cannot tell which from the dead letter's description.
+UNRESOLVABLE = "reference does not resolve for this tenant, purpose and environment"
+
 READABLE_STATES = frozenset({PayloadState.REF_PUBLISHED, PayloadState.AVAILABLE})
 GONE_STATES = frozenset({PayloadState.MISSING, PayloadState.CLEANUP_PENDING, PayloadState.REMOVED})
 
@@ -188,10 +192,7 @@ def authorize(
     reference's record is a forged or corrupted envelope, never a superseded one (the consumer tells
     superseded versions apart by the work item's confirmed version, not here).
     """
-    unresolvable = (
-        Verdict.UNRESOLVABLE,
-        "reference does not resolve for this tenant, purpose and environment",
-    )
+    unresolvable = (Verdict.UNRESOLVABLE, UNRESOLVABLE)
     policy = purposes.get(request.purpose)
     if record is None or policy is None or request.identity not in policy.readers:
         return unresolvable

@@ -39,6 +39,7 @@ from claimcheck.policy import (
     check_length,
     travels_inline,
 )
+from claimcheck.provenance import message_sha256
 from claimcheck.receipts import IntakeReceipt, WriteReceipt
 from claimcheck.refs import new_payload_ref
 from claimcheck.registry import PayloadRecord, PayloadRegistry
@@ -346,8 +347,8 @@ class Producer:
     def _submit_inline(self, submission: _Submission, payload: bytes) -> IntakeReceipt:
         sha256 = hashlib.sha256(payload).hexdigest()
         envelope = self._envelope(submission, ref=None, inline=payload, length=len(payload), sha256=sha256)
-        self._publish(submission, envelope)
-        return self._accepted(submission, self._confirm(submission, envelope, object_etag=None))
+        published = self._publish(submission, envelope)
+        return self._accepted(submission, self._confirm(submission, envelope, published, object_etag=None))
 
     def _submit_by_reference(
         self, submission: _Submission, ref: str, uploaded: UploadedObject, registered: PayloadRecord | None
@@ -377,7 +378,7 @@ class Producer:
         envelope = self._envelope(
             submission, ref=ref, inline=None, length=uploaded.length, sha256=uploaded.sha256
         )
-        self._publish(submission, envelope)
+        published = self._publish(submission, envelope)
         now = self._clock()
         # The publish is confirmed: the record's move to available (with the object's ETag), the tag's
         # activation and the version's confirmation are independent requests, all at once. What a crash
@@ -388,7 +389,7 @@ class Producer:
         # briefly (not yet visible), as it does for a message ahead of its confirmation.
         with stage(Stage.ACTIVATE):
             receipt, _, _ = all_three(
-                lambda: self._confirm(submission, envelope, object_etag=uploaded.etag),
+                lambda: self._confirm(submission, envelope, published, object_etag=uploaded.etag),
                 lambda: self._registry.move(record, PayloadState.AVAILABLE, now=now),
                 lambda: store.activate(ref),
             )
@@ -415,7 +416,9 @@ class Producer:
             correlation_id=submission.correlation_id,
         )
 
-    def _publish(self, submission: _Submission, envelope: Envelope) -> None:
+    def _publish(self, submission: _Submission, envelope: Envelope) -> str:
+        """Publish the envelope's message; answers its digest (claimcheck.provenance), which the receipt
+        records: the consumer accepts only that message for this version."""
         try:
             self._breaker.before_call()
             with stage(Stage.PUBLISH):
@@ -452,6 +455,7 @@ class Producer:
                 retry_after=self._breaker.retry_after(),
             ) from exc
         self._breaker.succeeded()
+        return message_sha256(envelope, message.session_id, message.application_properties)
 
     def _unavailable(self) -> PublishNotConfirmed:
         retry_after = self._breaker.retry_after()
@@ -461,7 +465,7 @@ class Producer:
         )
 
     def _confirm(
-        self, submission: _Submission, envelope: Envelope, *, object_etag: str | None
+        self, submission: _Submission, envelope: Envelope, published: str, *, object_etag: str | None
     ) -> IntakeReceipt:
         accepted_at = self._clock()
         receipt = WriteReceipt(
@@ -476,6 +480,7 @@ class Producer:
             visibility_deadline=accepted_at + timedelta(seconds=self._settings.visibility_window_seconds),
             content_length=envelope.content_length,
             sha256=envelope.checksum.value,
+            message_sha256=published,
         )
         etag = self._work_items.confirm_version(
             submission.work_item_id, submission.version, receipt, now=accepted_at, known=submission.reserved

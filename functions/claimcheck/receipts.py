@@ -9,7 +9,7 @@ row that confirmed it. Both are typed end to end; dictionaries exist only at the
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -31,6 +31,10 @@ class WriteReceipt:
     visibility_deadline: datetime
     content_length: int
     sha256: str
+    # The sha256 of the message intake published for this version (claimcheck.provenance): its envelope,
+    # session id and routing properties. The consumer accepts only a message with this digest. None in
+    # receipts kept before it was recorded: their fields alone are compared.
+    message_sha256: str | None = field(default=None, kw_only=True)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -45,6 +49,7 @@ class WriteReceipt:
             "visibility_deadline": format_timestamp(self.visibility_deadline),
             "content_length": self.content_length,
             "sha256": self.sha256,
+            "message_sha256": self.message_sha256,
         }
 
     @classmethod
@@ -87,4 +92,5 @@ def _fields(data: Mapping[str, Any]) -> dict[str, Any]:
         "visibility_deadline": datetime.fromisoformat(data["visibility_deadline"]),
         "content_length": int(data["content_length"]),
         "sha256": data["sha256"],
+        "message_sha256": data.get("message_sha256"),
     }

@@ -91,6 +91,11 @@ def check_payload_move(current: PayloadState, target: PayloadState) -> None:
         raise IllegalTransition(f"payload state {current.value} → {target.value} is not allowed")
 
 
+def may_move(current: WorkItemState, target: WorkItemState) -> bool:
+    """Whether ``WORK_ITEM_MOVES`` allows ``current → target`` (staying put counts as allowed)."""
+    return current is target or target in WORK_ITEM_MOVES[current]
+
+
 def check_work_item_move(current: WorkItemState, target: WorkItemState) -> None:
     """Raise ``IllegalTransition`` unless ``current → target`` is in ``WORK_ITEM_MOVES``."""
     if target not in WORK_ITEM_MOVES[current]:

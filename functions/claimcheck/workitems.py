@@ -391,12 +391,12 @@ class WorkItemStatus:
             answer=answer,
         )
 
-    def recorded_tenant(self, work_item_id: str) -> str | None:
-        """The tenant intake recorded for the work item from its caller's identity (None: no record);
-        it never changes (``reserve`` refuses another tenant). The operator routes attribute dead
-        letters by it (claimcheck.dead_letter_scope), never by what a message states."""
-        record = self._store.get(work_item_id)
-        return None if record is None else record.tenant_id
+    def record(self, work_item_id: str) -> WorkItemRecord | None:
+        """The work item's row as intake and the consumer wrote it (None: no record): its tenant, set at
+        intake from the caller's identity, never changes (``reserve`` refuses another tenant), and its
+        receipts say which message intake published for each version. The operator routes attribute a
+        dead letter by it (claimcheck.dead_letter_scope), never by what a message states."""
+        return self._store.get(work_item_id)
 
     def _raise_entry(self, work_item_id: str, version: int, now: datetime) -> None:
         """The reconciliation entry DESIGN §5 asks for, once per (work item, version). A failed write

@@ -1,9 +1,11 @@
 """The operator dead-letter routes against the whole local stack (emulator, Azurite, host, local issuer):
 a dead letter is attributed by its work item's own record (written at intake from the caller's
-identity), never by the tenant its sender wrote on it (claimcheck/dead_letter_scope.py).
+identity), and only when it is the message intake published for it, never by the session id or tenant
+its sender wrote on it (claimcheck/dead_letter_scope.py).
 
-The messages are sent straight to the queue, as anyone holding send rights could: a body that is no
-envelope, so the consumer dead-letters each at once (invalid_envelope) with its properties intact.
+The genuine dead letters are intake's own messages of a damaged PDF (processing_failed). The forged
+ones are sent straight to the queue, as anyone holding send rights could: a body that is no envelope,
+so the consumer dead-letters each at once (invalid_envelope) with its properties intact.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from local.stack import LocalStack
 from .journey import SAMPLES, TEST_IDENTITY, dead_letters, wait_until
 
 DOCUMENT = (SAMPLES / "service-agreement.txt").read_bytes()
+# Fails processing: the consumer dead-letters intake's own message (processing_failed).
+DAMAGED = (SAMPLES.parent / "dead-letter" / "damaged-contract.pdf").read_bytes()
 # In no grant of the access table by id: its tokens reach tenants only through their claims, here the
 # archive role (tenants r-*). An operator of r- tenants and nothing else.
 ARCHIVE_OPERATOR = LocalIdentity(
@@ -36,17 +40,36 @@ def _bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-def _submit(stack: LocalStack, headers: dict[str, str], tenant: str, work_item_id: str) -> None:
+def _submit(
+    stack: LocalStack, headers: dict[str, str], tenant: str, work_item_id: str, *, damaged: bool = False
+) -> None:
     intake = {
         **headers,
         "X-Tenant-Id": tenant,
         "X-Purpose": "contract-review",
         "X-Classification": "internal",
         "X-Work-Item-Id": work_item_id,
-        "Content-Type": "text/plain",
+        "Content-Type": "application/pdf" if damaged else "text/plain",
     }
-    answer = requests.post(f"{stack.api_url}/documents", data=DOCUMENT, headers=intake, timeout=60)
+    document = DAMAGED if damaged else DOCUMENT
+    answer = requests.post(f"{stack.api_url}/documents", data=document, headers=intake, timeout=60)
     assert answer.status_code == 202, answer.text
+
+
+def _genuine_dead_letter(bus: ServiceBusClient, work_item_id: str) -> ServiceBusReceivedMessage:
+    """The dead letter of intake's own message for ``work_item_id`` (a damaged PDF's)."""
+    found: list[ServiceBusReceivedMessage] = []
+
+    def dead_lettered() -> bool:
+        found[:] = [
+            m
+            for m in dead_letters(bus)
+            if m.session_id == work_item_id and m.dead_letter_reason == "processing_failed"
+        ]
+        return len(found) == 1
+
+    wait_until(dead_lettered, f"the message of {work_item_id} was not dead-lettered")
+    return found[0]
 
 
 def _not_an_envelope(session_id: str, stated_tenant: str) -> ServiceBusMessage:
@@ -81,14 +104,15 @@ def test_a_dead_letter_forging_a_tenant_is_not_shown_to_or_replayable_by_that_te
     # Records written by intake from the callers' identities: one work item per tenant.
     _submit(stack, stack.auth_headers(TEST_IDENTITY), victim_tenant, victim_item)
     archive_submitter = _bearer(stack.token(TEST_IDENTITY, roles=(*tests.roles, LOCAL_ARCHIVE_ROLE)))
-    _submit(stack, archive_submitter, forged_tenant, own_item)
+    _submit(stack, archive_submitter, forged_tenant, own_item, damaged=True)
 
     forged = _not_an_envelope(victim_item, forged_tenant)  # the victim's work item, the r- tenant stated
     ghost = _not_an_envelope(f"wi-ghost-{uuid.uuid4().hex[:12]}", forged_tenant)  # no record at all
-    own = _not_an_envelope(own_item, forged_tenant)  # record and statement agree
+    # Record and statement agree, but it is no message intake published: attributed to nobody either.
+    stated_only = _not_an_envelope(own_item, forged_tenant)
     with bus.get_queue_sender("documents") as sender:
-        sender.send_messages([forged, ghost, own])
-    sent = {str(message.message_id) for message in (forged, ghost, own)}
+        sender.send_messages([forged, ghost, stated_only])
+    sent = {str(message.message_id) for message in (forged, ghost, stated_only)}
     found: dict[str, ServiceBusReceivedMessage] = {}
 
     def all_dead_lettered() -> bool:
@@ -96,8 +120,10 @@ def test_a_dead_letter_forging_a_tenant_is_not_shown_to_or_replayable_by_that_te
         return set(found) == sent
 
     wait_until(all_dead_lettered, "the three messages were not all dead-lettered")
-    forged_dead, ghost_dead, own_dead = (found[str(m.message_id)] for m in (forged, ghost, own))
+    forged_dead, ghost_dead, stated_dead = (found[str(m.message_id)] for m in (forged, ghost, stated_only))
     assert {m.dead_letter_reason for m in found.values()} == {"invalid_envelope"}
+    own_dead = _genuine_dead_letter(bus, own_item)  # intake's own message: its record's
+    own_id = str(own_dead.message_id)
 
     archive_operator = _bearer(
         stack.minter.token(ARCHIVE_OPERATOR, roles=(AppRole.OPERATE, LOCAL_ARCHIVE_ROLE))
@@ -106,9 +132,10 @@ def test_a_dead_letter_forging_a_tenant_is_not_shown_to_or_replayable_by_that_te
     assert listed.status_code == 200, listed.text
     shown: list[dict[str, Any]] = listed.json()["messages"]
     shown_ids = {message["message_id"] for message in shown}
-    assert own.message_id in shown_ids
+    assert own_id in shown_ids
     assert forged.message_id not in shown_ids
     assert ghost.message_id not in shown_ids
+    assert stated_only.message_id not in shown_ids
     assert all(message["work_item_id"] != victim_item for message in shown)
 
     # A refusal reads exactly like a sequence number that is not there, and moves nothing.
@@ -122,6 +149,7 @@ def test_a_dead_letter_forging_a_tenant_is_not_shown_to_or_replayable_by_that_te
     for caller, message in (
         (archive_operator, forged_dead),
         (archive_operator, ghost_dead),
+        (archive_operator, stated_dead),
         (victim_operator, forged_dead),  # the record's tenant: the message still names another tenant
     ):
         refused = _replay(stack, caller, int(message.sequence_number or 0))
@@ -134,7 +162,7 @@ def test_a_dead_letter_forging_a_tenant_is_not_shown_to_or_replayable_by_that_te
 
     replayed = _replay(stack, archive_operator, int(own_dead.sequence_number or 0))
     assert (replayed.status_code, replayed.json()["status"]) == (200, "replayed"), replayed.text
-    assert replayed.json()["replay_message_id"] == f"{own.message_id}.replay.{own_dead.sequence_number}"
+    assert replayed.json()["replay_message_id"] == f"{own_id}.replay.{own_dead.sequence_number}"
 
 
 def test_x_tenant_id_narrows_the_operator_routes_as_it_narrows_status_reads_and_never_widens_them(
@@ -151,23 +179,15 @@ def test_x_tenant_id_narrows_the_operator_routes_as_it_narrows_status_reads_and_
         _bearer(stack.token(TEST_IDENTITY, roles=(*tests.roles, LOCAL_ARCHIVE_ROLE))),
         archived,
         archived_item,
+        damaged=True,
     )
     reviewer = stack.minter.sign({**stack.minter.claims(tests), "groups": [LOCAL_REVIEWERS_GROUP]})
-    _submit(stack, _bearer(reviewer), reviewed, reviewed_item)
-    messages = {
-        tenant: _not_an_envelope(item, tenant)
+    _submit(stack, _bearer(reviewer), reviewed, reviewed_item, damaged=True)
+    dead = {
+        tenant: _genuine_dead_letter(bus, item)
         for tenant, item in ((archived, archived_item), (reviewed, reviewed_item))
     }
-    with bus.get_queue_sender("documents") as sender:
-        sender.send_messages(list(messages.values()))
-    ids = {str(message.message_id): tenant for tenant, message in messages.items()}
-    dead: dict[str, ServiceBusReceivedMessage] = {}
-
-    def all_dead_lettered() -> bool:
-        dead.update({ids[str(m.message_id)]: m for m in dead_letters(bus) if m.message_id in ids})
-        return set(dead) == set(messages)
-
-    wait_until(all_dead_lettered, "the two messages were not both dead-lettered")
+    ids = {str(message.message_id): tenant for tenant, message in dead.items()}
 
     # Granted r-* (app role) and g-* (group): both tenants, or one of them when it is selected.
     both = stack.minter.sign(

@@ -29,8 +29,6 @@ def _expected_grants(settings: StackSettings, run: ProgramRun) -> set[tuple[str,
     containers = [run.one("BlobContainer", containerName=name).id for name in ("payloads", "evidence")]
     host_account_id = host_account(run).id
     app_insights = run.one("Component").id
-    tables = settings.topology.tables
-    producer_tables = {run.one("Table", tableName=name).id for name in (tables.registry, tables.work_items)}
     app = APP_PRINCIPAL_ID
     grants = {
         # Receive, send and the runtime properties target-based scaling reads (Manage claim).
@@ -46,15 +44,7 @@ def _expected_grants(settings: StackSettings, run: ProgramRun) -> set[tuple[str,
             for table in run.of_type("Table")
         },
     }
-    for producer in settings.producer_principals:
-        grants |= {
-            (BuiltInRole.SERVICE_BUS_DATA_SENDER.value, queue, producer.object_id),
-            *{(_custom_guid(run, PAYLOAD_WRITER), container, producer.object_id) for container in containers},
-            *{
-                (BuiltInRole.STORAGE_TABLE_DATA_CONTRIBUTOR.value, table, producer.object_id)
-                for table in producer_tables
-            },
-        }
+    # Producer principals hold no data-plane role (tests/infra/test_truth_writers.py): none here.
     for operator in settings.operator_principals:
         grants |= {
             (BuiltInRole.SERVICE_BUS_DATA_OWNER.value, queue, operator.object_id),
@@ -128,10 +118,9 @@ def test_payload_custom_roles_grant_exactly_the_blob_actions_the_code_calls(stac
             f"{blobs}/tags/write",
             f"{blobs}/filter/action",
         },
-        PAYLOAD_WRITER: {f"{blobs}/write", f"{blobs}/tags/write"},
     }
-    if not settings.producer_principals:  # the writer role exists only when someone holds it
-        del expected[PAYLOAD_WRITER]
+    # The writer role (infra/roles.py) is held by nobody since producers lost their data-plane roles, so
+    # no stack declares it.
     assert set(definitions) == {custom_role_guid(group.id, role) for role in expected}
     for role, data_actions in expected.items():
         definition = definitions[custom_role_guid(group.id, role)]

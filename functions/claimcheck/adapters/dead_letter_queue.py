@@ -1,8 +1,9 @@
 """Dead-letter browsing and replay for the Function App's operator routes (``GET /api/dead-letters``,
 ``POST /api/dead-letters/{n}/replay``): the ``documents`` queue, with the app's own identity, through the
-real ``azure-servicebus`` SDK. Metadata only: a message body is read in exactly one place,
-adapters/dead_letter_replay.py's ``_replay_copy``, to send it back unchanged; it is never returned,
-logged or put in an error message.
+real ``azure-servicebus`` SDK. Metadata only: a message body is read in two places, never returned,
+logged or put in an error message: adapters/dead_letter_replay.py's ``_replay_copy``, to send it back
+unchanged, and ``dead_lettered``, which parses its envelope to attribute the message to its record
+(claimcheck.dead_letter_scope), as the consumer reads it (adapters/servicebus.inbound_message).
 
 The replay is adapters/dead_letter_replay.py's, the one ``claimcheck-ops dlq replay`` runs too (same
 copy id ``<id>.replay.<sequence>``, so the two paths de-duplicate each other).
@@ -10,7 +11,7 @@ copy id ``<id>.replay.<sequence>``, so the two paths de-duplicate each other).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,9 @@ from claimcheck.adapters.dead_letter_replay import (
     text_of,
 )
 from claimcheck.adapters.sdk_errors import bus_errors
+from claimcheck.adapters.servicebus import inbound_message
+from claimcheck.provenance import Stated, stated_by
+from claimcheck.workitems import WorkItemRecord
 
 if TYPE_CHECKING:
     from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage, ServiceBusReceiver
@@ -32,17 +36,26 @@ __all__ = ["DeadLettered", "QueueDeadLetters", "ReplayResult", "ReplayStatus"]
 
 @dataclass(frozen=True)
 class DeadLettered:
-    """One dead-lettered message of the ``documents`` queue, as the operator routes show it."""
+    """One dead-lettered message of the ``documents`` queue, as the operator routes show it: work item,
+    tenant and purpose as its record has them (``attributed_to``), never as the message states them."""
 
     sequence_number: int
     message_id: str | None
-    work_item_id: str | None  # the session id: all steps of one work item share it
-    tenant: str | None
+    work_item_id: str | None  # the session id until attributed to its record
+    tenant: str | None  # the stated property until attributed to its record
     purpose: str | None
     enqueued_at: datetime | None
     delivery_count: int | None
     reason: str | None
     description: str | None
+    # What the message states (its envelope, session id, properties): the attribution's input, not shown.
+    stated: Stated | None = field(default=None, compare=False, repr=False)
+
+    def attributed_to(self, record: WorkItemRecord) -> DeadLettered:
+        """This dead letter as the routes show it once attributed to ``record`` (dead_letter_scope)."""
+        return replace(
+            self, work_item_id=record.work_item_id, tenant=record.tenant_id, purpose=record.purpose
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -71,6 +84,7 @@ def dead_lettered(message: ServiceBusReceivedMessage) -> DeadLettered:
         delivery_count=message.delivery_count,
         reason=optional_text(message.dead_letter_reason),
         description=optional_text(message.dead_letter_error_description),
+        stated=stated_by(inbound_message(message)),
     )
 
 

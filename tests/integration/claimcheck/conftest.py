@@ -173,46 +173,51 @@ class Harness:
         )
 
 
+def build_harness(storage_connection_string: str, **settings_changes: Any) -> Harness:
+    """A ClaimCheck on fresh, uniquely named tables and container in the shared Azurite."""
+    suffix = uuid.uuid4().hex[:10]
+    settings = replace(
+        Settings(environment="test"),
+        payload_container=f"payloads-{suffix}",
+        registry_table=f"registry{suffix}",
+        idempotency_table=f"idempotency{suffix}",
+        work_items_table=f"workitems{suffix}",
+        audit_table=f"audit{suffix}",
+        results_table=f"results{suffix}",
+        inline_threshold_bytes=1024,
+        # Every purpose in the test's own container unless a test routes (test_payload_routes).
+        **({"purpose_containers": {}} | settings_changes),
+    )
+    bus, analyzer, clock = InMemoryBus(), RecordingAnalyzer(), Clock()
+    sleeps: list[float] = []  # the consumer's visibility polls record their delays instead of sleeping
+    provision_storage(settings, storage_connection_string)
+    claimcheck = ClaimCheck.from_settings(
+        settings,
+        storage_connection=storage_connection_string,
+        bus=bus,
+        analyzer=analyzer,
+        clock=clock,
+        sleep=sleeps.append,
+    )
+    blobs = BlobServiceClient.from_connection_string(storage_connection_string)
+    return Harness(
+        claimcheck=claimcheck,
+        bus=bus,
+        analyzer=analyzer,
+        clock=clock,
+        settings=settings,
+        sleeps=sleeps,
+        container=blobs.get_container_client(settings.payload_container),
+        tables=TableServiceClient.from_connection_string(storage_connection_string),
+        connection=storage_connection_string,
+    )
+
+
 @pytest.fixture
 def make_harness(storage_connection_string: str) -> Callable[..., Harness]:
     """Build a ClaimCheck on fresh, uniquely named tables and container in the shared Azurite."""
 
     def build(**settings_changes: Any) -> Harness:
-        suffix = uuid.uuid4().hex[:10]
-        settings = replace(
-            Settings(environment="test"),
-            payload_container=f"payloads-{suffix}",
-            registry_table=f"registry{suffix}",
-            idempotency_table=f"idempotency{suffix}",
-            work_items_table=f"workitems{suffix}",
-            audit_table=f"audit{suffix}",
-            results_table=f"results{suffix}",
-            inline_threshold_bytes=1024,
-            # Every purpose in the test's own container unless a test routes (test_payload_routes).
-            **({"purpose_containers": {}} | settings_changes),
-        )
-        bus, analyzer, clock = InMemoryBus(), RecordingAnalyzer(), Clock()
-        sleeps: list[float] = []  # the consumer's visibility polls record their delays instead of sleeping
-        provision_storage(settings, storage_connection_string)
-        claimcheck = ClaimCheck.from_settings(
-            settings,
-            storage_connection=storage_connection_string,
-            bus=bus,
-            analyzer=analyzer,
-            clock=clock,
-            sleep=sleeps.append,
-        )
-        blobs = BlobServiceClient.from_connection_string(storage_connection_string)
-        return Harness(
-            claimcheck=claimcheck,
-            bus=bus,
-            analyzer=analyzer,
-            clock=clock,
-            settings=settings,
-            sleeps=sleeps,
-            container=blobs.get_container_client(settings.payload_container),
-            tables=TableServiceClient.from_connection_string(storage_connection_string),
-            connection=storage_connection_string,
-        )
+        return build_harness(storage_connection_string, **settings_changes)
 
     return build

@@ -33,7 +33,8 @@ def submit(harness: Harness, payload: bytes, **changes: str) -> IntakeReceipt:
 
 
 def forged(harness: Harness, **changes: object) -> InboundMessage:
-    """The last queued message with envelope fields replaced (as a hostile or buggy sender would)."""
+    """The last queued message with envelope fields replaced (as a hostile or buggy sender would: its
+    session id and properties copied, so that only the envelope differs)."""
     original = harness.delivery()
     body = json.loads(original.body)
     body.update(changes)
@@ -43,7 +44,7 @@ def forged(harness: Harness, **changes: object) -> InboundMessage:
         delivery_count=1,
         session_id=original.session_id,
         correlation_id=None,
-        application_properties={},
+        application_properties=dict(original.application_properties),
         enqueued_time=None,
     )
 

@@ -42,7 +42,7 @@ def _forged(message: InboundMessage, **changes: object) -> InboundMessage:
         delivery_count=1,
         session_id=body["work_item_id"],
         correlation_id=None,
-        application_properties={},
+        application_properties=dict(message.application_properties),
         enqueued_time=None,
     )
 
