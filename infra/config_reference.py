@@ -74,8 +74,8 @@ KEYS: tuple[Key, ...] = (
     Key(
         "createCustomRoles",
         "boolean",
-        "`false` when `scripts/bootstrap_ci.py` defined the stack's custom roles (payload operator and "
-        "writer) in its group: the CI deploy identity then needs no right to write role definitions.",
+        "`false` when `scripts/bootstrap_ci.py` defined the stack's custom role (the payload operator) "
+        "in its group: the CI deploy identity then needs no right to write role definitions.",
         "create_custom_roles",
     ),
     Key(

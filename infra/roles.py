@@ -113,16 +113,8 @@ PAYLOAD_OPERATOR = CustomRole(
         BlobDataAction.FIND_BY_TAGS,
     ),
 )
-# A producer using the claimcheck Python API: uploads a provisional object and activates it after
-# the publish is confirmed. It never reads, deletes or searches payloads.
-PAYLOAD_WRITER = CustomRole(
-    "payload-writer",
-    "Claim Check payload writer",
-    "Claim Check producer on the payloads container: write-once upload with the provisional blob "
-    "index tag, and the tag change that activates the object.",
-    (BlobDataAction.WRITE, BlobDataAction.TAGS_WRITE),
-)
-CUSTOM_ROLES = (PAYLOAD_OPERATOR, PAYLOAD_WRITER)
+# The one custom role: producers hold no data-plane role (only the app writes payloads and records).
+CUSTOM_ROLES = (PAYLOAD_OPERATOR,)
 
 
 def role_definition_id(subscription_id: str, role_guid: str) -> str:

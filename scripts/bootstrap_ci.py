@@ -281,7 +281,7 @@ def role_writer_role(fork: Fork) -> CustomRole:
 
 
 def stack_roles(fork: Fork) -> list[CustomRole]:
-    """The stack's custom roles (payload operator and writer) in each stack's group, exactly as the
+    """The stack's custom role (the payload operator) in each stack's group, exactly as the
     program would define them (GUID, name, data actions from infra/roles.py): defined here, the
     deploy identity needs no right to write role definitions (claimcheck:createCustomRoles false).
     With --subscription-scope the groups do not exist yet, so the stack defines them itself."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 from infra.policy import rules
 from infra.roles import (
     PAYLOAD_OPERATOR,
-    PAYLOAD_WRITER,
     BuiltInRole,
     CustomRole,
     assignment_name,
@@ -144,4 +143,3 @@ def test_custom_role_guid_is_stable_per_scope_and_role() -> None:
     guid = custom_role_guid(scope, PAYLOAD_OPERATOR)
     assert guid == custom_role_guid(scope.upper(), PAYLOAD_OPERATOR)
     assert guid != custom_role_guid(f"{scope}2", PAYLOAD_OPERATOR)
-    assert guid != custom_role_guid(scope, PAYLOAD_WRITER)
