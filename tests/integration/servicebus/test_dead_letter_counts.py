@@ -9,9 +9,8 @@ from datetime import UTC, datetime, timedelta
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceivedMessage
 from claimcheck.adapters.busadmin import ServiceBusDeadLetters
 from claimcheck.deadletters import dead_letter_alerts
-
-from local.servicebus import RunningEmulator
-from local.servicebus.admin_client import administration_client
+from servicebus_emulator import RunningEmulator
+from servicebus_emulator.admin_client import administration_client
 
 
 def test_counts_and_oldest_age_per_entity_with_an_alert_past_the_age(

@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from local.servicebus import RunningEmulator
+from servicebus_emulator import RunningEmulator
 
 SCRIPTS = Path(__file__).parent / "js"
 REPO = Path(__file__).resolve().parents[3]

@@ -14,9 +14,9 @@ from azure.servicebus.management import (
     SqlRuleFilter,
     TrueRuleFilter,
 )
+from servicebus_emulator import RunningEmulator
+from servicebus_emulator.admin_client import administration_client
 
-from local.servicebus import RunningEmulator
-from local.servicebus.admin_client import administration_client
 from tests.integration.servicebus.support import LOCK_SECONDS
 
 QUEUES = ["work", "sessions", "dedup", "expiring", "expiring-drop", "inbox", "fragile"]

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from servicebus_emulator import RunningEmulator, start_process
+from servicebus_emulator.admin_client import administration_client
+from servicebus_emulator.amqp_types import UByte, UInt
+from servicebus_emulator.frames import AMQP_HEADER, FRAME_HEADER, composite, encode_frame, parse_frame_body
 
 from local.ports import free_port, wait_for_port
-from local.servicebus import RunningEmulator, start_emulator_process
-from local.servicebus.admin_client import administration_client
-from local.servicebus.amqp_types import UByte, UInt
-from local.servicebus.frames import AMQP_HEADER, FRAME_HEADER, composite, encode_frame, parse_frame_body
 from tests.integration.servicebus.support import emulator_config
 
 
@@ -73,7 +73,7 @@ def test_unknown_protocol_header_gets_ours_and_a_close(emulator: RunningEmulator
 
 
 def test_cli_prints_connection_string_and_stops_on_sigterm(tmp_path: Path) -> None:
-    """`python -m local.servicebus` prints a working connection string and exits 0 on SIGTERM."""
+    """`python -m servicebus_emulator` prints a working connection string and exits 0 on SIGTERM."""
     config = tmp_path / "Config.json"
     config.write_text(json.dumps(emulator_config()))
     port = free_port()
@@ -81,7 +81,7 @@ def test_cli_prints_connection_string_and_stops_on_sigterm(tmp_path: Path) -> No
         [
             sys.executable,
             "-m",
-            "local.servicebus",
+            "servicebus_emulator",
             "--config",
             str(config),
             "--port",
@@ -119,7 +119,7 @@ def test_cli_never_prints_a_key_of_the_users_own(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "local.servicebus",
+            "servicebus_emulator",
             "--config",
             str(config),
             "--port",
@@ -142,12 +142,13 @@ def test_cli_never_prints_a_key_of_the_users_own(tmp_path: Path) -> None:
 
 
 def test_a_subprocess_emulator_serves_its_management_plane(tmp_path: Path) -> None:
-    """`python -m local.servicebus --management-port` answers the administration client with live counts."""
+    """`python -m servicebus_emulator --management-port` answers the administration client with live
+    counts."""
     config = tmp_path / "Config.json"
     config.write_text(json.dumps(emulator_config()))
     data = tmp_path / "data"
     with (
-        start_emulator_process(config, data_dir=data) as emulator,
+        start_process(config, data_dir=data) as emulator,
         ServiceBusClient.from_connection_string(emulator.connection_string) as client,
     ):
         with client.get_queue_sender("work") as sender:

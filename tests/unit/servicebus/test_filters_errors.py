@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from local.servicebus.filters import FilterError, FilterMessage, SqlFilter, SqlRuleAction
+from servicebus_emulator.filters import FilterError, FilterMessage, SqlFilter, SqlRuleAction
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,7 @@ import uuid
 from typing import Any
 
 import pytest
-
-from local.servicebus.filters import FilterMessage, SqlFilter
+from servicebus_emulator.filters import FilterMessage, SqlFilter
 
 
 def matches(expression: str, properties: dict[str, Any] | None = None, **system: Any) -> bool:

@@ -1,0 +1,285 @@
+"""The HTTP management plane (ATOM), read-only, on its own port as in Microsoft's emulator (5300).
+
+``ServiceBusAdministrationClient`` sends ``GET`` requests signed with the connection string's
+Shared Access Signature: ``/{queue-or-topic}``, ``/{topic}/subscriptions/{name}``,
+``/{topic}/subscriptions/{name}/rules/{rule}``, and the listings ``/$Resources/queues``,
+``/$Resources/topics``, ``/{topic}/subscriptions`` and ``.../rules`` (paged by ``$skip``/``$top``).
+Entities come from Config.json, so create, update and delete are refused (405) naming that reason.
+
+It runs on the broker's asyncio loop, so it reads the broker's state without locks. Requests are
+bounded (16 KiB of head, 1 MiB of body, 30 s idle); a malformed one is answered 400 and the
+connection closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from servicebus_emulator import atom
+from servicebus_emulator.broker import Broker, Topic
+from servicebus_emulator.cbs import SharedAccessKey, check_token
+from servicebus_emulator.model import now_ms
+
+_LOG = logging.getLogger(__name__)
+MAX_HEAD = 16 * 1024
+MAX_BODY = 1024 * 1024
+IDLE_SECONDS = 30.0
+MAX_PAGE = 100
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed"}
+_ENTRY_TYPE = "application/atom+xml;type=entry;charset=utf-8"
+_FEED_TYPE = "application/atom+xml;type=feed;charset=utf-8"
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    body: str
+    content_type: str = "application/xml; charset=utf-8"
+
+
+class ManagementPlane:
+    """Answers one request at a time from the broker's current state."""
+
+    def __init__(self, broker: Broker, key: SharedAccessKey | None) -> None:
+        self.broker = broker
+        self.key = key
+        self.started_ms = now_ms()
+
+    def handle(self, method: str, target: str, headers: dict[str, str]) -> Response:
+        status, reason = check_token(headers.get("authorization"), self.key)
+        if status >= 300:
+            return Response(401, atom.error(401, reason))
+        if method != "GET":
+            return Response(
+                405,
+                atom.error(405, "The emulator's entities come from Config.json; only reads are served."),
+            )
+        split = urlsplit(target)
+        segments = [unquote(part) for part in split.path.strip("/").split("/") if part]
+        query = {name: values[0] for name, values in parse_qs(split.query).items()}
+        base = f"http://{headers.get('host', 'localhost')}"
+        try:
+            page = atom.Page(
+                max(int(query.get("$skip", "0")), 0),
+                min(max(int(query.get("$top", str(MAX_PAGE))), 1), MAX_PAGE),
+                f"{base}{split.path}",
+            )
+        except ValueError:
+            return Response(400, atom.error(400, "$skip and $top must be integers."))
+        return self._route(segments, base, page)
+
+    def _route(self, segments: list[str], base: str, page: atom.Page) -> Response:
+        lowered = [segment.lower() for segment in segments]
+        if lowered == ["$resources", "queues"]:
+            return self._queues(base, page)
+        if lowered == ["$resources", "topics"]:
+            return self._topics(base, page)
+        if len(segments) == 1:
+            return self._queue_or_topic(segments[0], base)
+        if len(segments) >= 2 and lowered[1] == "subscriptions":
+            topic = self.broker.topics.get(lowered[0])
+            if topic is None:
+                return _not_found(f"The messaging entity '{segments[0]}' could not be found.")
+            if len(segments) == 2:
+                return self._subscriptions(topic, base, page)
+            return self._subscription_part(topic, segments[2:], lowered[2:], base, page)
+        return _not_found(f"No management resource at '/{'/'.join(segments)}'.")
+
+    # --- queues and topics -------------------------------------------------------------------------
+
+    def _top_level_queues(self) -> list[str]:
+        return [path for path in self.broker.queues if "/" not in path]
+
+    def _queues(self, base: str, page: atom.Page) -> Response:
+        items = []
+        for path in self._top_level_queues():
+            queue = self.broker.queues[path]
+            content = atom.queue_description(self.broker, queue, self.started_ms)
+            items.append((f"{base}/{queue.name}", queue.name, content))
+        return Response(
+            200, atom.feed(f"{base}/$Resources/queues", "Queues", self.started_ms, items, page), _FEED_TYPE
+        )
+
+    def _topics(self, base: str, page: atom.Page) -> Response:
+        items = [
+            (f"{base}/{topic.name}", topic.name, atom.topic_description(self.broker, topic, self.started_ms))
+            for topic in self.broker.topics.values()
+        ]
+        return Response(
+            200, atom.feed(f"{base}/$Resources/topics", "Topics", self.started_ms, items, page), _FEED_TYPE
+        )
+
+    def _queue_or_topic(self, name: str, base: str) -> Response:
+        queue = self.broker.queues.get(name.lower())
+        if queue is not None and "/" not in queue.path:
+            content = atom.queue_description(self.broker, queue, self.started_ms)
+            return self._entry(f"{base}/{queue.name}", queue.name, content)
+        topic = self.broker.topics.get(name.lower())
+        if topic is not None:
+            content = atom.topic_description(self.broker, topic, self.started_ms)
+            return self._entry(f"{base}/{topic.name}", topic.name, content)
+        return _not_found(f"The messaging entity '{name}' could not be found.")
+
+    # --- subscriptions and rules -------------------------------------------------------------------
+
+    @staticmethod
+    def _subscription_name(topic: Topic, index: int) -> str:
+        return topic.subscriptions[index].queue.name.rsplit("/", 1)[1]
+
+    def _subscriptions(self, topic: Topic, base: str, page: atom.Page) -> Response:
+        items = []
+        for index, subscription in enumerate(topic.subscriptions):
+            name = self._subscription_name(topic, index)
+            content = atom.subscription_description(self.broker, subscription.queue, self.started_ms)
+            items.append((f"{base}/{topic.name}/subscriptions/{name}", name, content))
+        url = f"{base}/{topic.name}/subscriptions"
+        return Response(200, atom.feed(url, "Subscriptions", self.started_ms, items, page), _FEED_TYPE)
+
+    def _subscription_part(
+        self, topic: Topic, segments: list[str], lowered: list[str], base: str, page: atom.Page
+    ) -> Response:
+        index = next(
+            (
+                position
+                for position in range(len(topic.subscriptions))
+                if self._subscription_name(topic, position).lower() == lowered[0]
+            ),
+            None,
+        )
+        if index is None:
+            return _not_found(
+                f"The messaging entity '{topic.name}/Subscriptions/{segments[0]}' could not be found."
+            )
+        subscription, name = topic.subscriptions[index], self._subscription_name(topic, index)
+        url = f"{base}/{topic.name}/subscriptions/{name}"
+        if len(segments) == 1:
+            content = atom.subscription_description(self.broker, subscription.queue, self.started_ms)
+            return self._entry(url, name, content)
+        if lowered[1] != "rules" or len(segments) > 3:
+            return _not_found(f"No management resource under '{url}'.")
+        rules = [
+            (f"{url}/rules/{rule.name}", rule.name, atom.rule_description(rule, self.started_ms))
+            for rule in subscription.rules
+        ]
+        if len(segments) == 2:
+            return Response(200, atom.feed(f"{url}/rules", "Rules", self.started_ms, rules, page), _FEED_TYPE)
+        for rule_url, rule_name, content in rules:
+            if rule_name.lower() == lowered[2]:
+                return self._entry(rule_url, rule_name, content)
+        return _not_found(
+            f"The rule '{segments[2]}' of '{topic.name}/Subscriptions/{name}' could not be found."
+        )
+
+    def _entry(self, url: str, title: str, content: str) -> Response:
+        return Response(200, atom.entry(url, title, self.started_ms, content), _ENTRY_TYPE)
+
+
+def _not_found(detail: str) -> Response:
+    return Response(404, atom.error(404, detail))
+
+
+def _encode(response: Response, keep_alive: bool) -> bytes:
+    body = response.body.encode("utf-8")
+    head = (
+        f"HTTP/1.1 {response.status} {_REASONS.get(response.status, 'Error')}\r\n"
+        f"Content-Type: {response.content_type}\r\nContent-Length: {len(body)}\r\n"
+        f"Server: local-servicebus\r\nConnection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str]] | None:
+    """Method, target and headers (lower-case names) of the next request; None at a clean end."""
+    try:
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), IDLE_SECONDS)
+    except asyncio.IncompleteReadError as exc:
+        if exc.partial:
+            raise ValueError("the request ended before its headers did") from None
+        return None
+    except asyncio.LimitOverrunError:
+        raise ValueError(f"request head larger than {MAX_HEAD} bytes") from None
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+        raise ValueError("malformed request line")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        if not line:
+            continue
+        name, colon, value = line.partition(":")
+        if not colon or not name.strip():
+            raise ValueError("malformed header line")
+        headers[name.strip().lower()] = value.strip()
+    length = headers.get("content-length", "0")
+    if not length.isdigit() or int(length) > MAX_BODY:
+        raise ValueError(f"Content-Length must be an integer up to {MAX_BODY}")
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        raise ValueError("chunked request bodies are not accepted")
+    await asyncio.wait_for(reader.readexactly(int(length)), IDLE_SECONDS)  # a body is never needed
+    return parts[0], parts[1], headers
+
+
+class ManagementServer:
+    """The listening socket and its open connections; ``close`` ends both."""
+
+    def __init__(self, plane: ManagementPlane) -> None:
+        self.plane = plane
+        self.server: asyncio.Server | None = None
+        self.tasks: set[asyncio.Task[Any]] = set()
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+async def serve_management(plane: ManagementPlane, host: str, port: int) -> ManagementServer:
+    """Listen for management requests; the caller awaits ``close()`` on the result."""
+    running = ManagementServer(plane)
+
+    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            running.tasks.add(task)
+            task.add_done_callback(running.tasks.discard)
+        try:
+            while True:
+                try:
+                    request = await _read_request(reader)
+                except (ValueError, TimeoutError) as exc:
+                    writer.write(_encode(Response(400, atom.error(400, f"Bad request: {exc}")), False))
+                    break
+                if request is None:
+                    break
+                method, target, headers = request
+                try:
+                    response = plane.handle(method, target, headers)
+                except Exception:  # a bug must cost this request only
+                    _LOG.exception("management request failed")
+                    response = Response(500, atom.error(500, "The emulator failed to answer."))
+                keep_alive = headers.get("connection", "").lower() != "close"
+                writer.write(_encode(response, keep_alive))
+                await writer.drain()
+                if not keep_alive:
+                    break
+        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
+            pass
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+
+    running.server = await asyncio.start_server(connection, host, port, limit=MAX_HEAD)
+    return running
