@@ -65,4 +65,4 @@ def test_a_sample_project_tests_with_the_installed_wheel(wheel: Path, tmp_path: 
     project = tmp_path / "project"
     shutil.copytree(SAMPLE, project, ignore=IGNORED)
     output = _run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider"], project)
-    assert "5 passed" in output, output
+    assert "6 passed" in output, output

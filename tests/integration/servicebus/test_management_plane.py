@@ -1,11 +1,17 @@
-"""The HTTP management plane with the real ServiceBusAdministrationClient: entities, rules, counts."""
+"""The management plane with the real, unmodified ServiceBusAdministrationClient over HTTPS (trusting
+the emulator's generated certificate): entities, rules, counts; and plain HTTP, still served."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from azure.core.exceptions import ClientAuthenticationError, HttpResponseError, ResourceNotFoundError
+from azure.core.exceptions import (
+    ClientAuthenticationError,
+    HttpResponseError,
+    ResourceNotFoundError,
+    ServiceRequestError,
+)
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.management import (
     CorrelationRuleFilter,
@@ -17,14 +23,14 @@ from azure.servicebus.management import (
 from servicebus_emulator import RunningEmulator
 from servicebus_emulator.admin_client import administration_client
 
-from tests.integration.servicebus.support import LOCK_SECONDS
+from tests.integration.servicebus.support import LOCK_SECONDS, stock_admin_client
 
 QUEUES = ["work", "sessions", "dedup", "expiring", "expiring-drop", "inbox", "fragile"]
 
 
 @pytest.fixture
 def admin(emulator: RunningEmulator) -> ServiceBusAdministrationClient:
-    return administration_client(emulator.management_connection_string, retry_total=0)
+    return stock_admin_client(emulator)
 
 
 def test_entities_and_their_settings_come_from_config(admin: ServiceBusAdministrationClient) -> None:
@@ -99,7 +105,7 @@ def test_runtime_properties_count_messages(
 
 def test_unknown_entities_bad_keys_and_writes_are_refused(emulator: RunningEmulator) -> None:
     """404 for what Config.json does not declare, 401 for a wrong key, 405 for create/delete."""
-    with administration_client(emulator.management_connection_string, retry_total=0) as admin:
+    with stock_admin_client(emulator) as admin:
         with pytest.raises(ResourceNotFoundError):
             admin.get_queue("missing")
         with pytest.raises(ResourceNotFoundError):
@@ -109,5 +115,33 @@ def test_unknown_entities_bad_keys_and_writes_are_refused(emulator: RunningEmula
         with pytest.raises(HttpResponseError, match=r"Config\.json"):
             admin.create_queue("new-queue")
     wrong = emulator.management_connection_string.replace("SAS_KEY_VALUE", "not-the-key")
-    with administration_client(wrong, retry_total=0) as admin, pytest.raises(ClientAuthenticationError):
+    with (
+        ServiceBusAdministrationClient.from_connection_string(
+            wrong, connection_verify=str(emulator.certificate_path), retry_total=0
+        ) as admin,
+        pytest.raises(ClientAuthenticationError),
+    ):
         admin.get_queue("work")
+
+
+def test_the_management_port_is_tls_with_a_certificate_clients_must_trust(emulator: RunningEmulator) -> None:
+    """Without trusting the emulator's certificate the stock client's handshake fails, as against any
+    unknown issuer (the port really is TLS, not plain HTTP the client tolerates); trusting it through
+    REQUESTS_CA_BUNDLE instead of connection_verify works too."""
+    plain = emulator.management_connection_string
+    with (
+        ServiceBusAdministrationClient.from_connection_string(plain, retry_total=0) as admin,
+        pytest.raises(ServiceRequestError, match="CERTIFICATE_VERIFY_FAILED"),
+    ):
+        admin.get_queue("work")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("REQUESTS_CA_BUNDLE", str(emulator.certificate_path))
+        with ServiceBusAdministrationClient.from_connection_string(plain, retry_total=0) as admin:
+            assert admin.get_queue("work").name == "work"
+
+
+def test_plain_http_is_still_served_on_the_same_port(emulator: RunningEmulator) -> None:
+    """A client that speaks plain HTTP to the management port (the project's own transport) is answered
+    too: the port tells TLS from HTTP by the connection's first byte."""
+    with administration_client(emulator.management_connection_string, retry_total=0) as admin:
+        assert admin.get_queue("work").max_delivery_count == 3

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus.management import ServiceBusAdministrationClient
 from servicebus_emulator import RunningEmulator, start_process
-from servicebus_emulator.admin_client import administration_client
 from servicebus_emulator.amqp_types import UByte, UInt
 from servicebus_emulator.frames import AMQP_HEADER, FRAME_HEADER, composite, encode_frame, parse_frame_body
 
 from local.ports import free_port, wait_for_port
-from tests.integration.servicebus.support import emulator_config
+from tests.integration.servicebus.support import emulator_config, stock_admin_client
 
 
 def _read_for(sock: socket.socket, seconds: float) -> bytes:
@@ -73,7 +73,9 @@ def test_unknown_protocol_header_gets_ours_and_a_close(emulator: RunningEmulator
 
 
 def test_cli_prints_connection_string_and_stops_on_sigterm(tmp_path: Path) -> None:
-    """`python -m servicebus_emulator` prints a working connection string and exits 0 on SIGTERM."""
+    """`python -m servicebus_emulator` prints working data and management connection strings and the
+    management certificate it generated (which the stock administration client trusts), and exits 0 on
+    SIGTERM, removing the temporary certificate."""
     config = tmp_path / "Config.json"
     config.write_text(json.dumps(emulator_config()))
     port = free_port()
@@ -96,14 +98,23 @@ def test_cli_prints_connection_string_and_stops_on_sigterm(tmp_path: Path) -> No
         line = process.stdout.readline().strip()
         assert line.startswith(f"Endpoint=sb://localhost:{port};")
         assert "UseDevelopmentEmulator=true" in line
+        management, marker = process.stdout.readline().strip().rsplit("  ", 1)
+        assert marker == "(management)"
+        label, certificate = process.stdout.readline().strip().split(": ", 1)
+        assert label == "Management TLS certificate"
         wait_for_port(port, timeout=30)
         with (
             ServiceBusClient.from_connection_string(line) as client,
             client.get_queue_sender("work") as sender,
         ):
             sender.send_messages(ServiceBusMessage("via cli"))
+        with ServiceBusAdministrationClient.from_connection_string(
+            management, connection_verify=certificate, retry_total=0
+        ) as admin:
+            assert admin.get_queue_runtime_properties("work").active_message_count == 1
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=15) == 0
+        assert not Path(certificate).exists()
     finally:
         if process.poll() is None:
             process.kill()
@@ -156,7 +167,7 @@ def test_a_subprocess_emulator_serves_its_management_plane(tmp_path: Path) -> No
         with client.get_queue_receiver("work", max_wait_time=5) as receiver:
             (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
             receiver.dead_letter_message(message, reason="Bad")
-        with administration_client(emulator.management_connection_string, retry_total=0) as admin:
+        with stock_admin_client(emulator) as admin:
             counts = admin.get_queue_runtime_properties("work")
     assert counts.active_message_count == 2
     assert counts.dead_letter_message_count == 1

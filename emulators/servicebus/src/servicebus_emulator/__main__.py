@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -19,12 +20,14 @@ from servicebus_emulator.config import ConfigError, parse_config
 from servicebus_emulator.connection import OutputGroup
 from servicebus_emulator.server import (
     DEFAULT_KEY,
+    certificate_directory,
     connection_string,
     default_management_port,
     new_loop,
     serve,
 )
 from servicebus_emulator.store import Store
+from servicebus_emulator.tls import Certificate, generate_certificate
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -40,8 +43,15 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         "--management-port",
         type=int,
         default=None,
-        help="HTTP management (ATOM) port: default 5300 beside AMQP 5672 as in Microsoft's emulator, "
-        "else a free port; both connection strings are printed",
+        help="management (ATOM) port, HTTPS and plain HTTP: default 5300 beside AMQP 5672 as in "
+        "Microsoft's emulator, else a free port; both connection strings are printed",
+    )
+    parser.add_argument(
+        "--certificate-dir",
+        type=Path,
+        default=None,
+        help="where the management plane's self-signed certificate is written at start (default: "
+        "DATA/tls with --data, else a temporary directory removed at exit); its path is printed",
     )
     storage = parser.add_mutually_exclusive_group(required=True)
     storage.add_argument("--data", type=Path, help="directory for the SQLite store (survives restarts)")
@@ -61,6 +71,7 @@ async def _run(
     ports: tuple[int, int],
     shown: str,
     output: OutputGroup,
+    certificate: Certificate,
 ) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -70,8 +81,9 @@ async def _run(
     def announce(amqp: int, management: int) -> None:
         print(shown, flush=True)
         print(shown.replace(f":{amqp};", f":{management};", 1) + "  (management)", flush=True)
+        print(f"Management TLS certificate: {certificate.certificate_path}", flush=True)
 
-    await serve(broker, key, host, ports[0], stop, announce, ports[1], output)
+    await serve(broker, key, host, ports[0], stop, announce, ports[1], output, certificate)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,12 +110,18 @@ def main(argv: list[str] | None = None) -> int:
     management_port = (
         default_management_port(args.port) if args.management_port is None else args.management_port
     )
+    directory = args.certificate_dir or certificate_directory(args.data)
+    certificate = generate_certificate(directory, args.host)
     loop, output = new_loop(broker)
     try:
         with asyncio.Runner(loop_factory=lambda: loop) as runner:
-            runner.run(_run(broker, key, args.host, (args.port, management_port), banner, output))
+            runner.run(
+                _run(broker, key, args.host, (args.port, management_port), banner, output, certificate)
+            )
     finally:
         store.close()
+        if args.certificate_dir is None and args.data is None:
+            shutil.rmtree(directory, ignore_errors=True)
     return 0
 
 

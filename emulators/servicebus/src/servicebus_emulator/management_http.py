@@ -1,5 +1,9 @@
 """The HTTP management plane (ATOM), read-only, on its own port as in Microsoft's emulator (5300).
 
+The port answers HTTPS and plain HTTP alike: a connection whose first byte opens a TLS handshake
+(0x16; no HTTP request line starts with it) is served over TLS with the certificate of ``tls``, so
+the stock administration clients, which always speak HTTPS, work unmodified; any other is plain HTTP.
+
 ``ServiceBusAdministrationClient`` sends ``GET`` requests signed with the connection string's
 Shared Access Signature: ``/{queue-or-topic}``, ``/{topic}/subscriptions/{name}``,
 ``/{topic}/subscriptions/{name}/rules/{rule}``, and the listings ``/$Resources/queues``,
@@ -16,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
+import ssl
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -24,12 +30,14 @@ from servicebus_emulator import atom
 from servicebus_emulator.broker import Broker, Topic
 from servicebus_emulator.cbs import SharedAccessKey, check_token
 from servicebus_emulator.model import now_ms
+from servicebus_emulator.tls import Certificate
 
 _LOG = logging.getLogger(__name__)
 MAX_HEAD = 16 * 1024
 MAX_BODY = 1024 * 1024
 IDLE_SECONDS = 30.0
 MAX_PAGE = 100
+TLS_HANDSHAKE = 0x16  # the first byte of a TLS record carrying a ClientHello
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed"}
 _ENTRY_TYPE = "application/atom+xml;type=entry;charset=utf-8"
 _FEED_TYPE = "application/atom+xml;type=feed;charset=utf-8"
@@ -50,7 +58,7 @@ class ManagementPlane:
         self.key = key
         self.started_ms = now_ms()
 
-    def handle(self, method: str, target: str, headers: dict[str, str]) -> Response:
+    def handle(self, method: str, target: str, headers: dict[str, str], scheme: str = "http") -> Response:
         status, reason = check_token(headers.get("authorization"), self.key)
         if status >= 300:
             return Response(401, atom.error(401, reason))
@@ -62,7 +70,7 @@ class ManagementPlane:
         split = urlsplit(target)
         segments = [unquote(part) for part in split.path.strip("/").split("/") if part]
         query = {name: values[0] for name, values in parse_qs(split.query).items()}
-        base = f"http://{headers.get('host', 'localhost')}"
+        base = f"{scheme}://{headers.get('host', 'localhost')}"
         try:
             page = atom.Page(
                 max(int(query.get("$skip", "0")), 0),
@@ -227,59 +235,132 @@ async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[st
 class ManagementServer:
     """The listening socket and its open connections; ``close`` ends both."""
 
-    def __init__(self, plane: ManagementPlane) -> None:
+    def __init__(self, plane: ManagementPlane, listener: socket.socket) -> None:
         self.plane = plane
-        self.server: asyncio.Server | None = None
+        self.listener = listener
         self.tasks: set[asyncio.Task[Any]] = set()
+        self.transports: set[asyncio.Transport] = set()
 
     @property
     def port(self) -> int:
-        assert self.server is not None
-        return int(self.server.sockets[0].getsockname()[1])
+        return int(self.listener.getsockname()[1])
+
+    def track(self, task: asyncio.Task[Any]) -> None:
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
 
     async def close(self) -> None:
-        if self.server is not None:
-            self.server.close()
-        for task in self.tasks:
+        # Aborted, not closed: a TLS close would wait for each idle client's close_notify.
+        for transport in list(self.transports):
+            transport.abort()
+        for task in list(self.tasks):
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
+        self.listener.close()
 
 
-async def serve_management(plane: ManagementPlane, host: str, port: int) -> ManagementServer:
-    """Listen for management requests; the caller awaits ``close()`` on the result."""
-    running = ManagementServer(plane)
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
-    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            running.tasks.add(task)
-            task.add_done_callback(running.tasks.discard)
+
+async def _first_byte(sock: socket.socket) -> bytes:
+    """The connection's first byte, left in the socket (peeked); b"" when the client closed."""
+    loop = asyncio.get_running_loop()
+    while True:
+        readable: asyncio.Future[None] = loop.create_future()
+        loop.add_reader(sock.fileno(), _resolve, readable)
         try:
-            while True:
-                try:
-                    request = await _read_request(reader)
-                except (ValueError, TimeoutError) as exc:
-                    writer.write(_encode(Response(400, atom.error(400, f"Bad request: {exc}")), False))
-                    break
-                if request is None:
-                    break
-                method, target, headers = request
-                try:
-                    response = plane.handle(method, target, headers)
-                except Exception:  # a bug must cost this request only
-                    _LOG.exception("management request failed")
-                    response = Response(500, atom.error(500, "The emulator failed to answer."))
-                keep_alive = headers.get("connection", "").lower() != "close"
-                writer.write(_encode(response, keep_alive))
-                await writer.drain()
-                if not keep_alive:
-                    break
-        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
-            pass
+            await readable
         finally:
-            writer.close()
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
+            loop.remove_reader(sock.fileno())
+        try:
+            return sock.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            continue
+        except ConnectionError:
+            return b""
 
-    running.server = await asyncio.start_server(connection, host, port, limit=MAX_HEAD)
+
+async def _exchange(
+    plane: ManagementPlane, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, scheme: str
+) -> None:
+    """Answer the connection's requests one after the other until it closes or errs."""
+    try:
+        while True:
+            try:
+                request = await _read_request(reader)
+            except (ValueError, TimeoutError) as exc:
+                writer.write(_encode(Response(400, atom.error(400, f"Bad request: {exc}")), False))
+                break
+            if request is None:
+                break
+            method, target, headers = request
+            try:
+                response = plane.handle(method, target, headers, scheme)
+            except Exception:  # a bug must cost this request only
+                _LOG.exception("management request failed")
+                response = Response(500, atom.error(500, "The emulator failed to answer."))
+            keep_alive = headers.get("connection", "").lower() != "close"
+            writer.write(_encode(response, keep_alive))
+            await writer.drain()
+            if not keep_alive:
+                break
+    except (ConnectionError, asyncio.IncompleteReadError, TimeoutError, ssl.SSLError):
+        pass
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError, ssl.SSLError):
+            await writer.wait_closed()
+
+
+async def serve_management(
+    plane: ManagementPlane, host: str, port: int, tls: Certificate | None = None
+) -> ManagementServer:
+    """Listen for management requests (HTTPS with ``tls``, and plain HTTP, on the same port); the
+    caller awaits ``close()`` on the result."""
+    loop = asyncio.get_running_loop()
+    context = tls.server_context() if tls is not None else None
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    listener = socket.create_server((host, port), family=family)
+    listener.setblocking(False)
+    running = ManagementServer(plane, listener)
+
+    async def connection(sock: socket.socket) -> None:
+        try:
+            first = await asyncio.wait_for(_first_byte(sock), IDLE_SECONDS)
+            if not first:
+                sock.close()
+                return
+            secure = context is not None and first[0] == TLS_HANDSHAKE
+            reader = asyncio.StreamReader(limit=MAX_HEAD, loop=loop)
+            protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+            if secure:
+                transport, _ = await loop.connect_accepted_socket(
+                    lambda: protocol, sock, ssl=context, ssl_handshake_timeout=IDLE_SECONDS
+                )
+            else:
+                transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock)
+        except (OSError, ssl.SSLError, TimeoutError):  # e.g. a client that does not trust the certificate
+            sock.close()
+            return
+        writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+        running.transports.add(transport)
+        try:
+            await _exchange(plane, reader, writer, "https" if secure else "http")
+        finally:
+            running.transports.discard(transport)
+
+    async def accept() -> None:
+        while True:
+            try:
+                sock, _ = await loop.sock_accept(listener)
+            except OSError:  # out of descriptors, say: keep the listener, try again shortly
+                _LOG.warning("management plane: accept failed", exc_info=True)
+                await asyncio.sleep(0.1)
+                continue
+            sock.setblocking(False)
+            running.track(loop.create_task(connection(sock)))
+
+    running.track(loop.create_task(accept()))
     return running

@@ -4,9 +4,11 @@ or per session, on free ports, from a Config.json or a Config.json-shaped dict.
 Fixtures:
 
 - ``servicebus_emulator``: a running emulator (``RunningEmulator``: ``connection_string``,
-  ``management_connection_string``, ``port``, ``management_port``); stopped after the test, or after
-  the session when the isolation is ``session``.
+  ``management_connection_string``, ``certificate_path``, ``port``, ``management_port``); stopped
+  after the test, or after the session when the isolation is ``session``.
 - ``servicebus_connection_string`` / ``servicebus_management_connection_string``: its two strings.
+- ``servicebus_certificate_path``: the management plane's generated TLS certificate (a ``str``),
+  for ``ServiceBusAdministrationClient.from_connection_string(..., connection_verify=path)``.
 - ``servicebus_emulator_factory``: ``factory(config=None, **start_options)`` starts more emulators
   (other entities, ``max_message_size``, ``key=None``...), all stopped after the test.
 - ``servicebus_emulator_config``: what the emulators serve. By default the ini option
@@ -110,3 +112,9 @@ def servicebus_connection_string(servicebus_emulator: RunningEmulator) -> str:
 def servicebus_management_connection_string(servicebus_emulator: RunningEmulator) -> str:
     """The management-plane connection string, for ``ServiceBusAdministrationClient``."""
     return servicebus_emulator.management_connection_string
+
+
+@pytest.fixture
+def servicebus_certificate_path(servicebus_emulator: RunningEmulator) -> str:
+    """The management plane's self-signed certificate (PEM) that administration clients trust."""
+    return str(servicebus_emulator.certificate_path)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from servicebus_emulator.management import Management
 from servicebus_emulator.management_http import ManagementPlane, serve_management
 from servicebus_emulator.net import free_port, wait_for_port
 from servicebus_emulator.store import Store
+from servicebus_emulator.tls import CERTIFICATE_FILE, Certificate, generate_certificate
 
 # Microsoft's Docker emulator uses this well-known development key; so do we, by default.
 DEFAULT_KEY = SharedAccessKey("RootManageSharedAccessKey", "SAS_KEY_VALUE")
@@ -51,6 +53,14 @@ def new_loop(broker: Broker) -> tuple[asyncio.AbstractEventLoop, OutputGroup]:
     return event_loop(output), output
 
 
+def certificate_directory(data_dir: Path | None) -> Path:
+    """Where the management certificate is written: beside the data (one stable path across
+    restarts, for REQUESTS_CA_BUNDLE and the like), else a fresh temporary directory."""
+    if data_dir is not None:
+        return data_dir / "tls"
+    return Path(tempfile.mkdtemp(prefix="servicebus-emulator-tls-"))
+
+
 def default_management_port(amqp_port: int) -> int:
     """Microsoft's layout (5300 beside 5672); any other AMQP port gets a free management port (0),
     so emulators started side by side never collide."""
@@ -66,10 +76,12 @@ async def serve(
     ready: Callable[[int, int], None] | None = None,
     management_port: int = 0,
     output: OutputGroup | None = None,
+    certificate: Certificate | None = None,
 ) -> None:
     """Accept AMQP connections and management requests until ``stop`` is set, running the broker's
     timers meanwhile. ``ready`` is called with the bound AMQP and management ports. ``output`` is
-    the group the loop flushes (``new_loop``); without one, a group flushing by callback."""
+    the group the loop flushes (``new_loop``); without one, a group flushing by callback. With a
+    ``certificate`` the management port also answers HTTPS."""
     management = Management(broker)
     loop = asyncio.get_running_loop()
     connections: set[AmqpConnection] = set()
@@ -81,7 +93,7 @@ async def serve(
         return connection
 
     server = await loop.create_server(accept, host, port)
-    plane = await serve_management(ManagementPlane(broker, key), host, management_port)
+    plane = await serve_management(ManagementPlane(broker, key), host, management_port, certificate)
     bound = int(server.sockets[0].getsockname()[1])
     if ready is not None:
         ready(bound, plane.port)
@@ -115,6 +127,9 @@ class RunningEmulator:
     _thread: threading.Thread | None = None
     _process: subprocess.Popen[bytes] | None = None
     _loop: asyncio.AbstractEventLoop | None = None
+    certificate_path: Path | None = None
+    """The management plane's self-signed TLS certificate (PEM), for ``connection_verify``."""
+    _temporary: Path | None = None
 
     @property
     def management_connection_string(self) -> str:
@@ -145,6 +160,8 @@ class RunningEmulator:
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait(timeout=10)
+        if self._temporary is not None:
+            shutil.rmtree(self._temporary, ignore_errors=True)
 
     def kill(self) -> None:
         """Kill a subprocess emulator abruptly (SIGKILL), as a crash would."""
@@ -175,11 +192,14 @@ def start(
     max_message_size: int = 256 * 1024,
     max_messages_per_entity: int | None = None,
     management_port: int = 0,
+    certificate_dir: Path | None = None,
 ) -> RunningEmulator:
     """Start an emulator in a background thread of this process and return it; use it as a context
     manager (``with start(config) as emulator:``) to stop it on leaving. ``config`` is a Config.json
     path or document (None: a namespace with no entities); ``port=0`` (and ``management_port=0``)
-    picks a free port, ``data_dir=None`` keeps everything in memory."""
+    picks a free port, ``data_dir=None`` keeps everything in memory. The management certificate is
+    written to ``certificate_dir`` (default: ``certificate_directory(data_dir)``; a temporary one is
+    removed on stop)."""
     if config is None:
         config = EMPTY_NAMESPACE
     namespace = config if isinstance(config, NamespaceConfig) else parse_config(config)
@@ -189,6 +209,9 @@ def start(
         max_message_size=max_message_size,
         max_messages_per_entity=max_messages_per_entity,
     )
+    directory = certificate_dir or certificate_directory(data_dir)
+    temporary = directory if certificate_dir is None and data_dir is None else None
+    certificate = generate_certificate(directory, host)
     ready: Future[tuple[int, int]] = Future()
     loop, output = new_loop(broker)
     stop_event: list[asyncio.Event] = []
@@ -207,6 +230,7 @@ def start(
                 lambda *ports: ready.set_result(ports),
                 management_port,
                 output,
+                certificate,
             )
 
         try:
@@ -235,6 +259,8 @@ def start(
         management_bound,
         _thread=thread,
         _loop=loop,
+        certificate_path=certificate.certificate_path,
+        _temporary=temporary,
     )
 
 
@@ -250,6 +276,7 @@ def start_process(
     local stack launcher)."""
     port = port or free_port()
     management_port = free_port()
+    directory = certificate_directory(data_dir)
     command = [
         sys.executable,
         "-m",
@@ -264,6 +291,8 @@ def start_process(
         key.name,
         "--key",
         key.key,
+        "--certificate-dir",
+        str(directory),
     ]
     command += ["--data", str(data_dir)] if data_dir is not None else ["--in-memory"]
     # A file, not a pipe: a long-lived child must never block writing its log.
@@ -289,4 +318,13 @@ def start_process(
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
 
-    return RunningEmulator(port, connection_string(port, key), None, stop, management_port, _process=process)
+    return RunningEmulator(
+        port,
+        connection_string(port, key),
+        None,
+        stop,
+        management_port,
+        _process=process,
+        certificate_path=directory / CERTIFICATE_FILE,
+        _temporary=directory if data_dir is None else None,
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus.management import ServiceBusAdministrationClient
 from servicebus_emulator import RunningEmulator
 
 
@@ -56,3 +57,19 @@ def test_a_subscription_rule_filters_events(servicebus_emulator: RunningEmulator
         with client.get_subscription_receiver("events", "large", max_wait_time=5) as receiver:
             received = receiver.receive_messages(max_message_count=10, max_wait_time=5)
             assert [str(message) for message in received] == ["500"]
+
+
+def test_the_stock_administration_client_counts_messages(
+    servicebus_connection_string: str,
+    servicebus_management_connection_string: str,
+    servicebus_certificate_path: str,
+) -> None:
+    with (
+        ServiceBusClient.from_connection_string(servicebus_connection_string) as client,
+        client.get_queue_sender("orders") as sender,
+    ):
+        sender.send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
+    with ServiceBusAdministrationClient.from_connection_string(
+        servicebus_management_connection_string, connection_verify=servicebus_certificate_path
+    ) as admin:
+        assert admin.get_queue_runtime_properties("orders").active_message_count == 2
