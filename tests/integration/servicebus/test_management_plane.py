@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from azure.core.exceptions import (
     ClientAuthenticationError,
-    HttpResponseError,
     ResourceNotFoundError,
     ServiceRequestError,
 )
@@ -103,8 +102,8 @@ def test_runtime_properties_count_messages(
         assert admin.get_subscription_runtime_properties("results", "per-item").dead_letter_message_count == 1
 
 
-def test_unknown_entities_bad_keys_and_writes_are_refused(emulator: RunningEmulator) -> None:
-    """404 for what Config.json does not declare, 401 for a wrong key, 405 for create/delete."""
+def test_unknown_entities_and_bad_keys_are_refused(emulator: RunningEmulator) -> None:
+    """404 for an entity that does not exist, 401 for a wrong key, 405 for a method not served."""
     with stock_admin_client(emulator) as admin:
         with pytest.raises(ResourceNotFoundError):
             admin.get_queue("missing")
@@ -112,8 +111,6 @@ def test_unknown_entities_bad_keys_and_writes_are_refused(emulator: RunningEmula
             admin.get_subscription("results", "missing")
         with pytest.raises(ResourceNotFoundError):
             admin.get_rule("results", "audit", "missing")
-        with pytest.raises(HttpResponseError, match=r"Config\.json"):
-            admin.create_queue("new-queue")
     wrong = emulator.management_connection_string.replace("SAS_KEY_VALUE", "not-the-key")
     with (
         ServiceBusAdministrationClient.from_connection_string(
@@ -145,3 +142,14 @@ def test_plain_http_is_still_served_on_the_same_port(emulator: RunningEmulator) 
     too: the port tells TLS from HTTP by the connection's first byte."""
     with administration_client(emulator.management_connection_string, retry_total=0) as admin:
         assert admin.get_queue("work").max_delivery_count == 3
+
+
+def test_namespace_properties(admin: ServiceBusAdministrationClient) -> None:
+    """get_namespace_properties (`$namespaceinfo`, a common health check): Config.json's namespace."""
+    with admin:
+        properties = admin.get_namespace_properties()
+    assert (properties.name, properties.messaging_sku, properties.namespace_type) == (
+        "sbemulatorns",
+        "Standard",
+        "Messaging",
+    )

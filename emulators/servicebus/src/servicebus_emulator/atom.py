@@ -280,9 +280,12 @@ def _filter(rule: Rule) -> str:
         kind, expression = "FalseFilter", "1=0"
     elif isinstance(found, SqlFilter):
         expression = found.expression
+    parameters = ""
+    if isinstance(found, SqlFilter) and found.parameters:
+        parameters = f"<Parameters>{_key_values(found.parameters)}</Parameters>"
     return (
         f'<Filter i:type="{kind}"><SqlExpression>{escape(expression)}</SqlExpression>'
-        "<CompatibilityLevel>20</CompatibilityLevel></Filter>"
+        f"<CompatibilityLevel>20</CompatibilityLevel>{parameters}</Filter>"
     )
 
 
@@ -298,6 +301,21 @@ def rule_description(rule: Rule, started_ms: int) -> str:
         f'<RuleDescription xmlns="{CONNECT}" xmlns:i="{INSTANCE}">{_filter(rule)}{action}'
         f"<CreatedAt>{_time(started_ms)}</CreatedAt><Name>{escape(rule.name)}</Name></RuleDescription>"
     )
+
+
+def namespace_info(name: str, started_ms: int) -> str:
+    """``$namespaceinfo``: a Standard namespace of messaging entities (``get_namespace_properties``)."""
+    stamp = _time(started_ms)
+    body = _elements(
+        [
+            ("CreatedTime", stamp),
+            ("MessagingSKU", "Standard"),
+            ("ModifiedTime", stamp),
+            ("Name", name),
+            ("NamespaceType", "Messaging"),
+        ]
+    )
+    return f'<NamespaceInfo xmlns="{CONNECT}" xmlns:i="{INSTANCE}">{body}</NamespaceInfo>'
 
 
 def entry(url: str, title: str, started_ms: int, content: str) -> str:

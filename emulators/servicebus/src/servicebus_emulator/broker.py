@@ -15,6 +15,7 @@ from servicebus_emulator.amqp_types import Symbol, Timestamp
 from servicebus_emulator.codec import encode, long, timestamp
 from servicebus_emulator.config import NamespaceConfig, QueueSettings, TopicSettings
 from servicebus_emulator.filters import Rule
+from servicebus_emulator.managed import replay, rule_json, settings_json
 from servicebus_emulator.message import AmqpMessage
 from servicebus_emulator.model import ACTIVE, SCHEDULED, BrokerError, Entry, now_ms
 from servicebus_emulator.queue import MessageQueue
@@ -83,6 +84,7 @@ class Broker:
         max_messages_per_entity: int | None = None,
     ) -> None:
         self.store = store
+        self.namespace = config.name
         self.max_message_size = max_message_size
         self.max_messages_per_entity = max_messages_per_entity
         self.queues: dict[str, MessageQueue] = {}
@@ -93,17 +95,153 @@ class Broker:
         for name, settings in config.queues.items():
             self._add_queue(name, settings)
         for topic_config in config.topics:
-            scheduled = self._add_queue(f"{topic_config.name}/$scheduled", QueueSettings(), dead_letter=False)
-            topic = Topic(topic_config.name, topic_config.settings, scheduled)
-            self.topics[topic_config.name.lower()] = topic
+            topic = self._add_topic(topic_config.name, topic_config.settings)
             for sub in topic_config.subscriptions:
-                queue = self._add_queue(f"{topic.name}/Subscriptions/{sub.name}", sub.settings)
-                topic.subscriptions.append(Subscription(queue, sub.rules))
-            scheduled.attach(_TopicRelease(self, topic))
+                self._add_subscription(topic, sub.name, sub.settings, sub.rules)
         store.forget_message_ids(now_ms())
         for entity in [*config.queues, *(topic.name for topic in config.topics)]:
             self.duplicates[entity.lower()] = store.message_ids(entity.lower())
         store.commit()
+        # Then what the management plane created, changed or deleted since (it outlives a restart).
+        replay(self, store.managed_changes())
+
+    def _add_topic(self, name: str, settings: TopicSettings) -> Topic:
+        scheduled = self._add_queue(f"{name}/$scheduled", QueueSettings(), dead_letter=False)
+        topic = Topic(name, settings, scheduled)
+        self.topics[name.lower()] = topic
+        scheduled.attach(_TopicRelease(self, topic))
+        return topic
+
+    def _add_subscription(
+        self, topic: Topic, name: str, settings: QueueSettings, rules: tuple[Rule, ...]
+    ) -> Subscription:
+        subscription = Subscription(self._add_queue(f"{topic.name}/Subscriptions/{name}", settings), rules)
+        topic.subscriptions.append(subscription)
+        return subscription
+
+    # --- entity management (the management plane; each change is stored before it is answered) ------
+
+    def subscription(self, topic: str, name: str) -> Subscription | None:
+        found = self.topics.get(topic.lower())
+        path = f"{topic}/subscriptions/{name}".lower()
+        return next((sub for sub in found.subscriptions if sub.queue.path == path), None) if found else None
+
+    def put_queue(self, name: str, settings: QueueSettings) -> MessageQueue:
+        """Create the queue, or give an existing one new settings (its messages stay)."""
+        queue = self.queues.get(name.lower())
+        if queue is None:
+            queue = self._add_queue(name, settings)
+            self.duplicates[queue.path] = {}
+        else:
+            self._configure(queue, settings)
+        self.store.record_entity(
+            queue.path, {"kind": "queue", "name": name, "settings": settings_json(settings)}
+        )
+        return queue
+
+    def put_topic(self, name: str, settings: TopicSettings) -> Topic:
+        topic = self.topics.get(name.lower())
+        if topic is None:
+            topic = self._add_topic(name, settings)
+            self.duplicates[name.lower()] = {}
+        else:
+            topic.settings = settings
+        self.store.record_entity(
+            name.lower(), {"kind": "topic", "name": name, "settings": settings_json(settings)}
+        )
+        return topic
+
+    def put_subscription(
+        self, topic_name: str, name: str, settings: QueueSettings, rules: tuple[Rule, ...]
+    ) -> Subscription:
+        """Create the subscription with ``rules``, or give an existing one new settings (rules kept)."""
+        topic = self.topics[topic_name.lower()]
+        subscription = self.subscription(topic_name, name)
+        created = subscription is None
+        if subscription is None:
+            subscription = self._add_subscription(topic, name, settings, rules)
+        else:
+            self._configure(subscription.queue, settings)
+        self.store.record_entity(
+            subscription.queue.path,
+            {"kind": "subscription", "topic": topic.name, "name": name, "settings": settings_json(settings)},
+        )
+        for rule in rules if created else ():  # after their subscription, so a replay finds it
+            self._record_rule(topic, name, rule)
+        return subscription
+
+    def put_rule(self, topic_name: str, subscription_name: str, rule: Rule) -> None:
+        subscription = self.subscription(topic_name, subscription_name)
+        assert subscription is not None
+        others = tuple(kept for kept in subscription.rules if kept.name.lower() != rule.name.lower())
+        replaced = len(others) < len(subscription.rules)
+        subscription.rules = (
+            tuple(rule if kept.name.lower() == rule.name.lower() else kept for kept in subscription.rules)
+            if replaced
+            else (*others, rule)
+        )
+        self._record_rule(self.topics[topic_name.lower()], subscription_name, rule)
+
+    def _record_rule(self, topic: Topic, subscription_name: str, rule: Rule) -> None:
+        key = f"{topic.name}/subscriptions/{subscription_name}/rules/{rule.name}".lower()
+        document = {
+            "kind": "rule",
+            "topic": topic.name,
+            "subscription": subscription_name,
+            "rule": rule_json(rule),
+        }
+        self.store.record_entity(key, document)
+
+    def delete_rule(self, topic_name: str, subscription_name: str, name: str) -> None:
+        subscription = self.subscription(topic_name, subscription_name)
+        assert subscription is not None
+        subscription.rules = tuple(rule for rule in subscription.rules if rule.name.lower() != name.lower())
+        key = f"{topic_name}/subscriptions/{subscription_name}/rules/{name}".lower()
+        self.store.record_deletion(
+            key, {"kind": "rule", "topic": topic_name, "subscription": subscription_name, "name": name}
+        )
+
+    def delete_queue(self, name: str) -> None:
+        """Delete the queue, its dead-letter queue and all their messages."""
+        queue = self.queues[name.lower()]
+        self._drop(queue)
+        self.duplicates.pop(queue.path, None)
+        self.store.record_deletion(queue.path, {"kind": "queue", "name": name})
+
+    def delete_topic(self, name: str) -> None:
+        topic = self.topics.pop(name.lower())
+        for subscription in topic.subscriptions:
+            self._drop(subscription.queue)
+        self._drop(topic.scheduled)
+        self.duplicates.pop(name.lower(), None)
+        self.store.record_deletion(name.lower(), {"kind": "topic", "name": name})
+
+    def delete_subscription(self, topic_name: str, name: str) -> None:
+        subscription = self.subscription(topic_name, name)
+        assert subscription is not None
+        topic = self.topics[topic_name.lower()]
+        topic.subscriptions.remove(subscription)
+        self._drop(subscription.queue)
+        self.store.record_deletion(
+            subscription.queue.path, {"kind": "subscription", "topic": topic.name, "name": name}
+        )
+
+    def _configure(self, queue: MessageQueue, settings: QueueSettings) -> None:
+        queue.configure(settings)
+        dead_letters = self.queues.get(queue.path + DEAD_LETTER_SUFFIX)
+        if dead_letters is not None:
+            dead_letters.configure(_dead_letter_settings(settings))
+
+    def _drop(self, queue: MessageQueue) -> None:
+        """Forget a queue (and its dead-letter queue): receivers attached to it get nothing more."""
+        self.commit()
+        for path in (queue.path, queue.path + DEAD_LETTER_SUFFIX):
+            dropped = self.queues.pop(path, None)
+            if dropped is not None:
+                self._seq_dirty.discard(dropped)
+                for consumer in list(dropped.consumers):
+                    dropped.detach(consumer)
+        self.store.drop_entity(queue.path)
 
     def _add_queue(self, name: str, settings: QueueSettings, *, dead_letter: bool = True) -> MessageQueue:
         queue = MessageQueue(name.lower(), name, settings, self)

@@ -70,11 +70,13 @@ class SqlFilter:
 
     expression: str
     condition: nodes.ConditionNode = field(repr=False, compare=False)
+    parameters: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     @classmethod
-    def parse(cls, expression: str) -> SqlFilter:
-        """Parse `expression`; FilterError says where and why it is not valid Service Bus SQL."""
-        return cls(expression, parse_filter(expression))
+    def parse(cls, expression: str, parameters: Mapping[str, Any] | None = None) -> SqlFilter:
+        """Parse `expression` with the values of its ``@name`` parameters; FilterError says where and
+        why it is not valid Service Bus SQL."""
+        return cls(expression, parse_filter(expression, parameters), dict(parameters or {}))
 
     def matches(self, message: FilterMessage) -> bool:
         return self.condition.evaluate(message) is True

@@ -1,14 +1,15 @@
-"""The HTTP management plane (ATOM), read-only, on its own port as in Microsoft's emulator (5300).
+"""The HTTP management plane (ATOM) on its own port, as in Microsoft's emulator (5300).
+
+``ServiceBusAdministrationClient`` sends requests signed with the connection string's Shared Access
+Signature: ``GET`` of ``/{queue-or-topic}``, ``/{topic}/subscriptions/{name}``,
+``/{topic}/subscriptions/{name}/rules/{rule}`` and the listings ``/$Resources/queues``,
+``/$Resources/topics``, ``/{topic}/subscriptions`` and ``.../rules`` (paged by ``$skip``/``$top``);
+``PUT`` of the same paths creates (``If-Match: *``: updates) from a description (``descriptions``),
+``DELETE`` deletes. 409 for a create of what exists, 404 for an update or delete of what does not.
 
 The port answers HTTPS and plain HTTP alike: a connection whose first byte opens a TLS handshake
 (0x16; no HTTP request line starts with it) is served over TLS with the certificate of ``tls``, so
 the stock administration clients, which always speak HTTPS, work unmodified; any other is plain HTTP.
-
-``ServiceBusAdministrationClient`` sends ``GET`` requests signed with the connection string's
-Shared Access Signature: ``/{queue-or-topic}``, ``/{topic}/subscriptions/{name}``,
-``/{topic}/subscriptions/{name}/rules/{rule}``, and the listings ``/$Resources/queues``,
-``/$Resources/topics``, ``/{topic}/subscriptions`` and ``.../rules`` (paged by ``$skip``/``$top``).
-Entities come from Config.json, so create, update and delete are refused (405) naming that reason.
 
 It runs on the broker's asyncio loop, so it reads the broker's state without locks. Requests are
 bounded (16 KiB of head, 1 MiB of body, 30 s idle); a malformed one is answered 400 and the
@@ -26,9 +27,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from servicebus_emulator import atom
+from servicebus_emulator import atom, descriptions
 from servicebus_emulator.broker import Broker, Topic
 from servicebus_emulator.cbs import SharedAccessKey, check_token
+from servicebus_emulator.config import QueueSettings
+from servicebus_emulator.descriptions import ManagementError
 from servicebus_emulator.model import now_ms
 from servicebus_emulator.tls import Certificate
 
@@ -38,7 +41,15 @@ MAX_BODY = 1024 * 1024
 IDLE_SECONDS = 30.0
 MAX_PAGE = 100
 TLS_HANDSHAKE = 0x16  # the first byte of a TLS record carrying a ClientHello
-_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed"}
+_REASONS = {
+    200: "OK",
+    201: "Created",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    409: "Conflict",
+}
 _ENTRY_TYPE = "application/atom+xml;type=entry;charset=utf-8"
 _FEED_TYPE = "application/atom+xml;type=feed;charset=utf-8"
 
@@ -58,17 +69,23 @@ class ManagementPlane:
         self.key = key
         self.started_ms = now_ms()
 
-    def handle(self, method: str, target: str, headers: dict[str, str], scheme: str = "http") -> Response:
+    def handle(
+        self, method: str, target: str, headers: dict[str, str], scheme: str = "http", body: bytes = b""
+    ) -> Response:
         status, reason = check_token(headers.get("authorization"), self.key)
         if status >= 300:
             return Response(401, atom.error(401, reason))
-        if method != "GET":
-            return Response(
-                405,
-                atom.error(405, "The emulator's entities come from Config.json; only reads are served."),
-            )
         split = urlsplit(target)
         segments = [unquote(part) for part in split.path.strip("/").split("/") if part]
+        if method in ("PUT", "DELETE"):
+            try:
+                return self._write(
+                    method, segments, headers, body, f"{scheme}://{headers.get('host', 'localhost')}"
+                )
+            except ManagementError as refused:
+                return Response(refused.status, atom.error(refused.status, refused.detail))
+        if method != "GET":
+            return Response(405, atom.error(405, f"The method {method} is not served here."))
         query = {name: values[0] for name, values in parse_qs(split.query).items()}
         base = f"{scheme}://{headers.get('host', 'localhost')}"
         try:
@@ -83,6 +100,9 @@ class ManagementPlane:
 
     def _route(self, segments: list[str], base: str, page: atom.Page) -> Response:
         lowered = [segment.lower() for segment in segments]
+        if lowered == ["$namespaceinfo"]:
+            content = atom.namespace_info(self.broker.namespace, self.started_ms)
+            return self._entry(f"{base}/$namespaceinfo", self.broker.namespace, content)
         if lowered == ["$resources", "queues"]:
             return self._queues(base, page)
         if lowered == ["$resources", "topics"]:
@@ -97,6 +117,159 @@ class ManagementPlane:
                 return self._subscriptions(topic, base, page)
             return self._subscription_part(topic, segments[2:], lowered[2:], base, page)
         return _not_found(f"No management resource at '/{'/'.join(segments)}'.")
+
+    # --- create, update, delete ----------------------------------------------------------------------
+
+    def _write(
+        self, method: str, segments: list[str], headers: dict[str, str], body: bytes, base: str
+    ) -> Response:
+        lowered = [segment.lower() for segment in segments]
+        update = headers.get("if-match", "").strip() == "*"
+        if len(segments) == 1:
+            return self._write_entity(method, segments[0], update, headers, body, base)
+        if (
+            len(segments) in (3, 5)
+            and lowered[1] == "subscriptions"
+            and (len(segments) == 3 or lowered[3] == "rules")
+        ):
+            topic = self.broker.topics.get(lowered[0])
+            if topic is None:
+                raise _missing(segments[0])
+            if len(segments) == 3:
+                return self._write_subscription(method, topic, segments[2], update, headers, body, base)
+            return self._write_rule(method, topic, segments[2], segments[4], update, body, base)
+        raise ManagementError(404, f"No management resource at '/{'/'.join(segments)}'.")
+
+    def _write_entity(
+        self, method: str, name: str, update: bool, headers: dict[str, str], body: bytes, base: str
+    ) -> Response:
+        queue = self.broker.queues.get(name.lower())
+        queue = queue if queue is not None and "/" not in queue.path else None
+        topic = self.broker.topics.get(name.lower())
+        if method == "DELETE":
+            if queue is not None:
+                self.broker.delete_queue(queue.name)
+            elif topic is not None:
+                self.broker.delete_topic(topic.name)
+            else:
+                raise _missing(name)
+            return Response(200, "")
+        self._check_change(name, queue is not None or topic is not None, update, child=False)
+        node = descriptions.description(body)
+        kind = descriptions.kind_of(node)
+        size_kb = self.broker.max_message_size // 1024
+        if kind == "QueueDescription" and topic is None:
+            settings = descriptions.queue_settings(node, queue.settings if queue else None, size_kb)
+            self._check_forwarding(queue.name if queue else name, settings, headers)
+            created = self.broker.put_queue(queue.name if queue else name, settings)
+            content = atom.queue_description(self.broker, created, self.started_ms)
+            return self._written(update, f"{base}/{created.name}", created.name, content)
+        if kind == "TopicDescription" and queue is None:
+            topic_settings = descriptions.topic_settings(node, topic.settings if topic else None, size_kb)
+            made = self.broker.put_topic(topic.name if topic else name, topic_settings)
+            content = atom.topic_description(self.broker, made, self.started_ms)
+            return self._written(update, f"{base}/{made.name}", made.name, content)
+        raise descriptions.bad_request(f"A {kind} cannot create or update the entity '{name}'.")
+
+    def _write_subscription(
+        self,
+        method: str,
+        topic: Topic,
+        name: str,
+        update: bool,
+        headers: dict[str, str],
+        body: bytes,
+        base: str,
+    ) -> Response:
+        existing = self.broker.subscription(topic.name, name)
+        if method == "DELETE":
+            if existing is None:
+                raise _missing(f"{topic.name}/Subscriptions/{name}")
+            self.broker.delete_subscription(topic.name, name)
+            return Response(200, "")
+        self._check_change(f"{topic.name}/Subscriptions/{name}", existing is not None, update, child=True)
+        node = descriptions.description(body)
+        if descriptions.kind_of(node) != "SubscriptionDescription":
+            raise descriptions.bad_request(
+                "A subscription is created or updated with a SubscriptionDescription."
+            )
+        settings = descriptions.queue_settings(
+            node,
+            existing.queue.settings if existing else None,
+            self.broker.max_message_size // 1024,
+            subscription=True,
+        )
+        shown = existing.queue.name.rsplit("/", 1)[1] if existing else name
+        self._check_forwarding(f"{topic.name}/Subscriptions/{shown}", settings, headers)
+        rules = () if existing else (descriptions.default_rule(node),)
+        made = self.broker.put_subscription(topic.name, shown, settings, rules)
+        content = atom.subscription_description(self.broker, made.queue, self.started_ms)
+        return self._written(update, f"{base}/{topic.name}/subscriptions/{shown}", shown, content)
+
+    def _write_rule(
+        self,
+        method: str,
+        topic: Topic,
+        subscription_name: str,
+        name: str,
+        update: bool,
+        body: bytes,
+        base: str,
+    ) -> Response:
+        subscription = self.broker.subscription(topic.name, subscription_name)
+        if subscription is None:
+            raise _missing(f"{topic.name}/Subscriptions/{subscription_name}")
+        shown_subscription = subscription.queue.name.rsplit("/", 1)[1]
+        existing = next((rule for rule in subscription.rules if rule.name.lower() == name.lower()), None)
+        if method == "DELETE":
+            if existing is None:
+                raise _missing(f"{topic.name}/Subscriptions/{shown_subscription}/Rules/{name}")
+            self.broker.delete_rule(topic.name, shown_subscription, existing.name)
+            return Response(200, "")
+        where = f"{topic.name}/Subscriptions/{shown_subscription}/Rules/{name}"
+        self._check_change(where, existing is not None, update, child=True)
+        node = descriptions.description(body)
+        if descriptions.kind_of(node) != "RuleDescription":
+            raise descriptions.bad_request("A rule is created or updated with a RuleDescription.")
+        made = descriptions.rule(node, existing.name if existing else name)
+        self.broker.put_rule(topic.name, shown_subscription, made)
+        url = f"{base}/{topic.name}/subscriptions/{shown_subscription}/rules/{made.name}"
+        return self._written(update, url, made.name, atom.rule_description(made, self.started_ms))
+
+    @staticmethod
+    def _check_change(name: str, exists: bool, update: bool, *, child: bool) -> None:
+        if update and not exists:
+            raise _missing(name)
+        if not update and exists:
+            raise ManagementError(
+                409,
+                f"The messaging entity '{name}' already exists. SubCode=40900. Conflict. To know more visit "
+                "https://aka.ms/sbResourceMgrExceptions.",
+            )
+        if not update:
+            descriptions.check_name(name.rsplit("/", 1)[-1], "entity", child=child)
+
+    def _check_forwarding(self, owner: str, settings: QueueSettings, headers: dict[str, str]) -> None:
+        """A forward target must exist and not be the entity itself; as on Azure, the client proves
+        it may send there with a signed token in a supplementary header."""
+        for target, header in (
+            (settings.forward_to, "servicebussupplementaryauthorization"),
+            (settings.forward_dead_lettered_to, "servicebusdlqsupplementaryauthorization"),
+        ):
+            if target is None:
+                continue
+            if target.lower() == owner.lower():
+                raise descriptions.bad_request(f"The entity '{owner}' cannot forward to itself.")
+            if target.lower() not in self.broker.topics and (
+                target.lower() not in self.broker.queues or "/" in target
+            ):
+                raise descriptions.bad_request(f"The forward target '{target}' does not exist.")
+            status, reason = check_token(headers.get(header), self.key)
+            if status >= 300:
+                raise ManagementError(401, f"Forwarding to '{target}': {reason}")
+
+    def _written(self, update: bool, url: str, title: str, content: str) -> Response:
+        return Response(200 if update else 201, atom.entry(url, title, self.started_ms, content), _ENTRY_TYPE)
 
     # --- queues and topics -------------------------------------------------------------------------
 
@@ -187,6 +360,10 @@ class ManagementPlane:
         return Response(200, atom.entry(url, title, self.started_ms, content), _ENTRY_TYPE)
 
 
+def _missing(name: str) -> ManagementError:
+    return ManagementError(404, f"The messaging entity '{name}' could not be found.")
+
+
 def _not_found(detail: str) -> Response:
     return Response(404, atom.error(404, detail))
 
@@ -201,7 +378,7 @@ def _encode(response: Response, keep_alive: bool) -> bytes:
     return head.encode("ascii") + body
 
 
-async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str]] | None:
+async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str], bytes] | None:
     """Method, target and headers (lower-case names) of the next request; None at a clean end."""
     try:
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), IDLE_SECONDS)
@@ -228,8 +405,8 @@ async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[st
         raise ValueError(f"Content-Length must be an integer up to {MAX_BODY}")
     if "chunked" in headers.get("transfer-encoding", "").lower():
         raise ValueError("chunked request bodies are not accepted")
-    await asyncio.wait_for(reader.readexactly(int(length)), IDLE_SECONDS)  # a body is never needed
-    return parts[0], parts[1], headers
+    body = await asyncio.wait_for(reader.readexactly(int(length)), IDLE_SECONDS)
+    return parts[0], parts[1], headers, body
 
 
 class ManagementServer:
@@ -295,9 +472,9 @@ async def _exchange(
                 break
             if request is None:
                 break
-            method, target, headers = request
+            method, target, headers, body = request
             try:
-                response = plane.handle(method, target, headers, scheme)
+                response = plane.handle(method, target, headers, scheme, body)
             except Exception:  # a bug must cost this request only
                 _LOG.exception("management request failed")
                 response = Response(500, atom.error(500, "The emulator failed to answer."))

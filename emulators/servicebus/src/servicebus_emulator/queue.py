@@ -90,7 +90,12 @@ class MessageQueue:
         self.consumers: list[Consumer] = []
         # Receivers waiting for "next available session": each callback returns True once served.
         self.session_waiters: list[Callable[[], bool]] = []
-        self.lock_ms = int(settings.lock_duration.total_seconds() * 1000)  # the settings never change
+        self.configure(settings)
+
+    def configure(self, settings: QueueSettings) -> None:
+        """New settings (the management plane's update): new locks and sends follow them."""
+        self.settings = settings
+        self.lock_ms = int(settings.lock_duration.total_seconds() * 1000)
 
     # --- adding ----------------------------------------------------------------------------------
 

@@ -149,19 +149,21 @@ class RunningEmulator:
         return asyncio.run_coroutine_threadsafe(read(), loop).result(timeout=10)
 
     def stop(self) -> None:
-        self._stop()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            if self._thread.is_alive():
-                raise RuntimeError("the emulator's thread did not stop within 10 s")
-        if self._process is not None:
-            try:
-                self._process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait(timeout=10)
-        if self._temporary is not None:
-            shutil.rmtree(self._temporary, ignore_errors=True)
+        try:
+            self._stop()
+            if self._thread is not None:
+                self._thread.join(timeout=10)
+                if self._thread.is_alive():
+                    raise RuntimeError("the emulator's thread did not stop within 10 s")
+            if self._process is not None:
+                try:
+                    self._process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    self._process.kill()
+                    self._process.wait(timeout=10)
+        finally:
+            if self._temporary is not None:
+                shutil.rmtree(self._temporary, ignore_errors=True)
 
     def kill(self) -> None:
         """Kill a subprocess emulator abruptly (SIGKILL), as a crash would."""

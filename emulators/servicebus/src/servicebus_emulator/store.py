@@ -11,9 +11,12 @@ process; ``--in-memory`` uses SQLite's ``:memory:`` database, so tests exercise 
 
 from __future__ import annotations
 
+import contextlib
+import json
 import sqlite3
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from servicebus_emulator.journal import RemovalJournal
 from servicebus_emulator.message import AmqpMessage
@@ -35,7 +38,16 @@ CREATE TABLE IF NOT EXISTS duplicates (
     PRIMARY KEY (entity, message_id));
 CREATE TABLE IF NOT EXISTS sequences (queue TEXT PRIMARY KEY, next_seq INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS removed (queue TEXT NOT NULL, seq INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS managed (path TEXT PRIMARY KEY, position INTEGER NOT NULL, document TEXT NOT NULL);
 """
+# The tables whose rows belong to one entity path (a deleted entity's rows go with it).
+_ENTITY_TABLES = (
+    ("entries", "queue"),
+    ("bodies", "queue"),
+    ("session_states", "queue"),
+    ("sequences", "queue"),
+    ("duplicates", "entity"),
+)
 
 
 # Before the split, one table held both (data directories of earlier versions are moved over).
@@ -107,6 +119,7 @@ class Store:
             self._db.execute("PRAGMA locking_mode=EXCLUSIVE")
         self._db.executescript(_SCHEMA)
         self._pending: list[tuple[str, list[tuple[object, ...]]]] = []
+        self._recording = True
         # A new entry's message bytes, written with the entries of the same commit (see commit).
         self._bodies: list[tuple[object, ...]] = []
         if self._db.execute("SELECT 1 FROM sqlite_master WHERE name='messages'").fetchone():
@@ -175,6 +188,70 @@ class Store:
         self._db.execute("COMMIT")
         self._journal.clear()  # only now: a crash before this applies the journal again, harmlessly
         self.removed_backlog = 0
+
+    # --- entities of the management plane (see managed.py) --------------------------------------
+
+    def managed_changes(self) -> list[dict[str, Any]]:
+        rows = self._db.execute("SELECT document FROM managed ORDER BY position")
+        return [json.loads(document) for (document,) in rows]
+
+    @contextlib.contextmanager
+    def replaying(self) -> Iterator[None]:
+        """While the broker replays stored changes: record nothing again."""
+        self._recording = False
+        try:
+            yield
+        finally:
+            self._recording = True
+
+    def record_entity(self, path: str, document: dict[str, Any]) -> None:
+        """Store an entity's new state, durably, keeping its place in the order of first changes."""
+        if self._recording:
+            self._managed_transaction(
+                (
+                    "INSERT INTO managed VALUES (?, (SELECT COALESCE(MAX(position), 0) + 1 FROM managed), ?) "
+                    "ON CONFLICT (path) DO UPDATE SET document=excluded.document",
+                    (path, json.dumps(document)),
+                ),
+            )
+
+    def record_deletion(self, path: str, document: dict[str, Any]) -> None:
+        """Store that an entity (and so everything under it) is gone: a tombstone, last in order."""
+        if self._recording:
+            tombstone = json.dumps({**document, "deleted": True})
+            self._managed_transaction(
+                (
+                    "DELETE FROM managed WHERE path=? OR substr(path, 1, ?)=?",
+                    (path, len(path) + 1, path + "/"),
+                ),
+                (
+                    "INSERT INTO managed VALUES (?, (SELECT COALESCE(MAX(position), 0) + 1 FROM managed), ?)",
+                    (path, tombstone),
+                ),
+            )
+
+    def drop_entity(self, path: str) -> None:
+        """Delete every stored row of ``path`` and of the entities under it (its dead-letter queue,
+        a topic's subscriptions): messages, sequence numbers, session states, duplicate history.
+        Pending removals are applied first, so none can later hit a new entity of the same name."""
+        self.removed_backlog += 1
+        self.purge_removed()
+        statements = []
+        for table, column in _ENTITY_TABLES:
+            where = f"{column}=? OR substr({column}, 1, ?)=?"
+            statements.append((f"DELETE FROM {table} WHERE {where}", (path, len(path) + 1, path + "/")))  # noqa: S608 - constant names
+        self._managed_transaction(*statements)
+
+    def _managed_transaction(self, *statements: tuple[str, tuple[object, ...]]) -> None:
+        self.commit()
+        self._db.execute("BEGIN")
+        try:
+            for sql, params in statements:
+                self._db.execute(sql, params)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
     def close(self) -> None:
         self.commit()

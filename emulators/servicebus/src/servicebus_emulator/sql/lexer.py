@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -28,6 +29,7 @@ class TokenKind(enum.Enum):
     WORD = "word"  # a regular identifier or a keyword, decided by the parser
     DELIMITED = "delimited identifier"  # [name] or "name"
     OPERATOR = "operator"
+    PARAMETER = "parameter"  # @name, bound to its value (any constant type, or None)
     END = "end of expression"
 
 
@@ -52,8 +54,11 @@ class Token:
         return f"position {self.position + 1} ({shown!r})"
 
 
-def tokenize(text: str) -> list[Token]:
-    """Split `text` into tokens, ending with an END token; FilterError on a lexical error."""
+def tokenize(text: str, parameters: Mapping[str, object] | None = None) -> list[Token]:
+    """Split `text` into tokens, ending with an END token; FilterError on a lexical error.
+    ``parameters`` are the filter's ``@name`` values (names with their ``@``, case-insensitive), as
+    the management API's SqlFilter carries them; a parameter without a value is refused."""
+    bound = {name.lower(): value for name, value in (parameters or {}).items()}
     if len(text) > MAX_EXPRESSION_LENGTH:
         raise FilterError(
             f"expression is {len(text)} characters long; Service Bus allows at most {MAX_EXPRESSION_LENGTH}"
@@ -83,10 +88,14 @@ def tokenize(text: str) -> list[Token]:
             tokens.append(Token(TokenKind.DELIMITED, text[index:end], value, index))
             index = end
         elif char == "@":
-            raise FilterError(
-                f"at position {index + 1} ('@'): filter parameters are not supported, since "
-                "Config.json cannot supply their values; write the value into the expression"
-            )
+            end = index + 1
+            while end < len(text) and (text[end].isalpha() or text[end].isdecimal() or text[end] == "_"):
+                end += 1
+            name = text[index:end]
+            if name.lower() not in bound:
+                raise FilterError(f"at position {index + 1} ({name!r}): the parameter has no value")
+            tokens.append(Token(TokenKind.PARAMETER, name, bound[name.lower()], index))
+            index = end
         else:
             operator = next((op for op in _OPERATORS if text.startswith(op, index)), None)
             if operator is None:

@@ -8,7 +8,7 @@ before Python's recursion limit.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Final, TypeVar
 
 from servicebus_emulator.sql import nodes, values
@@ -26,9 +26,9 @@ _CONDITION_HINT: Final = "a condition (comparison, IN, LIKE, IS NULL or EXISTS)"
 NodeT = TypeVar("NodeT", bound=nodes.Node)
 
 
-def parse_filter(text: str) -> nodes.ConditionNode:
+def parse_filter(text: str, parameters: Mapping[str, object] | None = None) -> nodes.ConditionNode:
     """The condition tree of a SQL filter expression; FilterError if Service Bus would refuse it."""
-    parser = _Parser(text)
+    parser = _Parser(text, parameters)
     if parser.current.kind is TokenKind.END:
         raise FilterError("empty filter expression")
     start = parser.current
@@ -55,8 +55,8 @@ def parse_action(text: str) -> tuple[nodes.Statement, ...]:
 
 
 class _Parser:
-    def __init__(self, text: str) -> None:
-        self._tokens = tokenize(text)
+    def __init__(self, text: str, parameters: Mapping[str, object] | None = None) -> None:
+        self._tokens = tokenize(text, parameters)
         self._index = 0
         self._nesting = 0
 
@@ -250,7 +250,7 @@ class _Parser:
 
     def primary(self) -> nodes.Node:
         token = self.current
-        if token.kind is TokenKind.NUMBER or token.kind is TokenKind.STRING:
+        if token.kind in (TokenKind.NUMBER, TokenKind.STRING, TokenKind.PARAMETER):
             self.advance()
             return nodes.Constant(token.value)
         if token.keyword in ("TRUE", "FALSE", "NULL"):
