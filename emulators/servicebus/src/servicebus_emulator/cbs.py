@@ -1,7 +1,8 @@
 """Claims-based security ($cbs put-token): check a Shared Access Signature like the service does.
 
-The SDK signs ``quote_plus(audience) + "\\n" + expiry`` with HMAC-SHA256 and the key, and sends
-``SharedAccessSignature sr=..&sig=..&se=..&skn=..``. A wrong key name, a wrong signature or an
+A client signs ``encoded(audience) + "\\n" + expiry`` with HMAC-SHA256 and the key, and sends
+``SharedAccessSignature sr=<encoded(audience)>&sig=..&se=..&skn=..`` (Python's SDK encodes with
+``quote_plus``, the JavaScript administration client with lower-case escapes). A wrong key name, a wrong signature or an
 expired token is refused with 401; nothing about the token is logged or echoed.
 """
 
@@ -12,7 +13,7 @@ import hashlib
 import hmac
 import time
 from dataclasses import dataclass
-from urllib.parse import parse_qs, quote_plus
+from urllib.parse import unquote
 
 from servicebus_emulator.message import AmqpMessage
 from servicebus_emulator.model import BrokerError
@@ -39,8 +40,14 @@ def check_token(token: object, key: SharedAccessKey | None) -> tuple[int, str]:
         return 202, "Accepted (the emulator runs without a key)."
     if not isinstance(token, str) or not token.startswith("SharedAccessSignature "):
         return 401, "Unauthorized: only a Shared Access Signature can be validated by the emulator."
-    fields = {name: values[0] for name, values in parse_qs(token[len("SharedAccessSignature ") :]).items()}
-    audience, signature, expiry, key_name = (fields.get(name) for name in ("sr", "sig", "se", "skn"))
+    # The signature covers the resource exactly as the client encoded it in ``sr`` (Python's SDK
+    # with upper-case escapes, the JavaScript administration client lower-case), so the raw field
+    # is what is signed again here; the other fields are read decoded.
+    raw = dict(part.partition("=")[::2] for part in token[len("SharedAccessSignature ") :].split("&"))
+    audience = raw.get("sr")
+    signature, expiry, key_name = (
+        unquote(raw[name]) if name in raw else None for name in ("sig", "se", "skn")
+    )
     if not (audience and signature and expiry and key_name) or not expiry.isdigit():
         return 401, "Unauthorized: malformed Shared Access Signature."
     if key_name != key.name:
@@ -48,9 +55,7 @@ def check_token(token: object, key: SharedAccessKey | None) -> tuple[int, str]:
     if int(expiry) < time.time():
         return 401, "Unauthorized: the token has expired."
     expected = base64.b64encode(
-        hmac.new(
-            key.key.encode("utf-8"), f"{quote_plus(audience)}\n{expiry}".encode(), hashlib.sha256
-        ).digest()
+        hmac.new(key.key.encode("utf-8"), f"{audience}\n{expiry}".encode(), hashlib.sha256).digest()
     ).decode("ascii")
     if not hmac.compare_digest(expected, signature):
         return 401, "Unauthorized: the signature does not match the key."

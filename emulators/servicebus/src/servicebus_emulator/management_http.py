@@ -1,7 +1,8 @@
 """The HTTP management plane (ATOM) on its own port, as in Microsoft's emulator (5300).
 
 ``ServiceBusAdministrationClient`` sends requests signed with the connection string's Shared Access
-Signature: ``GET`` of ``/{queue-or-topic}``, ``/{topic}/subscriptions/{name}``,
+Signature (entry ids spell ``Subscriptions`` and ``Rules`` as Azure does; the JavaScript client reads
+the names from them): ``GET`` of ``/{queue-or-topic}``, ``/{topic}/subscriptions/{name}``,
 ``/{topic}/subscriptions/{name}/rules/{rule}`` and the listings ``/$Resources/queues``,
 ``/$Resources/topics``, ``/{topic}/subscriptions`` and ``.../rules`` (paged by ``$skip``/``$top``);
 ``PUT`` of the same paths creates (``If-Match: *``: updates) from a description (``descriptions``),
@@ -204,7 +205,7 @@ class ManagementPlane:
         rules = () if existing else (descriptions.default_rule(node),)
         made = self.broker.put_subscription(topic.name, shown, settings, rules)
         content = atom.subscription_description(self.broker, made.queue, self.started_ms)
-        return self._written(update, f"{base}/{topic.name}/subscriptions/{shown}", shown, content)
+        return self._written(update, f"{base}/{topic.name}/Subscriptions/{shown}", shown, content)
 
     def _write_rule(
         self,
@@ -233,7 +234,7 @@ class ManagementPlane:
             raise descriptions.bad_request("A rule is created or updated with a RuleDescription.")
         made = descriptions.rule(node, existing.name if existing else name)
         self.broker.put_rule(topic.name, shown_subscription, made)
-        url = f"{base}/{topic.name}/subscriptions/{shown_subscription}/rules/{made.name}"
+        url = f"{base}/{topic.name}/Subscriptions/{shown_subscription}/Rules/{made.name}"
         return self._written(update, url, made.name, atom.rule_description(made, self.started_ms))
 
     @staticmethod
@@ -317,8 +318,8 @@ class ManagementPlane:
         for index, subscription in enumerate(topic.subscriptions):
             name = self._subscription_name(topic, index)
             content = atom.subscription_description(self.broker, subscription.queue, self.started_ms)
-            items.append((f"{base}/{topic.name}/subscriptions/{name}", name, content))
-        url = f"{base}/{topic.name}/subscriptions"
+            items.append((f"{base}/{topic.name}/Subscriptions/{name}", name, content))
+        url = f"{base}/{topic.name}/Subscriptions"
         return Response(200, atom.feed(url, "Subscriptions", self.started_ms, items, page), _FEED_TYPE)
 
     def _subscription_part(
@@ -337,18 +338,18 @@ class ManagementPlane:
                 f"The messaging entity '{topic.name}/Subscriptions/{segments[0]}' could not be found."
             )
         subscription, name = topic.subscriptions[index], self._subscription_name(topic, index)
-        url = f"{base}/{topic.name}/subscriptions/{name}"
+        url = f"{base}/{topic.name}/Subscriptions/{name}"
         if len(segments) == 1:
             content = atom.subscription_description(self.broker, subscription.queue, self.started_ms)
             return self._entry(url, name, content)
         if lowered[1] != "rules" or len(segments) > 3:
             return _not_found(f"No management resource under '{url}'.")
         rules = [
-            (f"{url}/rules/{rule.name}", rule.name, atom.rule_description(rule, self.started_ms))
+            (f"{url}/Rules/{rule.name}", rule.name, atom.rule_description(rule, self.started_ms))
             for rule in subscription.rules
         ]
         if len(segments) == 2:
-            return Response(200, atom.feed(f"{url}/rules", "Rules", self.started_ms, rules, page), _FEED_TYPE)
+            return Response(200, atom.feed(f"{url}/Rules", "Rules", self.started_ms, rules, page), _FEED_TYPE)
         for rule_url, rule_name, content in rules:
             if rule_name.lower() == lowered[2]:
                 return self._entry(rule_url, rule_name, content)
