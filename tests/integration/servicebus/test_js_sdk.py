@@ -24,6 +24,7 @@ GROUPS: dict[str, dict[str, Any]] = {
     "features": {},
     "limits": {"max_messages_per_entity": 2},
     "admin": {},  # the administration client over HTTPS (NODE_EXTRA_CA_CERTS)
+    "large": {"premium": True},  # a 50 MB message on a queue of its own size
 }
 
 

@@ -23,6 +23,7 @@ from servicebus_emulator.server import (
     certificate_directory,
     connection_string,
     default_management_port,
+    namespace_message_size,
     new_loop,
     serve,
 )
@@ -59,7 +60,14 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--key-name", default=DEFAULT_KEY.name, help="SharedAccessKeyName clients must use")
     parser.add_argument("--key", default=DEFAULT_KEY.key, help="SharedAccessKey clients must sign with")
     parser.add_argument("--no-auth", action="store_true", help="accept any token (no signature check)")
-    parser.add_argument("--max-message-size", type=int, default=256 * 1024, help="bytes (default 256 KiB)")
+    parser.add_argument(
+        "--premium",
+        action="store_true",
+        help="a Premium namespace: 1 MB messages, and entities may set their own limit up to 100 MB",
+    )
+    parser.add_argument(
+        "--max-message-size", type=int, default=None, help="bytes (default 256 KiB; 1 MiB with --premium)"
+    )
     parser.add_argument("--max-messages-per-entity", type=int, default=None, help="quota (default: none)")
     return parser.parse_args(argv)
 
@@ -99,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     broker = Broker(
         namespace,
         store,
-        max_message_size=args.max_message_size,
+        max_message_size=namespace_message_size(args.premium, args.max_message_size),
+        premium=args.premium,
         max_messages_per_entity=args.max_messages_per_entity,
     )
     # The development key is public and printed whole, so the line can be pasted as is; a key of the

@@ -157,7 +157,7 @@ def queue_description(broker: Broker, queue: MessageQueue, started_ms: int) -> s
             ("EntityAvailabilityStatus", "Available"),
             ("ForwardDeadLetteredMessagesTo", settings.forward_dead_lettered_to),
             ("EnableExpress", False),
-            ("MaxMessageSizeInKilobytes", broker.max_message_size // 1024),
+            ("MaxMessageSizeInKilobytes", broker.max_message_size_of(queue.path) // 1024),
         ]
     )
     return f'<QueueDescription xmlns="{CONNECT}" xmlns:i="{INSTANCE}">{body}</QueueDescription>'
@@ -196,7 +196,7 @@ def topic_description(broker: Broker, topic: Topic, started_ms: int) -> str:
             ("EntityAvailabilityStatus", "Available"),
             ("EnableSubscriptionPartitioning", False),
             ("EnableExpress", False),
-            ("MaxMessageSizeInKilobytes", broker.max_message_size // 1024),
+            ("MaxMessageSizeInKilobytes", broker.max_message_size_of(topic.name) // 1024),
         ]
     )
     return f'<TopicDescription xmlns="{CONNECT}" xmlns:i="{INSTANCE}">{body}</TopicDescription>'
@@ -303,13 +303,14 @@ def rule_description(rule: Rule, started_ms: int) -> str:
     )
 
 
-def namespace_info(name: str, started_ms: int) -> str:
-    """``$namespaceinfo``: a Standard namespace of messaging entities (``get_namespace_properties``)."""
+def namespace_info(name: str, started_ms: int, premium: bool) -> str:
+    """``$namespaceinfo``: a Standard (or Premium) namespace of messaging entities."""
     stamp = _time(started_ms)
     body = _elements(
         [
             ("CreatedTime", stamp),
-            ("MessagingSKU", "Standard"),
+            ("MessagingSKU", "Premium" if premium else "Standard"),
+            ("MessagingUnits", 1 if premium else None),
             ("ModifiedTime", stamp),
             ("Name", name),
             ("NamespaceType", "Messaging"),

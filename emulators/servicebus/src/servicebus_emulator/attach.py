@@ -200,7 +200,7 @@ class Attacher:
                 source=source,
                 target=target,
                 initial_delivery_count=UInt(0) if client_receives else None,
-                max_message_size=ULong(self.broker.max_message_size),
+                max_message_size=ULong(getattr(link, "max_message_size", self.broker.max_message_size)),
                 properties=properties
                 if client_receives
                 else {Symbol("com.microsoft:max-message-batch-size"): ULong(self.broker.max_message_size)},

@@ -82,9 +82,11 @@ class Broker:
         *,
         max_message_size: int = 256 * 1024,
         max_messages_per_entity: int | None = None,
+        premium: bool = False,
     ) -> None:
         self.store = store
         self.namespace = config.name
+        self.premium = premium  # entities may have their own message size (up to 100 MB)
         self.max_message_size = max_message_size
         self.max_messages_per_entity = max_messages_per_entity
         self.queues: dict[str, MessageQueue] = {}
@@ -298,6 +300,14 @@ class Broker:
         if queue is None or queue.path.endswith("/$scheduled"):
             raise BrokerError("amqp:not-found", f"The messaging entity '{address}' could not be found.")
         return queue
+
+    def max_message_size_of(self, address: str) -> int:
+        """The largest message a sender to ``address`` may send: the entity's limit, else the namespace's."""
+        path = canonical(address)
+        queue, topic = self.queues.get(path), self.topics.get(path)
+        settings = queue.settings if queue is not None else topic.settings if topic is not None else None
+        own = settings.max_message_size_kb if settings is not None else None
+        return self.max_message_size if own is None else own * 1024
 
     def check_send_target(self, address: str) -> str:
         path = canonical(address)

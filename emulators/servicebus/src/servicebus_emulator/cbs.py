@@ -2,8 +2,8 @@
 
 A client signs ``encoded(audience) + "\\n" + expiry`` with HMAC-SHA256 and the key, and sends
 ``SharedAccessSignature sr=<encoded(audience)>&sig=..&se=..&skn=..`` (Python's SDK encodes with
-``quote_plus``, the JavaScript administration client with lower-case escapes). A wrong key name, a wrong signature or an
-expired token is refused with 401; nothing about the token is logged or echoed.
+``quote_plus``, the JavaScript administration client with lower-case escapes). A wrong key name, a
+wrong signature or an expired token is refused with 401; nothing about the token is logged or echoed.
 """
 
 from __future__ import annotations

@@ -41,6 +41,8 @@ class QueueSettings:
     duplicate_window: timedelta = timedelta(minutes=10)
     forward_to: str | None = None
     forward_dead_lettered_to: str | None = None
+    # A queue's own message size limit (Premium's MaxMessageSizeInKilobytes); None: the namespace's.
+    max_message_size_kb: int | None = None
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,7 @@ class TopicSettings:
     default_ttl: timedelta | None = None
     requires_duplicate_detection: bool = False
     duplicate_window: timedelta = timedelta(minutes=10)
+    max_message_size_kb: int | None = None
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,10 @@ What Azure refuses is refused with its status (400, naming the property and the 
 unknown element, a bad duration, a lock duration outside 5 s - 5 min, a duplicate-detection window
 outside 20 s - 7 days, a MaxDeliveryCount below 1, an invalid name, an invalid SQL filter or
 action, a change of RequiresSession or RequiresDuplicateDetection on an existing entity, a forward
-to itself. What the emulator does not implement (partitioning, express, auto-delete on idle, a
-status other than Active, authorization rules, user metadata, a size quota in megabytes, a message
-size other than the namespace's) is refused with a 400 that says so, never accepted and ignored.
+to itself, an entity's own message size (MaxMessageSizeInKilobytes) outside Premium or outside
+1 - 100 MB. What the emulator does not implement (partitioning, express, auto-delete on idle, a
+status other than Active, authorization rules, user metadata, a size quota in megabytes) is
+refused with a 400 that says so, never accepted and ignored.
 Properties absent from a description take Azure's defaults (lock 1 min, MaxDeliveryCount 10, no
 TTL, a 10 min duplicate window), as the service's create does.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 from xml.etree import ElementTree
@@ -44,11 +45,36 @@ LOCK_RANGE = (timedelta(seconds=5), timedelta(minutes=5))
 DUPLICATE_WINDOW_RANGE = (timedelta(seconds=20), timedelta(days=7))
 TTL_RANGE = (timedelta(seconds=1), None)
 MAX_SIZE_MB = 1024
+PREMIUM_MESSAGE_KB = (1024, 102400)  # 1 MB to 100 MB
 # Queue and topic names: letters, digits, periods, hyphens, underscores (and slashes, which the
 # emulator does not take), starting and ending with a letter or digit, up to 260 characters.
 ENTITY_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,258}[A-Za-z0-9])?")
 # Subscription and rule names: the same characters without slashes, up to 50 ($Default included).
 CHILD_NAME = re.compile(r"(?:\$Default|[A-Za-z0-9](?:[A-Za-z0-9._-]{0,48}[A-Za-z0-9])?)")
+
+
+@dataclass(frozen=True)
+class SizeLimits:
+    """The namespace's message size: in Premium an entity may set its own, 1 - 100 MB (Azure's
+    MaxMessageSizeInKilobytes); in Standard only the namespace's (256 KB) is valid."""
+
+    premium: bool
+    namespace_kb: int
+
+    def parse(self, text: str) -> int | None:
+        if not text.isdigit():
+            raise bad_request(f"The value '{text}' of MaxMessageSizeInKilobytes is not an integer.")
+        value = int(text)
+        if value == self.namespace_kb:
+            return None  # the namespace's own limit
+        if not self.premium:
+            raise bad_request("MaxMessageSizeInKilobytes can only be set on entities of a Premium namespace.")
+        if not PREMIUM_MESSAGE_KB[0] <= value <= PREMIUM_MESSAGE_KB[1]:
+            low, high = PREMIUM_MESSAGE_KB
+            raise bad_request(
+                f"The value '{value}' of MaxMessageSizeInKilobytes must be between {low} and {high}."
+            )
+        return value
 
 
 class ManagementError(Exception):
@@ -198,7 +224,7 @@ _IGNORED = {
 }
 
 
-def _fixed(max_message_kb: int) -> dict[str, Callable[[str], bool]]:
+def _fixed() -> dict[str, Callable[[str], bool]]:
     """Properties the emulator serves one value of: any other value is refused, never ignored."""
     return {
         "Status": lambda text: text == "Active",
@@ -208,23 +234,24 @@ def _fixed(max_message_kb: int) -> dict[str, Callable[[str], bool]]:
         "EnableExpress": lambda text: text == "false",
         "UserMetadata": lambda text: text == "",
         "MaxSizeInMegabytes": lambda text: text == str(MAX_SIZE_MB),
-        "MaxMessageSizeInKilobytes": lambda text: text == str(max_message_kb),
     }
 
 
 def _read(
     node: ElementTree.Element,
     fields: Mapping[str, tuple[str, Callable[[str], Any]]],
-    max_message_kb: int,
+    size: SizeLimits,
     extra: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
-    fixed = _fixed(max_message_kb)
+    fixed = _fixed()
     values: dict[str, Any] = {}
     for child in node:
         name = _local(child.tag)
         if name in fields:
             attribute, parse = fields[name]
             values[attribute] = parse(_text(child))
+        elif name == "MaxMessageSizeInKilobytes":
+            values["max_message_size_kb"] = size.parse(_text(child))
         elif name == "AuthorizationRules":
             if len(child):
                 raise bad_request("AuthorizationRules are not supported by the emulator (SAS: its one key).")
@@ -275,22 +302,22 @@ def _check_unchanged(
 def queue_settings(
     node: ElementTree.Element,
     existing: QueueSettings | None,
-    max_message_kb: int,
+    size: SizeLimits,
     *,
     subscription: bool = False,
 ) -> QueueSettings:
     fields = _SUBSCRIPTION_FIELDS if subscription else _QUEUE_FIELDS
     extra = frozenset({"DefaultRuleDescription"}) if subscription else frozenset()
-    settings = replace(QueueSettings(), **_read(node, fields, max_message_kb, extra))
+    settings = replace(QueueSettings(), **_read(node, fields, size, extra))
     _check_ranges(existing, settings)
     _check_unchanged(existing, settings, "Subscription" if subscription else "Queue")
     return settings
 
 
 def topic_settings(
-    node: ElementTree.Element, existing: TopicSettings | None, max_message_kb: int
+    node: ElementTree.Element, existing: TopicSettings | None, size: SizeLimits
 ) -> TopicSettings:
-    settings = replace(TopicSettings(), **_read(node, _TOPIC_FIELDS, max_message_kb))
+    settings = replace(TopicSettings(), **_read(node, _TOPIC_FIELDS, size))
     _check_ranges(existing, settings)
     _check_unchanged(existing, settings, "Topic")
     return settings

@@ -129,7 +129,9 @@ class SenderLink(IncomingLink):
     def __init__(
         self, session: LinkSession, fields: dict[str, Any], handle: int, address: str, *, broker: Broker
     ) -> None:
-        super().__init__(session, fields, handle, address, max_message_size=broker.max_message_size)
+        super().__init__(
+            session, fields, handle, address, max_message_size=broker.max_message_size_of(address)
+        )
         self.broker = broker
 
     def check(self) -> None:

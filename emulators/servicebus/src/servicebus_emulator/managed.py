@@ -55,7 +55,7 @@ def settings_json(settings: QueueSettings | TopicSettings) -> dict[str, Any]:
 def settings_from_json(kind: type[Settings], document: Mapping[str, Any]) -> Settings:
     values: dict[str, Any] = {}
     for field in dataclasses.fields(kind):
-        value = document[field.name]
+        value = document.get(field.name, field.default)
         is_duration = field.name in {"lock_duration", "default_ttl", "duplicate_window"}
         values[field.name] = isodate.parse_duration(value) if is_duration and value is not None else value
     return kind(**values)

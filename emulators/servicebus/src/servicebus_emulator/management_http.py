@@ -102,7 +102,7 @@ class ManagementPlane:
     def _route(self, segments: list[str], base: str, page: atom.Page) -> Response:
         lowered = [segment.lower() for segment in segments]
         if lowered == ["$namespaceinfo"]:
-            content = atom.namespace_info(self.broker.namespace, self.started_ms)
+            content = atom.namespace_info(self.broker.namespace, self.started_ms, self.broker.premium)
             return self._entry(f"{base}/$namespaceinfo", self.broker.namespace, content)
         if lowered == ["$resources", "queues"]:
             return self._queues(base, page)
@@ -158,15 +158,15 @@ class ManagementPlane:
         self._check_change(name, queue is not None or topic is not None, update, child=False)
         node = descriptions.description(body)
         kind = descriptions.kind_of(node)
-        size_kb = self.broker.max_message_size // 1024
+        size = self._size_limits()
         if kind == "QueueDescription" and topic is None:
-            settings = descriptions.queue_settings(node, queue.settings if queue else None, size_kb)
+            settings = descriptions.queue_settings(node, queue.settings if queue else None, size)
             self._check_forwarding(queue.name if queue else name, settings, headers)
             created = self.broker.put_queue(queue.name if queue else name, settings)
             content = atom.queue_description(self.broker, created, self.started_ms)
             return self._written(update, f"{base}/{created.name}", created.name, content)
         if kind == "TopicDescription" and queue is None:
-            topic_settings = descriptions.topic_settings(node, topic.settings if topic else None, size_kb)
+            topic_settings = descriptions.topic_settings(node, topic.settings if topic else None, size)
             made = self.broker.put_topic(topic.name if topic else name, topic_settings)
             content = atom.topic_description(self.broker, made, self.started_ms)
             return self._written(update, f"{base}/{made.name}", made.name, content)
@@ -197,7 +197,7 @@ class ManagementPlane:
         settings = descriptions.queue_settings(
             node,
             existing.queue.settings if existing else None,
-            self.broker.max_message_size // 1024,
+            self._size_limits(),
             subscription=True,
         )
         shown = existing.queue.name.rsplit("/", 1)[1] if existing else name
@@ -236,6 +236,9 @@ class ManagementPlane:
         self.broker.put_rule(topic.name, shown_subscription, made)
         url = f"{base}/{topic.name}/Subscriptions/{shown_subscription}/Rules/{made.name}"
         return self._written(update, url, made.name, atom.rule_description(made, self.started_ms))
+
+    def _size_limits(self) -> descriptions.SizeLimits:
+        return descriptions.SizeLimits(self.broker.premium, self.broker.max_message_size // 1024)
 
     @staticmethod
     def _check_change(name: str, exists: bool, update: bool, *, child: bool) -> None:

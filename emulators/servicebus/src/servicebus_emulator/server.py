@@ -53,6 +53,18 @@ def new_loop(broker: Broker) -> tuple[asyncio.AbstractEventLoop, OutputGroup]:
     return event_loop(output), output
 
 
+# Azure's namespace-wide message size: 256 KB in Standard, 1 MB in Premium (whose entities may set
+# their own, up to 100 MB).
+STANDARD_MESSAGE_SIZE = 256 * 1024
+PREMIUM_MESSAGE_SIZE = 1024 * 1024
+
+
+def namespace_message_size(premium: bool, given: int | None) -> int:
+    if given is not None:
+        return given
+    return PREMIUM_MESSAGE_SIZE if premium else STANDARD_MESSAGE_SIZE
+
+
 def certificate_directory(data_dir: Path | None) -> Path:
     """Where the management certificate is written: beside the data (one stable path across
     restarts, for REQUESTS_CA_BUNDLE and the like), else a fresh temporary directory."""
@@ -191,25 +203,28 @@ def start(
     data_dir: Path | None = None,
     key: SharedAccessKey | None = DEFAULT_KEY,
     host: str = "127.0.0.1",
-    max_message_size: int = 256 * 1024,
+    max_message_size: int | None = None,
     max_messages_per_entity: int | None = None,
     management_port: int = 0,
     certificate_dir: Path | None = None,
+    premium: bool = False,
 ) -> RunningEmulator:
     """Start an emulator in a background thread of this process and return it; use it as a context
     manager (``with start(config) as emulator:``) to stop it on leaving. ``config`` is a Config.json
     path or document (None: a namespace with no entities); ``port=0`` (and ``management_port=0``)
     picks a free port, ``data_dir=None`` keeps everything in memory. The management certificate is
     written to ``certificate_dir`` (default: ``certificate_directory(data_dir)``; a temporary one is
-    removed on stop)."""
+    removed on stop). ``premium``: a Premium namespace (1 MB messages by default, and entities may set
+    their own limit up to 100 MB); ``max_message_size`` overrides the namespace's limit in bytes."""
     if config is None:
         config = EMPTY_NAMESPACE
     namespace = config if isinstance(config, NamespaceConfig) else parse_config(config)
     broker = Broker(
         namespace,
         Store(data_dir),
-        max_message_size=max_message_size,
+        max_message_size=namespace_message_size(premium, max_message_size),
         max_messages_per_entity=max_messages_per_entity,
+        premium=premium,
     )
     directory = certificate_dir or certificate_directory(data_dir)
     temporary = directory if certificate_dir is None and data_dir is None else None
@@ -273,6 +288,7 @@ def start_process(
     data_dir: Path | None = None,
     key: SharedAccessKey = DEFAULT_KEY,
     timeout: float = 30.0,
+    premium: bool = False,
 ) -> RunningEmulator:
     """Run ``python -m servicebus_emulator`` (the console script) as a subprocess (restart tests, the
     local stack launcher)."""
@@ -295,6 +311,7 @@ def start_process(
         key.key,
         "--certificate-dir",
         str(directory),
+        *(["--premium"] if premium else []),
     ]
     command += ["--data", str(data_dir)] if data_dir is not None else ["--in-memory"]
     # A file, not a pipe: a long-lived child must never block writing its log.
