@@ -15,8 +15,15 @@ from typing import Any
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.management import ServiceBusAdministrationClient
 from servicebus_emulator import RunningEmulator, start_process
-from servicebus_emulator.amqp_types import UByte, UInt
-from servicebus_emulator.frames import AMQP_HEADER, FRAME_HEADER, composite, encode_frame, parse_frame_body
+from servicebus_emulator.amqp_types import Described, Symbol, UByte, UInt, ULong
+from servicebus_emulator.frames import (
+    AMQP_HEADER,
+    FRAME_HEADER,
+    composite,
+    encode_frame,
+    fields_of,
+    parse_frame_body,
+)
 
 from local.ports import free_port, wait_for_port
 from tests.integration.servicebus.support import emulator_config, stock_admin_client
@@ -256,3 +263,44 @@ def test_garbage_frames_cost_only_their_connection(emulator: RunningEmulator) ->
     ):
         sender.send_messages(ServiceBusMessage("still serving"))
     assert emulator.runtime_properties("work")["active_message_count"] == 1
+
+
+def test_a_transaction_coordinator_is_refused_with_not_implemented(
+    start: Callable[..., RunningEmulator],
+) -> None:
+    """A link to the coordinator (AMQP transactions) is answered like any refused link, an attach
+    without target and then a detach naming amqp:not-implemented, and the connection stays usable."""
+    emulator = start(key=None)
+    coordinator = Described(ULong(0x30), [[Symbol("amqp:local-transactions")]])
+    with socket.create_connection(("127.0.0.1", emulator.port), timeout=5) as sock:
+        sock.sendall(AMQP_HEADER)
+        _read_for(sock, 0.2)
+        sock.sendall(
+            encode_frame(0, composite("open", container_id="raw"))
+            + encode_frame(
+                0,
+                composite(
+                    "begin", next_outgoing_id=UInt(0), incoming_window=UInt(100), outgoing_window=UInt(100)
+                ),
+            )
+            + encode_frame(
+                0,
+                composite(
+                    "attach",
+                    name="raw-coordinator",
+                    handle=UInt(0),
+                    role=False,
+                    source=composite("source", address="raw"),
+                    target=coordinator,
+                ),
+            )
+        )
+        frames = _parse_frames(_read_for(sock, 1.0))
+    names = [name for name, _ in frames]
+    assert names[:2] == ["open", "begin"]
+    attach = next(fields for name, fields in frames if name == "attach")
+    assert attach["target"] is None
+    detach = next(fields for name, fields in frames if name == "detach")
+    assert detach["closed"] is True
+    assert fields_of(detach["error"])["condition"] == "amqp:not-implemented"
+    assert "close" not in names

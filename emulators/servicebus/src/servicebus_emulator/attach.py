@@ -15,12 +15,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from servicebus_emulator.amqp_types import Long, Symbol, UInt, ULong
+from servicebus_emulator.amqp_types import Described, Long, Symbol, UInt, ULong
 from servicebus_emulator.broker import Broker, canonical
 from servicebus_emulator.cbs import Authorization
 from servicebus_emulator.frames import composite, fields_of
 from servicebus_emulator.links import (
     CbsLink,
+    CoordinatorLink,
     IncomingLink,
     Link,
     ManagementLink,
@@ -36,6 +37,7 @@ from servicebus_emulator.queue import MessageQueue
 from servicebus_emulator.receiver import SESSION_FILTER, ReceiverLink
 
 DEFAULT_SESSION_WAIT_MS = 60_000
+COORDINATOR = 0x30  # amqp:coordinator:list, the target of a link that declares transactions
 _TICKS_AT_EPOCH = 621355968000000000  # .NET ticks (100 ns) at 1970-01-01, for locked-until-utc
 
 
@@ -54,6 +56,9 @@ class Attacher:
     def create(self, session: LinkSession, fields: dict[str, Any], handle: int) -> Link:
         """The link an attach asks for: its class from the node and who sends."""
         client_receives = bool(fields.get("role"))
+        target = fields.get("target")
+        if not client_receives and isinstance(target, Described) and target.descriptor == COORDINATOR:
+            return CoordinatorLink(session, fields, handle, "$coordinator", max_message_size=0)
         terminus = fields_of(fields["source"] if client_receives else fields["target"])
         address = str(terminus.get("address") or "")
         node = canonical(address)

@@ -150,6 +150,15 @@ class SenderLink(IncomingLink):
         return ACCEPTED
 
 
+class CoordinatorLink(IncomingLink):
+    """A transaction coordinator (AMQP 1.0 transactions: declare, discharge). Refused when opened:
+    the emulator has no transactions (neither SDK it is tested with, Python 7.15 and JavaScript
+    7.9, can start one), so a client that tries gets a clear error, not a half transaction."""
+
+    def check(self) -> None:
+        raise BrokerError("amqp:not-implemented", "Transactions are not supported by the emulator.")
+
+
 class OutgoingLink(Link):
     """The client receives: link credit (bounded by the session's window), transfers."""
 
