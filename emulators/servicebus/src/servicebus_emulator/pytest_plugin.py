@@ -49,6 +49,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{MARKER}(config=None, **start_options): this test gets an emulator of its own"
     )
+    _isolation(config)  # a bad value stops the run before any test, naming the option
 
 
 @pytest.fixture(scope="session")
