@@ -104,8 +104,14 @@ async def serve(
         connections.add(connection)
         return connection
 
-    server = await loop.create_server(accept, host, port)
+    # The management plane listens first: launchers wait for the AMQP port, and a client may use
+    # the management port the moment it does.
     plane = await serve_management(ManagementPlane(broker, key), host, management_port, certificate)
+    try:
+        server = await loop.create_server(accept, host, port)
+    except BaseException:
+        await plane.close()
+        raise
     bound = int(server.sockets[0].getsockname()[1])
     if ready is not None:
         ready(bound, plane.port)
