@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus.exceptions import MessagingEntityNotFoundError
 from azure.servicebus.management import (
     CorrelationRuleFilter,
     ServiceBusAdministrationClient,
@@ -267,3 +268,17 @@ def test_management_changes_outlive_a_sigkill(tmp_path: Path) -> None:
             assert [
                 str(message) for message in receiver.receive_messages(max_message_count=5, max_wait_time=5)
             ] == ["500"]
+
+
+def test_a_receiver_of_a_deleted_queue_is_detached(
+    admin: ServiceBusAdministrationClient, client: ServiceBusClient
+) -> None:
+    """As on Azure, deleting an entity ends the links attached to it: the SDK's next receive raises
+    MessagingEntityNotFoundError instead of waiting on a queue that no longer exists."""
+    with admin:
+        admin.create_queue("doomed")
+        with client.get_queue_receiver("doomed", max_wait_time=1) as receiver:
+            assert receiver.receive_messages(max_wait_time=1) == []
+            admin.delete_queue("doomed")
+            with pytest.raises(MessagingEntityNotFoundError):
+                receiver.receive_messages(max_wait_time=5)

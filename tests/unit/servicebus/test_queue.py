@@ -29,6 +29,9 @@ class FakeConsumer:
     def session_lost(self) -> None:
         self.lost = True
 
+    def entity_deleted(self) -> None:
+        self.lost = True
+
 
 @dataclass
 class FakeRouter:

@@ -57,6 +57,9 @@ class _TopicRelease:
     def session_lost(self) -> None:
         """A topic's scheduled queue has no sessions."""
 
+    def entity_deleted(self) -> None:
+        """Deleted with its topic."""
+
 
 def _dead_letter_settings(settings: QueueSettings) -> QueueSettings:
     # A dead-letter queue never expires, forwards or dead-letters its messages again.
@@ -235,13 +238,14 @@ class Broker:
             dead_letters.configure(_dead_letter_settings(settings))
 
     def _drop(self, queue: MessageQueue) -> None:
-        """Forget a queue (and its dead-letter queue): receivers attached to it get nothing more."""
+        """Forget a queue (and its dead-letter queue); receivers attached to it are detached."""
         self.commit()
         for path in (queue.path, queue.path + DEAD_LETTER_SUFFIX):
             dropped = self.queues.pop(path, None)
             if dropped is not None:
                 self._seq_dirty.discard(dropped)
                 for consumer in list(dropped.consumers):
+                    consumer.entity_deleted()
                     dropped.detach(consumer)
         self.store.drop_entity(queue.path)
 

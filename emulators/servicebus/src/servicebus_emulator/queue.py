@@ -39,6 +39,8 @@ class Consumer(Protocol):
 
     def session_lost(self) -> None: ...
 
+    def entity_deleted(self) -> None: ...
+
 
 class Router(Protocol):
     """What the queue asks of the namespace: storing, dead-lettering (to another entity)."""

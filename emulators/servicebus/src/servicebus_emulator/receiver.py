@@ -48,6 +48,10 @@ class ReceiverLink(OutgoingLink):
             delivery_id = self.transfer(payload, tag, settled=False)
             self.unsettled[delivery_id] = lock_token
 
+    def entity_deleted(self) -> None:
+        """Its entity was deleted through the management plane: detached as Azure does."""
+        self.detach("amqp:not-found", f"The messaging entity '{self.address}' was deleted.")
+
     def session_lost(self) -> None:
         self.detach(
             "com.microsoft:session-lock-lost",
