@@ -304,3 +304,31 @@ def test_a_transaction_coordinator_is_refused_with_not_implemented(
     assert detach["closed"] is True
     assert fields_of(detach["error"])["condition"] == "amqp:not-implemented"
     assert "close" not in names
+
+
+def test_cli_with_port_0_prints_the_ports_it_bound(tmp_path: Path) -> None:
+    """`--port 0` lets the system choose: the printed strings name the bound ports, not 0."""
+    config = tmp_path / "Config.json"
+    config.write_text(json.dumps(emulator_config()))
+    command = [
+        sys.executable,
+        "-m",
+        "servicebus_emulator",
+        "--config",
+        str(config),
+        "--port",
+        "0",
+        "--in-memory",
+    ]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        data, management = (process.stdout.readline().split(";")[0] for _ in range(2))
+        ports = [int(line.rsplit(":", 1)[1]) for line in (data, management)]
+        assert 0 not in ports
+        assert ports[0] != ports[1]
+        wait_for_port(ports[0], timeout=30)
+        wait_for_port(ports[1], timeout=30)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=15)

@@ -12,6 +12,7 @@ import logging
 import shutil
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from servicebus_emulator.broker import Broker
@@ -77,7 +78,7 @@ async def _run(
     key: SharedAccessKey | None,
     host: str,
     ports: tuple[int, int],
-    shown: str,
+    shown: Callable[[int], str],
     output: OutputGroup,
     certificate: Certificate,
 ) -> None:
@@ -86,9 +87,9 @@ async def _run(
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
 
-    def announce(amqp: int, management: int) -> None:
-        print(shown, flush=True)
-        print(shown.replace(f":{amqp};", f":{management};", 1) + "  (management)", flush=True)
+    def announce(amqp: int, management: int) -> None:  # the bound ports (--port 0 picks one)
+        print(shown(amqp), flush=True)
+        print(shown(management) + "  (management)", flush=True)
         print(f"Management TLS certificate: {certificate.certificate_path}", flush=True)
 
     await serve(broker, key, host, ports[0], stop, announce, ports[1], output, certificate)
@@ -111,11 +112,15 @@ def main(argv: list[str] | None = None) -> int:
         premium=args.premium,
         max_messages_per_entity=args.max_messages_per_entity,
     )
+
     # The development key is public and printed whole, so the line can be pasted as is; a key of the
     # user's own is a secret and never reaches stdout (often a log file).
-    banner = connection_string(args.port, key)
-    if key is not None and key != DEFAULT_KEY:
-        banner = banner.replace(f"SharedAccessKey={key.key};", "SharedAccessKey=<the --key value>;")
+    def banner(port: int) -> str:
+        shown = connection_string(port, key)
+        if key is not None and key != DEFAULT_KEY:
+            shown = shown.replace(f"SharedAccessKey={key.key};", "SharedAccessKey=<the --key value>;")
+        return shown
+
     management_port = (
         default_management_port(args.port) if args.management_port is None else args.management_port
     )

@@ -16,7 +16,7 @@ from xml.etree import ElementTree
 
 from tests.integration.servicebus.conformance.conftest import CONNECTION_VARIABLE
 
-STEPS = Path(__file__).with_name("test_steps.py")
+STEPS = Path(__file__).parent  # test_steps.py (Python SDK) and test_js_steps.py (JavaScript SDK)
 
 
 def run(target: str, environment: dict[str, str], report: Path) -> dict[str, str]:

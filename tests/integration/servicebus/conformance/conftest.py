@@ -46,11 +46,19 @@ class Target:
         return ServiceBusClient.from_connection_string(self.connection_string)
 
 
+MANAGEMENT_VARIABLE = "SERVICEBUS_CONFORMANCE_MANAGEMENT_CONNECTION_STRING"
+CA_VARIABLE = "SERVICEBUS_CONFORMANCE_CA_FILE"
+
+
 def remote_target() -> Target | None:
-    """The namespace of ``SERVICEBUS_CONFORMANCE_CONNECTION_STRING``, if set (its management plane
-    is the same endpoint, over HTTPS with a public certificate)."""
+    """The namespace of ``SERVICEBUS_CONFORMANCE_CONNECTION_STRING``, if set. On Azure its management
+    plane is the same endpoint over HTTPS with a public certificate; another emulator (Microsoft's,
+    or one of these on other ports) gives its management string and CA file in the two others."""
     connection = os.environ.get(CONNECTION_VARIABLE, "").strip()
-    return Target("azure", connection, connection) if connection else None
+    if not connection:
+        return None
+    management = os.environ.get(MANAGEMENT_VARIABLE, "").strip() or connection
+    return Target("remote", connection, management, os.environ.get(CA_VARIABLE, "").strip() or None)
 
 
 @pytest.fixture
