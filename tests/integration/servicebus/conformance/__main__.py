@@ -66,8 +66,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as work:
         results = {"emulator": run("emulator", local, Path(work, "emulator.xml"))}
         if remote:
-            results["azure"] = run(
-                "azure (SERVICEBUS_CONFORMANCE_CONNECTION_STRING)", dict(os.environ), Path(work, "azure.xml")
+            results["remote"] = run(
+                "remote (SERVICEBUS_CONFORMANCE_CONNECTION_STRING)",
+                dict(os.environ),
+                Path(work, "remote.xml"),
             )
     lines, differing = side_by_side(results)
     print("\n" + "\n".join(lines))
