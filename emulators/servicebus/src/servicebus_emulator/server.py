@@ -189,6 +189,8 @@ class RunningEmulator:
             raise RuntimeError("only a subprocess emulator can be killed")
         self._process.kill()
         self._process.wait(timeout=10)
+        if self._temporary is not None:  # a killed process cannot remove its own
+            shutil.rmtree(self._temporary, ignore_errors=True)
 
     def __enter__(self) -> RunningEmulator:
         return self
@@ -325,19 +327,24 @@ def start_process(
     # The command is this interpreter running our own module with validated arguments.
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors)  # noqa: S603
     deadline = time.monotonic() + timeout
-    while True:
-        if process.poll() is not None:
-            errors.seek(0)
-            stderr = errors.read().decode(errors="replace")
-            raise RuntimeError(f"the emulator exited with code {process.returncode}: {stderr.strip()}")
-        try:
-            wait_for_port(port, timeout=0.2)
-            break
-        except TimeoutError:
-            if time.monotonic() > deadline:
-                process.kill()
-                process.wait(timeout=10)
-                raise
+    try:
+        while True:
+            if process.poll() is not None:
+                errors.seek(0)
+                stderr = errors.read().decode(errors="replace")
+                raise RuntimeError(f"the emulator exited with code {process.returncode}: {stderr.strip()}")
+            try:
+                wait_for_port(port, timeout=0.2)
+                break
+            except TimeoutError:
+                if time.monotonic() > deadline:
+                    process.kill()
+                    process.wait(timeout=10)
+                    raise
+    except BaseException:
+        if data_dir is None:  # the certificate directory was made for this start only
+            shutil.rmtree(directory, ignore_errors=True)
+        raise
 
     def stop() -> None:
         if process.poll() is None:
