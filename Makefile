@@ -37,11 +37,13 @@ check: $(PY_STAMP)
 deps: $(PY_STAMP) $(NODE_STAMP)
 
 # Reinstall only when a requirements file changes.
-$(PY_STAMP): requirements-dev.txt requirements-ops.txt functions/requirements.txt infra/requirements.txt infra/policy/requirements.txt pyproject.toml
+$(PY_STAMP): requirements-dev.txt requirements-ops.txt functions/requirements.txt infra/requirements.txt infra/policy/requirements.txt pyproject.toml emulators/servicebus/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	# The Service Bus emulator is a distribution of its own; the project installs it as any user would.
+	$(PY) -m pip install --quiet --disable-pip-version-check -e emulators/servicebus
 	printf "%s\n%s\n" "$(CURDIR)" "$(CURDIR)/functions" > "$$($(PY) -c 'import site; print(site.getsitepackages()[0])')/claim_check_repo.pth"
 	touch $@
 

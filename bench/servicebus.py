@@ -41,6 +41,7 @@ from pathlib import Path
 
 import psutil
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from servicebus_emulator import start_process
 
 from bench.servicebus_pipeline import (
     DISPOSITION,
@@ -54,7 +55,6 @@ from bench.servicebus_pipeline import (
     run_pipeline,
 )
 from local.ports import free_port, wait_for_port
-from local.servicebus import start_emulator_process
 
 CONFIG = {
     "UserConfig": {
@@ -166,7 +166,7 @@ def main() -> None:
         config = Path(scratch) / "Config.json"
         config.write_text(json.dumps(CONFIG))
         data = None if args.in_memory else Path(scratch) / "data"
-        with start_emulator_process(config, data_dir=data) as emulator:
+        with start_process(config, data_dir=data) as emulator:
             assert emulator._process is not None
             broker = psutil.Process(emulator._process.pid)
             with ServiceBusClient.from_connection_string(emulator.connection_string) as client:

@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from servicebus_emulator.server import connection_string
 
 from bench.servicebus import CONFIG
 from local.ports import free_port, wait_for_port
-from local.servicebus.server import connection_string
 
 _ns = time.perf_counter_ns
 PREFETCH = 200
@@ -49,9 +49,9 @@ def _wrap(cls: type, name: str, around: Callable[..., Any]) -> None:
 
 def _serve_with_probes(out: Path, emulator_args: list[str]) -> int:
     """Run the emulator CLI with probes; write what they saw to ``out`` once it stops."""
-    from local.servicebus import __main__ as cli
-    from local.servicebus.connection import AmqpConnection
-    from local.servicebus.session import Session
+    from servicebus_emulator import __main__ as cli
+    from servicebus_emulator.connection import AmqpConnection
+    from servicebus_emulator.session import Session
 
     open_refills: dict[int, list[int]] = {}  # connection -> [flow read, first written, last written]
     open_settles: dict[int, int] = {}  # connection -> disposition read

@@ -3,27 +3,12 @@
 from __future__ import annotations
 
 import socket
-import time
 
+# The Service Bus emulator is a distribution of its own (emulators/servicebus) and cannot import
+# `local`; the two helpers live there and every local launcher uses them from here.
+from servicebus_emulator.net import free_port, wait_for_port
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """Return a TCP port that is free on ``host`` right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_for_port(port: int, *, host: str = "127.0.0.1", timeout: float = 30.0) -> None:
-    """Block until something accepts TCP connections on ``host:port``, or raise ``TimeoutError``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return
-        except OSError:
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"nothing listens on {host}:{port} after {timeout:.0f} s") from None
-            time.sleep(0.05)
+__all__ = ["PortInUse", "ensure_port_free", "free_port", "wait_for_port"]
 
 
 class PortInUse(RuntimeError):

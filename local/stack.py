@@ -47,6 +47,8 @@ from claimcheck.settings import (
     Settings,
     host_request_body_limit,
 )
+from servicebus_emulator import DEFAULT_KEY, connection_string
+from servicebus_emulator.server import default_management_port
 
 from infra.app_settings import topology_settings
 from infra.emulator_config import write_emulator_config
@@ -67,8 +69,6 @@ from local.identity import (
 from local.identity.keys import jwks_url
 from local.ports import PortInUse, ensure_port_free, free_port
 from local.processes import ChildProcess
-from local.servicebus import DEFAULT_KEY, connection_string
-from local.servicebus.server import default_management_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TELEMETRY_DIR = "telemetry"  # under the stack's folder: spans.jsonl, metrics.jsonl
@@ -367,7 +367,7 @@ def _emulator_process(folder: Path, config_path: Path, port: int, management_por
         command=[
             sys.executable,
             "-m",
-            "local.servicebus",
+            "servicebus_emulator",
             "--config",
             str(config_path),
             "--port",

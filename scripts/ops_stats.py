@@ -63,7 +63,7 @@ def _client(target: BusTarget, management: str | None) -> ServiceBusAdministrati
     retry: dict[str, Any] = {"retry_total": 1, "retry_backoff_factor": 0.5, "retry_backoff_max": 2}
     connection = management_connection_string(target, management)
     if connection:
-        from local.servicebus.admin_client import administration_client
+        from servicebus_emulator.admin_client import administration_client
 
         return administration_client(connection, **retry)
     from azure.identity import DefaultAzureCredential

@@ -14,8 +14,9 @@ import base64
 import re
 from pathlib import Path
 
+from servicebus_emulator.server import DEFAULT_KEY, connection_string
+
 from local.azurite import ACCOUNT_KEY
-from local.servicebus.server import DEFAULT_KEY, connection_string
 from local.stack import TELEMETRY_DIR, LocalStack
 
 SECRET_SHAPES = ("AccountKey=", ACCOUNT_KEY, "SharedAccessKey=", DEFAULT_KEY.key, "sig=", "Bearer ey")

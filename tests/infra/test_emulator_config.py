@@ -11,6 +11,7 @@ from typing import Any
 
 import isodate
 import pytest
+from servicebus_emulator.config import parse_config
 
 from infra.emulator_config import (
     DOCKER_LIMITS,
@@ -20,7 +21,6 @@ from infra.emulator_config import (
 )
 from infra.stack_config import REPO_ROOT
 from infra.topology import load_topology
-from local.servicebus.config import parse_config
 
 
 def _namespace(document: dict[str, Any]) -> dict[str, Any]:

@@ -13,8 +13,9 @@ from azure.servicebus.amqp import AmqpAnnotatedMessage, AmqpMessageProperties
 from claimcheck import ClaimCheck, Complete, DeadLetter
 from claimcheck.adapters.dead_letter_queue import dead_lettered
 from claimcheck.adapters.servicebus import ServiceBusBus, inbound_message
+from servicebus_emulator import RunningEmulator
+from servicebus_emulator import start as start_emulator
 
-from local.servicebus import RunningEmulator, start_emulator
 from tests.integration.claimcheck.conftest import Harness, document
 
 Build = Callable[..., Harness]

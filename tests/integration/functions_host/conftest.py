@@ -7,8 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from local.servicebus import start_emulator_process
+from servicebus_emulator import start_process as start_emulator_process
 
 SAMPLE_APP = Path(__file__).parent / "sample_app" / "function_app.py"
 

@@ -1,4 +1,4 @@
-"""The embedded Service Bus emulator (`python -m local.servicebus`) as the ops CLI tests run it."""
+"""The embedded Service Bus emulator (`python -m servicebus_emulator`) as the ops CLI tests run it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from local.servicebus import start_emulator_process
+from servicebus_emulator import start_process as start_emulator_process
 
 _SUBSCRIPTION = {
     "DeadLetteringOnMessageExpiration": True,

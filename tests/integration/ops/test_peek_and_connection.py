@@ -7,9 +7,9 @@ import uuid
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusReceiveMode
+from servicebus_emulator import DEFAULT_KEY, connection_string
 
 from local.ports import free_port
-from local.servicebus import DEFAULT_KEY, connection_string
 from tests.integration.ops.bus import drain_session, publish
 from tests.integration.ops.cli import run_main, run_ops
 

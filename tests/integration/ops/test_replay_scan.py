@@ -17,8 +17,7 @@ from typing import Any, cast
 
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiver, ServiceBusSubQueue
 from claimcheck.adapters.dead_letter_replay import ReplayResult, ReplayStatus, replay_from
-
-from local.servicebus import start_emulator
+from servicebus_emulator import start as start_emulator
 
 QUEUE = "parked"
 AHEAD = 45  # more than two receive batches of the scan

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.management import ServiceBusAdministrationClient
+from servicebus_emulator import DEFAULT_KEY, connection_string
 
 from infra.topology import load_topology
 from local.ports import free_port
-from local.servicebus import DEFAULT_KEY, connection_string
 from scripts.ops_servicebus import BusTarget
 from scripts.ops_stats import management_connection_string
 from tests.integration.ops.bus import dead_letter_from_queue, dead_letter_from_replays, publish

@@ -1,5 +1,6 @@
-"""Fixtures: an in-process Service Bus emulator per test (free port, in-memory store, short locks and
-TTLs so expiry tests take seconds) and real azure-servicebus clients connected to it."""
+"""The emulator's own tests use it as any project would: through the pytest plugin the
+servicebus-emulator distribution installs. Each test gets a fresh emulator (in memory, free ports)
+serving ``emulator_config()`` (short locks and TTLs, so expiry tests take seconds)."""
 
 from __future__ import annotations
 
@@ -8,31 +9,26 @@ from typing import Any
 
 import pytest
 from azure.servicebus import ServiceBusClient
+from servicebus_emulator import RunningEmulator
 
-from local.servicebus import RunningEmulator, start_emulator
 from tests.integration.servicebus.support import emulator_config
 
 
-@pytest.fixture
-def emulator() -> Iterator[RunningEmulator]:
-    """An in-process emulator with ``emulator_config()`` on a free port."""
-    with start_emulator(emulator_config()) as running:
-        yield running
+@pytest.fixture(scope="session")
+def servicebus_emulator_config() -> dict[str, Any]:
+    return emulator_config()
 
 
 @pytest.fixture
-def start() -> Iterator[Callable[..., RunningEmulator]]:
+def emulator(servicebus_emulator: RunningEmulator) -> RunningEmulator:
+    """The plugin's per-test emulator, under the name these tests use."""
+    return servicebus_emulator
+
+
+@pytest.fixture
+def start(servicebus_emulator_factory: Callable[..., RunningEmulator]) -> Callable[..., RunningEmulator]:
     """Start extra emulators (custom config or options); all are stopped after the test."""
-    started: list[RunningEmulator] = []
-
-    def starter(config: dict[str, Any] | None = None, **options: Any) -> RunningEmulator:
-        running = start_emulator(config or emulator_config(), **options)
-        started.append(running)
-        return running
-
-    yield starter
-    for running in started:
-        running.stop()
+    return servicebus_emulator_factory
 
 
 @pytest.fixture

@@ -4,7 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from azure.servicebus.management import ServiceBusAdministrationClient
+from servicebus_emulator import RunningEmulator
+
 LOCK_SECONDS = 2
+
+
+def stock_admin_client(emulator: RunningEmulator, **options: Any) -> ServiceBusAdministrationClient:
+    """The SDK's own administration client over HTTPS, trusting the emulator's generated certificate
+    (no custom transport); no retries, so a refusal shows at once."""
+    options.setdefault("retry_total", 0)
+    return ServiceBusAdministrationClient.from_connection_string(
+        emulator.management_connection_string, connection_verify=str(emulator.certificate_path), **options
+    )
 
 
 def _queue(name: str, **properties: Any) -> dict[str, Any]:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from azure.servicebus.exceptions import ServiceBusAuthenticationError
+from servicebus_emulator import RunningEmulator, SharedAccessKey, connection_string, start_process
 
-from local.servicebus import RunningEmulator, SharedAccessKey, connection_string, start_emulator_process
 from tests.integration.servicebus.support import emulator_config
 
 
@@ -53,7 +53,7 @@ def test_restart_keeps_messages_state_and_schedule(tmp_path: Path) -> None:
     config = tmp_path / "Config.json"
     config.write_text(json.dumps(emulator_config()))
     data = tmp_path / "data"
-    first = start_emulator_process(config, data_dir=data)
+    first = start_process(config, data_dir=data)
     deferred_seq = 0
     try:
         with ServiceBusClient.from_connection_string(first.connection_string) as client:
@@ -79,7 +79,7 @@ def test_restart_keeps_messages_state_and_schedule(tmp_path: Path) -> None:
         first.stop()
 
     with (
-        start_emulator_process(config, data_dir=data) as second,
+        start_process(config, data_dir=data) as second,
         ServiceBusClient.from_connection_string(second.connection_string) as client,
     ):
         with client.get_queue_receiver("work", max_wait_time=5) as receiver:
@@ -112,7 +112,7 @@ def test_bad_config_refuses_to_start(tmp_path: Path) -> None:
     path = tmp_path / "Config.json"
     path.write_text(json.dumps(config))
     with pytest.raises(RuntimeError, match=r"Queues\[work\].*LockDurationTypo"):
-        start_emulator_process(path)
+        start_process(path)
 
 
 def test_concurrent_senders_and_receivers_lose_and_duplicate_nothing(
@@ -177,7 +177,7 @@ def test_sigkill_right_after_an_acknowledgement_loses_nothing(tmp_path: Path) ->
     config.write_text(json.dumps(emulator_config()))
     data = tmp_path / "data"
     sent = [f"m{index:02d}" for index in range(50)]
-    first = start_emulator_process(config, data_dir=data)
+    first = start_process(config, data_dir=data)
     try:
         with ServiceBusClient.from_connection_string(first.connection_string) as client:
             with client.get_queue_sender("work") as sender:
@@ -186,7 +186,7 @@ def test_sigkill_right_after_an_acknowledgement_loses_nothing(tmp_path: Path) ->
     finally:
         first.stop()
 
-    second = start_emulator_process(config, data_dir=data)
+    second = start_process(config, data_dir=data)
     completed: list[str] = []
     dead_lettered = ""
     try:
@@ -209,7 +209,7 @@ def test_sigkill_right_after_an_acknowledgement_loses_nothing(tmp_path: Path) ->
         second.stop()
 
     with (
-        start_emulator_process(config, data_dir=data) as third,
+        start_process(config, data_dir=data) as third,
         ServiceBusClient.from_connection_string(third.connection_string) as client,
         client.get_queue_receiver("work", max_wait_time=5) as receiver,
         client.get_queue_receiver("work", sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dlq,

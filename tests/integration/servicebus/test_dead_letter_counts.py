@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceivedMessage
 from claimcheck.adapters.busadmin import ServiceBusDeadLetters
 from claimcheck.deadletters import dead_letter_alerts
+from servicebus_emulator import RunningEmulator
 
-from local.servicebus import RunningEmulator
-from local.servicebus.admin_client import administration_client
+from tests.integration.servicebus.support import stock_admin_client
 
 
 def test_counts_and_oldest_age_per_entity_with_an_alert_past_the_age(
@@ -28,7 +28,7 @@ def test_counts_and_oldest_age_per_entity_with_an_alert_past_the_age(
             received += receiver.receive_messages(max_message_count=2, max_wait_time=10)
         for message in received:
             receiver.dead_letter_message(message, reason="test", error_description="on purpose")
-    with administration_client(emulator.management_connection_string, retry_total=0) as admin:
+    with stock_admin_client(emulator) as admin:
         counts = ServiceBusDeadLetters(
             admin, client, queues=["work", "dedup"], subscriptions=[("results", "audit")]
         ).dead_letter_counts()

@@ -9,8 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from azure.servicebus.exceptions import MessagingEntityNotFoundError, ServiceBusQuotaExceededError
-
-from local.servicebus import RunningEmulator
+from servicebus_emulator import RunningEmulator
 
 
 def _subscription_bodies(client: ServiceBusClient, subscription: str) -> list[str]:

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import psutil
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from servicebus_emulator import start_process
+from servicebus_emulator.amqp_types import Described, UInt, ULong
+from servicebus_emulator.codec import encode_value
+from servicebus_emulator.frames import AMQP_HEADER, SASL_HEADER, composite, encode_frame
 
-from local.servicebus import start_emulator_process
-from local.servicebus.amqp_types import Described, UInt, ULong
-from local.servicebus.codec import encode_value
-from local.servicebus.frames import AMQP_HEADER, SASL_HEADER, composite, encode_frame
 from tests.integration.servicebus.support import emulator_config
 
 BAD_CONNECTIONS = 10_000
@@ -147,7 +147,7 @@ def test_malformed_connections_are_refused_without_crash_or_leak(tmp_path: Path)
     stop = threading.Event()
     served: list[int] = []
     failures: list[BaseException] = []
-    with start_emulator_process(config) as emulator:
+    with start_process(config) as emulator:
         assert emulator._process is not None
         broker = psutil.Process(emulator._process.pid)
 

@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from local.servicebus import RunningEmulator
+from servicebus_emulator import RunningEmulator
 
 SCRIPTS = Path(__file__).parent / "js"
 REPO = Path(__file__).resolve().parents[3]
@@ -24,6 +23,8 @@ GROUPS: dict[str, dict[str, Any]] = {
     "topics": {},
     "features": {},
     "limits": {"max_messages_per_entity": 2},
+    "admin": {},  # the administration client over HTTPS (NODE_EXTRA_CA_CERTS)
+    "large": {"premium": True},  # a 50 MB message on a queue of its own size
 }
 
 
@@ -36,7 +37,12 @@ def test_javascript_sdk_scenarios(group: str, start: Callable[..., RunningEmulat
     result = subprocess.run(
         [node, str(SCRIPTS / f"{group}.mjs")],
         cwd=REPO,
-        env={**os.environ, "SERVICEBUS_CONNECTION": emulator.connection_string},
+        env={
+            **os.environ,
+            "SERVICEBUS_CONNECTION": emulator.connection_string,
+            "SERVICEBUS_MANAGEMENT_CONNECTION": emulator.management_connection_string,
+            "NODE_EXTRA_CA_CERTS": str(emulator.certificate_path),
+        },
         capture_output=True,
         text=True,
         timeout=300,

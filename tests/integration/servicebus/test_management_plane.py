@@ -1,11 +1,16 @@
-"""The HTTP management plane with the real ServiceBusAdministrationClient: entities, rules, counts."""
+"""The management plane with the real, unmodified ServiceBusAdministrationClient over HTTPS (trusting
+the emulator's generated certificate): entities, rules, counts; and plain HTTP, still served."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from azure.core.exceptions import ClientAuthenticationError, HttpResponseError, ResourceNotFoundError
+from azure.core.exceptions import (
+    ClientAuthenticationError,
+    ResourceNotFoundError,
+    ServiceRequestError,
+)
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.management import (
     CorrelationRuleFilter,
@@ -14,17 +19,17 @@ from azure.servicebus.management import (
     SqlRuleFilter,
     TrueRuleFilter,
 )
+from servicebus_emulator import RunningEmulator
+from servicebus_emulator.admin_client import administration_client
 
-from local.servicebus import RunningEmulator
-from local.servicebus.admin_client import administration_client
-from tests.integration.servicebus.support import LOCK_SECONDS
+from tests.integration.servicebus.support import LOCK_SECONDS, stock_admin_client
 
 QUEUES = ["work", "sessions", "dedup", "expiring", "expiring-drop", "inbox", "fragile"]
 
 
 @pytest.fixture
 def admin(emulator: RunningEmulator) -> ServiceBusAdministrationClient:
-    return administration_client(emulator.management_connection_string, retry_total=0)
+    return stock_admin_client(emulator)
 
 
 def test_entities_and_their_settings_come_from_config(admin: ServiceBusAdministrationClient) -> None:
@@ -97,17 +102,54 @@ def test_runtime_properties_count_messages(
         assert admin.get_subscription_runtime_properties("results", "per-item").dead_letter_message_count == 1
 
 
-def test_unknown_entities_bad_keys_and_writes_are_refused(emulator: RunningEmulator) -> None:
-    """404 for what Config.json does not declare, 401 for a wrong key, 405 for create/delete."""
-    with administration_client(emulator.management_connection_string, retry_total=0) as admin:
+def test_unknown_entities_and_bad_keys_are_refused(emulator: RunningEmulator) -> None:
+    """404 for an entity that does not exist, 401 for a wrong key, 405 for a method not served."""
+    with stock_admin_client(emulator) as admin:
         with pytest.raises(ResourceNotFoundError):
             admin.get_queue("missing")
         with pytest.raises(ResourceNotFoundError):
             admin.get_subscription("results", "missing")
         with pytest.raises(ResourceNotFoundError):
             admin.get_rule("results", "audit", "missing")
-        with pytest.raises(HttpResponseError, match=r"Config\.json"):
-            admin.create_queue("new-queue")
     wrong = emulator.management_connection_string.replace("SAS_KEY_VALUE", "not-the-key")
-    with administration_client(wrong, retry_total=0) as admin, pytest.raises(ClientAuthenticationError):
+    with (
+        ServiceBusAdministrationClient.from_connection_string(
+            wrong, connection_verify=str(emulator.certificate_path), retry_total=0
+        ) as admin,
+        pytest.raises(ClientAuthenticationError),
+    ):
         admin.get_queue("work")
+
+
+def test_the_management_port_is_tls_with_a_certificate_clients_must_trust(emulator: RunningEmulator) -> None:
+    """Without trusting the emulator's certificate the stock client's handshake fails, as against any
+    unknown issuer (the port really is TLS, not plain HTTP the client tolerates); trusting it through
+    REQUESTS_CA_BUNDLE instead of connection_verify works too."""
+    plain = emulator.management_connection_string
+    with (
+        ServiceBusAdministrationClient.from_connection_string(plain, retry_total=0) as admin,
+        pytest.raises(ServiceRequestError, match="CERTIFICATE_VERIFY_FAILED"),
+    ):
+        admin.get_queue("work")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("REQUESTS_CA_BUNDLE", str(emulator.certificate_path))
+        with ServiceBusAdministrationClient.from_connection_string(plain, retry_total=0) as admin:
+            assert admin.get_queue("work").name == "work"
+
+
+def test_plain_http_is_still_served_on_the_same_port(emulator: RunningEmulator) -> None:
+    """A client that speaks plain HTTP to the management port (the project's own transport) is answered
+    too: the port tells TLS from HTTP by the connection's first byte."""
+    with administration_client(emulator.management_connection_string, retry_total=0) as admin:
+        assert admin.get_queue("work").max_delivery_count == 3
+
+
+def test_namespace_properties(admin: ServiceBusAdministrationClient) -> None:
+    """get_namespace_properties (`$namespaceinfo`, a common health check): Config.json's namespace."""
+    with admin:
+        properties = admin.get_namespace_properties()
+    assert (properties.name, properties.messaging_sku, properties.namespace_type) == (
+        "sbemulatorns",
+        "Standard",
+        "Messaging",
+    )

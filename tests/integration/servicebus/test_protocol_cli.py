@@ -13,13 +13,20 @@ from pathlib import Path
 from typing import Any
 
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus.management import ServiceBusAdministrationClient
+from servicebus_emulator import RunningEmulator, start_process
+from servicebus_emulator.amqp_types import Described, Symbol, UByte, UInt, ULong
+from servicebus_emulator.frames import (
+    AMQP_HEADER,
+    FRAME_HEADER,
+    composite,
+    encode_frame,
+    fields_of,
+    parse_frame_body,
+)
 
 from local.ports import free_port, wait_for_port
-from local.servicebus import RunningEmulator, start_emulator_process
-from local.servicebus.admin_client import administration_client
-from local.servicebus.amqp_types import UByte, UInt
-from local.servicebus.frames import AMQP_HEADER, FRAME_HEADER, composite, encode_frame, parse_frame_body
-from tests.integration.servicebus.support import emulator_config
+from tests.integration.servicebus.support import emulator_config, stock_admin_client
 
 
 def _read_for(sock: socket.socket, seconds: float) -> bytes:
@@ -73,7 +80,9 @@ def test_unknown_protocol_header_gets_ours_and_a_close(emulator: RunningEmulator
 
 
 def test_cli_prints_connection_string_and_stops_on_sigterm(tmp_path: Path) -> None:
-    """`python -m local.servicebus` prints a working connection string and exits 0 on SIGTERM."""
+    """`python -m servicebus_emulator` prints working data and management connection strings and the
+    management certificate it generated (which the stock administration client trusts), and exits 0 on
+    SIGTERM, removing the temporary certificate."""
     config = tmp_path / "Config.json"
     config.write_text(json.dumps(emulator_config()))
     port = free_port()
@@ -81,7 +90,7 @@ def test_cli_prints_connection_string_and_stops_on_sigterm(tmp_path: Path) -> No
         [
             sys.executable,
             "-m",
-            "local.servicebus",
+            "servicebus_emulator",
             "--config",
             str(config),
             "--port",
@@ -96,14 +105,23 @@ def test_cli_prints_connection_string_and_stops_on_sigterm(tmp_path: Path) -> No
         line = process.stdout.readline().strip()
         assert line.startswith(f"Endpoint=sb://localhost:{port};")
         assert "UseDevelopmentEmulator=true" in line
+        management, marker = process.stdout.readline().strip().rsplit("  ", 1)
+        assert marker == "(management)"
+        label, certificate = process.stdout.readline().strip().split(": ", 1)
+        assert label == "Management TLS certificate"
         wait_for_port(port, timeout=30)
         with (
             ServiceBusClient.from_connection_string(line) as client,
             client.get_queue_sender("work") as sender,
         ):
             sender.send_messages(ServiceBusMessage("via cli"))
+        with ServiceBusAdministrationClient.from_connection_string(
+            management, connection_verify=certificate, retry_total=0
+        ) as admin:
+            assert admin.get_queue_runtime_properties("work").active_message_count == 1
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=15) == 0
+        assert not Path(certificate).exists()
     finally:
         if process.poll() is None:
             process.kill()
@@ -119,7 +137,7 @@ def test_cli_never_prints_a_key_of_the_users_own(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "local.servicebus",
+            "servicebus_emulator",
             "--config",
             str(config),
             "--port",
@@ -142,12 +160,13 @@ def test_cli_never_prints_a_key_of_the_users_own(tmp_path: Path) -> None:
 
 
 def test_a_subprocess_emulator_serves_its_management_plane(tmp_path: Path) -> None:
-    """`python -m local.servicebus --management-port` answers the administration client with live counts."""
+    """`python -m servicebus_emulator --management-port` answers the administration client with live
+    counts."""
     config = tmp_path / "Config.json"
     config.write_text(json.dumps(emulator_config()))
     data = tmp_path / "data"
     with (
-        start_emulator_process(config, data_dir=data) as emulator,
+        start_process(config, data_dir=data) as emulator,
         ServiceBusClient.from_connection_string(emulator.connection_string) as client,
     ):
         with client.get_queue_sender("work") as sender:
@@ -155,7 +174,7 @@ def test_a_subprocess_emulator_serves_its_management_plane(tmp_path: Path) -> No
         with client.get_queue_receiver("work", max_wait_time=5) as receiver:
             (message,) = receiver.receive_messages(max_message_count=1, max_wait_time=5)
             receiver.dead_letter_message(message, reason="Bad")
-        with administration_client(emulator.management_connection_string, retry_total=0) as admin:
+        with stock_admin_client(emulator) as admin:
             counts = admin.get_queue_runtime_properties("work")
     assert counts.active_message_count == 2
     assert counts.dead_letter_message_count == 1
@@ -244,3 +263,72 @@ def test_garbage_frames_cost_only_their_connection(emulator: RunningEmulator) ->
     ):
         sender.send_messages(ServiceBusMessage("still serving"))
     assert emulator.runtime_properties("work")["active_message_count"] == 1
+
+
+def test_a_transaction_coordinator_is_refused_with_not_implemented(
+    start: Callable[..., RunningEmulator],
+) -> None:
+    """A link to the coordinator (AMQP transactions) is answered like any refused link, an attach
+    without target and then a detach naming amqp:not-implemented, and the connection stays usable."""
+    emulator = start(key=None)
+    coordinator = Described(ULong(0x30), [[Symbol("amqp:local-transactions")]])
+    with socket.create_connection(("127.0.0.1", emulator.port), timeout=5) as sock:
+        sock.sendall(AMQP_HEADER)
+        _read_for(sock, 0.2)
+        sock.sendall(
+            encode_frame(0, composite("open", container_id="raw"))
+            + encode_frame(
+                0,
+                composite(
+                    "begin", next_outgoing_id=UInt(0), incoming_window=UInt(100), outgoing_window=UInt(100)
+                ),
+            )
+            + encode_frame(
+                0,
+                composite(
+                    "attach",
+                    name="raw-coordinator",
+                    handle=UInt(0),
+                    role=False,
+                    source=composite("source", address="raw"),
+                    target=coordinator,
+                ),
+            )
+        )
+        frames = _parse_frames(_read_for(sock, 1.0))
+    names = [name for name, _ in frames]
+    assert names[:2] == ["open", "begin"]
+    attach = next(fields for name, fields in frames if name == "attach")
+    assert attach["target"] is None
+    detach = next(fields for name, fields in frames if name == "detach")
+    assert detach["closed"] is True
+    assert fields_of(detach["error"])["condition"] == "amqp:not-implemented"
+    assert "close" not in names
+
+
+def test_cli_with_port_0_prints_the_ports_it_bound(tmp_path: Path) -> None:
+    """`--port 0` lets the system choose: the printed strings name the bound ports, not 0."""
+    config = tmp_path / "Config.json"
+    config.write_text(json.dumps(emulator_config()))
+    command = [
+        sys.executable,
+        "-m",
+        "servicebus_emulator",
+        "--config",
+        str(config),
+        "--port",
+        "0",
+        "--in-memory",
+    ]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        data, management = (process.stdout.readline().split(";")[0] for _ in range(2))
+        ports = [int(line.rsplit(":", 1)[1]) for line in (data, management)]
+        assert 0 not in ports
+        assert ports[0] != ports[1]
+        wait_for_port(ports[0], timeout=30)
+        wait_for_port(ports[1], timeout=30)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=15)

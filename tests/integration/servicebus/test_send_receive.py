@@ -12,8 +12,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusRece
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 from azure.servicebus.amqp import AmqpAnnotatedMessage
 from azure.servicebus.exceptions import MessageSizeExceededError, MessagingEntityNotFoundError
-
-from local.servicebus import RunningEmulator
+from servicebus_emulator import RunningEmulator
 
 
 def test_send_receive_complete(client: ServiceBusClient, emulator: RunningEmulator) -> None:

@@ -17,8 +17,7 @@ from azure.servicebus.exceptions import (
     SessionCannotBeLockedError,
     SessionLockLostError,
 )
-
-from local.servicebus import RunningEmulator
+from servicebus_emulator import RunningEmulator
 
 
 def _send(client: ServiceBusClient, messages: list[tuple[str, str]]) -> None:

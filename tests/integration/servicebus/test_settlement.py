@@ -7,8 +7,8 @@ import time
 import pytest
 from azure.servicebus import AutoLockRenewer, ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from azure.servicebus.exceptions import MessageLockLostError, ServiceBusError
+from servicebus_emulator import RunningEmulator
 
-from local.servicebus import RunningEmulator
 from tests.integration.servicebus.support import LOCK_SECONDS
 
 

@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from local.servicebus.amqp_types import (
+from servicebus_emulator.amqp_types import (
     Array,
     Byte,
     Char,
@@ -28,8 +27,8 @@ from local.servicebus.amqp_types import (
     ULong,
     UShort,
 )
-from local.servicebus.codec import DecodeError, decode, encode
-from local.servicebus.message import AmqpMessage, split_batch
+from servicebus_emulator.codec import DecodeError, decode, encode
+from servicebus_emulator.message import AmqpMessage, split_batch
 
 EVERY_TYPE: list[Any] = [
     None,

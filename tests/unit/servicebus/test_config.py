@@ -7,9 +7,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-
-from local.servicebus.config import ConfigError, parse_config
-from local.servicebus.sql.message import FilterMessage
+from servicebus_emulator.config import ConfigError, parse_config
+from servicebus_emulator.sql.message import FilterMessage
 
 BASE: dict[str, Any] = {
     "UserConfig": {

@@ -12,13 +12,12 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from local.servicebus.amqp_types import Described, Symbol, Timestamp, UByte, UInt
-from local.servicebus.broker import delivery_annotations, encode_delivery
-from local.servicebus.codec import decode_list_items, decode_value, encode, long, timestamp
-from local.servicebus.config import QueueSettings
-from local.servicebus.fastframes import ACCEPTED_STATE, disposition_frame, flow_frame, transfer_frame
-from local.servicebus.frames import (
+from servicebus_emulator.amqp_types import Described, Symbol, Timestamp, UByte, UInt
+from servicebus_emulator.broker import delivery_annotations, encode_delivery
+from servicebus_emulator.codec import decode_list_items, decode_value, encode, long, timestamp
+from servicebus_emulator.config import QueueSettings
+from servicebus_emulator.fastframes import ACCEPTED_STATE, disposition_frame, flow_frame, transfer_frame
+from servicebus_emulator.frames import (
     composite,
     composite_name,
     encode_frame,
@@ -26,11 +25,11 @@ from local.servicebus.frames import (
     fields_of,
     parse_frame_body,
 )
-from local.servicebus.journal import RemovalJournal, decode_marked, decode_records, encode_records
-from local.servicebus.message import AmqpMessage, MessageFormatError
-from local.servicebus.model import DEFERRED, Entry
-from local.servicebus.queue import MessageQueue
-from local.servicebus.store import Store, consecutive_runs
+from servicebus_emulator.journal import RemovalJournal, decode_marked, decode_records, encode_records
+from servicebus_emulator.message import AmqpMessage, MessageFormatError
+from servicebus_emulator.model import DEFERRED, Entry
+from servicebus_emulator.queue import MessageQueue
+from servicebus_emulator.store import Store, consecutive_runs
 
 uints = st.integers(min_value=0, max_value=2**32 - 1)
 channels = st.integers(min_value=0, max_value=0xFFFF)

@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from local.servicebus.filters import FilterError, FilterMessage, SqlFilter, SqlRuleAction
+from servicebus_emulator.filters import FilterError, FilterMessage, SqlFilter, SqlRuleAction
 
 
 @pytest.mark.parametrize(
@@ -41,7 +40,7 @@ from local.servicebus.filters import FilterError, FilterMessage, SqlFilter, SqlR
         ("sys.Foo = 1", "at position 5 ('Foo'): unknown system property"),
         ("system.Label = 1", "at position 1 ('system'): unknown scope"),
         ("foo(1) = 1", "at position 1 ('foo'): unknown function"),
-        ("a = @p", "at position 5 ('@'): filter parameters are not supported"),
+        ("a = @p", "at position 5 ('@p'): the parameter has no value"),
         ("a = 1 # comment", "at position 7 ('#'): unexpected character"),
         ("a = 99999999999999999999", "outside the Int64 range"),
         ("(a = 1) + 1 = 2", "at position 1 ('('): expected a value, but this is a condition"),

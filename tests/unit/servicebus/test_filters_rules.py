@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from local.servicebus.filters import (
+from servicebus_emulator.filters import (
     CorrelationFilter,
     FalseFilter,
     FilterError,

@@ -7,8 +7,7 @@ import uuid
 from typing import Any
 
 import pytest
-
-from local.servicebus.filters import FilterMessage, SqlFilter
+from servicebus_emulator.filters import FilterMessage, SqlFilter
 
 
 def matches(expression: str, properties: dict[str, Any] | None = None, **system: Any) -> bool:
@@ -371,3 +370,14 @@ def test_newid_is_a_guid_that_equals_no_string() -> None:
     """newid() yields a fresh GUID: never equal to a string, never IS NULL."""
     assert not matches("newid() = 'x'")
     assert matches("newid() <> newid()")
+
+
+def test_parameters_bind_their_values_as_constants() -> None:
+    """The management API's SqlFilter carries ``@name`` values (as in Microsoft's mgmt_rule sample):
+    each stands for its constant, strings and numbers alike; names are case-insensitive."""
+    parametrized = SqlFilter.parse(
+        "property1 = @param1 AND property2 = @Param2", {"@param1": "value", "@param2": 1}
+    )
+    assert parametrized.matches(FilterMessage(properties={"property1": "value", "property2": 1}))
+    assert not parametrized.matches(FilterMessage(properties={"property1": "value", "property2": 2}))
+    assert not parametrized.matches(FilterMessage(properties={"property1": "@param1", "property2": 1}))

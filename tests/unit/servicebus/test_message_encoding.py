@@ -6,10 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from local.servicebus.amqp_types import Described, Symbol, Timestamp, UInt, ULong
-from local.servicebus.codec import encode_value
-from local.servicebus.message import (
+from servicebus_emulator.amqp_types import Described, Symbol, Timestamp, UInt, ULong
+from servicebus_emulator.codec import encode_value
+from servicebus_emulator.message import (
     APPLICATION_PROPERTIES,
     DATA,
     HEADER,

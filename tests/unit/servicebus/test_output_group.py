@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-
-from local.servicebus.connection import AmqpConnection, OutputGroup
+from servicebus_emulator.connection import AmqpConnection, OutputGroup
 
 
 @dataclass

@@ -7,11 +7,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 import pytest
-
-from local.servicebus.config import QueueSettings
-from local.servicebus.message import AmqpMessage
-from local.servicebus.model import SCHEDULED, BrokerError, Entry, now_ms
-from local.servicebus.queue import MessageQueue
+from servicebus_emulator.config import QueueSettings
+from servicebus_emulator.message import AmqpMessage
+from servicebus_emulator.model import SCHEDULED, BrokerError, Entry, now_ms
+from servicebus_emulator.queue import MessageQueue
 
 
 @dataclass
@@ -28,6 +27,9 @@ class FakeConsumer:
         self.got.append((entry, lock_token))
 
     def session_lost(self) -> None:
+        self.lost = True
+
+    def entity_deleted(self) -> None:
         self.lost = True
 
 

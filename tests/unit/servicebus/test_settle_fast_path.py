@@ -11,17 +11,16 @@ from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
-
-from local.servicebus.amqp_types import Described, UInt, UShort
-from local.servicebus.codec import encode
-from local.servicebus.connection import AmqpConnection, OutputGroup
-from local.servicebus.fastframes import (
+from servicebus_emulator.amqp_types import Described, UInt, UShort
+from servicebus_emulator.codec import encode
+from servicebus_emulator.connection import AmqpConnection, OutputGroup
+from servicebus_emulator.fastframes import (
     ACCEPTED_STATE,
     accepted_disposition,
     accepted_echo_frame,
     disposition_frame,
 )
-from local.servicebus.frames import (
+from servicebus_emulator.frames import (
     AMQP_HEADER,
     FRAME_AMQP,
     FRAME_HEADER,
@@ -30,7 +29,7 @@ from local.servicebus.frames import (
     error,
     parse_frame_body,
 )
-from local.servicebus.model import new_lock_token
+from servicebus_emulator.model import new_lock_token
 
 uints = st.integers(min_value=0, max_value=2**32 - 1)
 STATES = [
