@@ -106,7 +106,9 @@ class Demo:
         if not self.console.is_terminal:
             yield
             return
-        with Live(journey_table(cases), console=self.console, refresh_per_second=4) as self._live:
+        with Live(
+            journey_table(cases, self.console.width), console=self.console, refresh_per_second=4
+        ) as self._live:
             yield
         self._live = None
 
@@ -233,7 +235,7 @@ class Demo:
         if newly_completed:
             self._record_subscriptions(sent)
         if self._live is not None:
-            self._live.update(journey_table(cases))
+            self._live.update(journey_table(cases, self.console.width))
 
     def _apply_host_log(self, cases: list[Case], event: HostLogEvent) -> None:
         for case in cases:

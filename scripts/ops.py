@@ -33,6 +33,8 @@ from scripts.ops_options import (
 from scripts.ops_output import (
     ACTIVE_COLUMNS,
     DEAD_LETTER_COLUMNS,
+    STATS_COLUMNS,
+    Column,
     print_json,
     print_messages,
     print_record,
@@ -286,7 +288,13 @@ def dlq_replay(
     if as_json:
         print_json([dataclasses.asdict(result) for result in results])
     else:
-        columns = ["sequence_number", "status", "original_message_id", "replay_message_id", "detail"]
+        columns = [
+            Column("sequence_number", "seq"),
+            Column("status"),
+            Column("original_message_id"),
+            Column("replay_message_id"),
+            Column("detail", text=True),
+        ]
         rows = [dataclasses.asdict(result) for result in results]
         print_table(f"Replay from the dead-letter queue of {where}", rows, columns)
     failures = [result for result in results if result.status is not ReplayStatus.REPLAYED]
@@ -319,7 +327,7 @@ def stats(
     if as_json:
         print_json(rows)
     else:
-        print_table("Message counts", rows, ["entity", "active", "dead_letter", "scheduled", "detail"])
+        print_table("Message counts", rows, STATS_COLUMNS)
 
 
 # ---------------------------------------------------------------------------------------------- release

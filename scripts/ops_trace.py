@@ -15,12 +15,22 @@ import typer
 
 from scripts.ops_errors import OpsError
 from scripts.ops_options import TelemetryDirOption
-from scripts.ops_output import print_json, print_table
+from scripts.ops_output import Column, print_json, print_table
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from scripts.telemetry_files import TimelineRow
 
-COLUMNS = ("offset_ms", "duration_ms", "span", "version", "outcome", "trace", "links_to")
+COLUMNS = (
+    Column("offset_ms", "at ms"),
+    Column("duration_ms", "ms"),
+    Column("span"),
+    Column("version"),
+    Column("outcome", text=True),
+    Column("trace", optional=True),
+    Column("links_to", optional=True),
+)
 
 
 def _row(row: TimelineRow) -> dict[str, object]:
@@ -88,6 +98,10 @@ def trace(
             ]
         )
         return
+    print_timeline(work_item_id, rows)
+
+
+def print_timeline(work_item_id: str, rows: list[TimelineRow], console: Console | None = None) -> None:
     traces = len({row.span.trace_id for row in rows})
     title = f"Work item {work_item_id}: {len(rows)} spans in {traces} trace{'s' * (traces != 1)}"
-    print_table(title, [_row(row) for row in rows], COLUMNS)
+    print_table(title, [_row(row) for row in rows], COLUMNS, console=console)
