@@ -8,52 +8,60 @@ else 1); no payload bytes are shown.
 
 from __future__ import annotations
 
-import dataclasses
-import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Annotated, NoReturn
+import sys
 
-import typer
+# Ctrl-C while the CLI loads ends as one line too, not an import traceback.
+try:
+    import dataclasses
+    import logging
+    import uuid
+    from collections.abc import Iterator
+    from contextlib import contextmanager
+    from pathlib import Path
+    from typing import Annotated, NoReturn
 
-from scripts.ops_api import DEFAULT_API, DocumentRequest, get_work_item, send_document
-from scripts.ops_errors import OpsError
-from scripts.ops_options import (
-    ApiOption,
-    AudienceOption,
-    ClientIdOption,
-    ConnectionOption,
-    FunctionKeyOption,
-    ManagementOption,
-    NamespaceOption,
-    StackOutputsOption,
-    TokenIssuerOption,
-)
-from scripts.ops_output import (
-    ACTIVE_COLUMNS,
-    DEAD_LETTER_COLUMNS,
-    STATS_COLUMNS,
-    Column,
-    print_json,
-    print_messages,
-    print_record,
-    print_table,
-)
-from scripts.ops_reconcile import reconcile, revoke
-from scripts.ops_release import deploy, smoke
-from scripts.ops_servicebus import (
-    BusTarget,
-    Entity,
-    ReplayStatus,
-    first_line,
-    peek,
-    replay,
-    show_dead_letter,
-)
-from scripts.ops_stats import StackEntities, entity_counts
-from scripts.ops_token import LOCAL_CLIENT_ID, TokenSource
-from scripts.ops_trace import trace
+    import typer
+
+    from scripts.ops_api import DEFAULT_API, DocumentRequest, SendProgress, get_work_item, send_document
+    from scripts.ops_errors import INTERRUPTED, Interrupted, OpsError
+    from scripts.ops_options import (
+        ApiOption,
+        AudienceOption,
+        ClientIdOption,
+        ConnectionOption,
+        FunctionKeyOption,
+        ManagementOption,
+        NamespaceOption,
+        StackOutputsOption,
+        TokenIssuerOption,
+    )
+    from scripts.ops_output import (
+        ACTIVE_COLUMNS,
+        DEAD_LETTER_COLUMNS,
+        STATS_COLUMNS,
+        Column,
+        print_json,
+        print_messages,
+        print_record,
+        print_table,
+    )
+    from scripts.ops_reconcile import reconcile, revoke
+    from scripts.ops_release import deploy, smoke
+    from scripts.ops_servicebus import (
+        BusTarget,
+        Entity,
+        ReplayStatus,
+        first_line,
+        peek,
+        replay,
+        show_dead_letter,
+    )
+    from scripts.ops_stats import StackEntities, entity_counts
+    from scripts.ops_token import LOCAL_CLIENT_ID, TokenSource
+    from scripts.ops_trace import trace
+except KeyboardInterrupt:
+    print("interrupted", file=sys.stderr)
+    raise SystemExit(130) from None
 
 app = typer.Typer(
     help=__doc__,
@@ -142,15 +150,45 @@ def _target(connection_string: str | None, namespace: str | None) -> BusTarget:
 
 @app.command()
 def send(
-    file: Annotated[Path, typer.Argument(help="The document to submit.", dir_okay=False)],
-    tenant: Annotated[str, typer.Option(help="Tenant that owns the document.")],
-    purpose: Annotated[str, typer.Option(help="Declared purpose, e.g. contract-review.")],
-    classification: Annotated[str, typer.Option(help="Data classification, e.g. internal.")],
+    file: Annotated[
+        Path,
+        typer.Argument(help="The document to submit (a file).", show_default=False),
+    ],
+    tenant: Annotated[str, typer.Option(help="Tenant that owns the document.", show_default=False)],
+    purpose: Annotated[str, typer.Option(help="Declared purpose, e.g. contract-review.", show_default=False)],
+    classification: Annotated[
+        str, typer.Option(help="Data classification, e.g. internal.", show_default=False)
+    ],
     content_type: Annotated[
         str | None, typer.Option(help="MIME type; guessed from the file name when omitted.")
     ] = None,
-    priority: Annotated[str | None, typer.Option(help="normal or high.")] = None,
-    work_item_id: Annotated[str | None, typer.Option(help="Reuse an existing work item id.")] = None,
+    priority: Annotated[str | None, typer.Option(help="Routing priority: normal or high.")] = None,
+    work_item_id: Annotated[
+        str | None,
+        typer.Option(help="Add a version to this existing work item (with --if-match or --new-version)."),
+    ] = None,
+    if_match: Annotated[
+        str | None,
+        typer.Option(
+            help="The version this write replaces (the work item's current version, or a status ETag): "
+            "required for a new version of an existing work item."
+        ),
+    ] = None,
+    new_version: Annotated[
+        bool,
+        typer.Option(
+            "--new-version",
+            help="Read the work item's current version first and send it as --if-match (a 412 names "
+            "the newer version if another write came in between).",
+        ),
+    ] = False,
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option(
+            help="Resend under this key: the API answers the first receipt instead of writing again "
+            "(default: a new key, printed if the send is interrupted)."
+        ),
+    ] = None,
     api: ApiOption = DEFAULT_API,
     function_key: FunctionKeyOption = None,
     audience: AudienceOption = None,
@@ -158,11 +196,21 @@ def send(
     client_id: ClientIdOption = LOCAL_CLIENT_ID,
     as_json: JsonOption = False,
 ) -> None:
-    """Submit a document to POST /documents and print the intake receipt."""
-    request = DocumentRequest(file, tenant, purpose, classification, content_type, priority, work_item_id)
+    """Submit a document (POST /documents, or the direct upload above the inline cap, as
+    ClaimCheckClient does) and print the intake receipt."""
+    if if_match and new_version:
+        _fail("give --if-match VERSION or --new-version, not both")
+    request = DocumentRequest(
+        file, tenant, purpose, classification, content_type, priority, work_item_id,
+        if_match=if_match, new_version=new_version, idempotency_key=idempotency_key,
+    )  # fmt: skip
     tokens = TokenSource(audience, token_issuer, client_id)
-    with _reported_errors():
-        receipt = send_document(api, request, tokens, function_key)
+    progress = SendProgress(idempotency_key or uuid.uuid4().hex)
+    try:
+        with _reported_errors():
+            receipt = send_document(api, request, tokens, function_key, progress)
+    except KeyboardInterrupt:
+        raise Interrupted(progress.interrupted()) from None
     print_record(f"Accepted {file.name}", receipt, as_json)
 
 
@@ -359,6 +407,12 @@ def main(argv: list[str] | None = None) -> int:
         message = " ".join(exc.format_message().split())
         typer.echo(f"error: {message} (see `{command} --help`)", err=True)
         return int(exc.exit_code)
+    except Interrupted as exc:  # Ctrl-C in a command that can say what it left behind
+        typer.echo(f"interrupted; {exc}", err=True)
+        return INTERRUPTED
+    except KeyboardInterrupt:  # Ctrl-C outside a command (Typer turns one inside into exit 130)
+        typer.echo("interrupted", err=True)
+        return INTERRUPTED
     except typer.Abort:
         typer.echo("error: aborted", err=True)
         return 1
@@ -368,6 +422,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         typer.echo(f"error: {_unexpected(exc)}", err=True)
         return 1
+    if code == INTERRUPTED:  # Typer's answer to a Ctrl-C inside a command: say so, in one line
+        typer.echo("interrupted", err=True)
     return code if isinstance(code, int) else 0
 
 
