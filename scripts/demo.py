@@ -15,6 +15,14 @@ the envelope, then releases the session to the consumer.
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+
+if __name__ == "__main__":
+    # Ctrl-C while the SDKs load (before anything has started): one line, not an import traceback.
+    signal.signal(signal.SIGINT, lambda *_: (print("interrupted", file=sys.stderr), os._exit(130)))
+
 import contextlib
 import dataclasses
 import json
@@ -34,7 +42,7 @@ from rich.console import Console
 from rich.live import Live
 
 from local.identity import SigningKey, TokenMinter, identity_named
-from local.stack import TELEMETRY_DIR, LocalStack, start_stack
+from local.stack import INTERRUPTED, TELEMETRY_DIR, LocalStack, start_stack, uninterruptible
 from scripts.demo_cases import COMPLETED, Case, demo_cases
 from scripts.demo_report import (
     HostLogEvent,
@@ -319,25 +327,53 @@ def stage_timings_of(stack: LocalStack, cases: list[Case]) -> list[StageTiming]:
 
 
 def main() -> int:
+    """The demo; Ctrl-C at any point stops the stack, says so in one line and exits 130."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     console = make_console()
-    console.print("Starting Azurite, the Service Bus emulator and the Functions host…")
-    stack = start_stack()
-    console.print(f"Local stack up: API {stack.api_url}, host log {stack.work_dir / 'functions-host.log'}")
-    cases = demo_cases()
-    demo = Demo(stack, console)
+    console.print("Starting the local stack:")
+    starting = time.monotonic()
     try:
-        demo.run(cases)
-        print_tables(console, cases, stage_timings_of(stack, cases))
+        stack = start_stack(progress=lambda line: console.print(line, markup=False, highlight=False))
+    except KeyboardInterrupt:  # start_stack stopped what it had started
+        return _interrupted()
+    console.print(
+        f"Local stack up in {time.monotonic() - starting:.1f} s: API {stack.api_url}, host log "
+        f"{stack.work_dir / 'functions-host.log'}",
+        markup=False,
+    )
+    cases = demo_cases()
+    interrupted = False
+    try:
+        demo = Demo(stack, console)
+        try:
+            demo.run(cases)
+            print_tables(console, cases, stage_timings_of(stack, cases))
+        finally:
+            with uninterruptible(), contextlib.suppress(Exception):
+                # After a Ctrl-C inside an SDK call its links may be half closed: closing them is
+                # best effort, and the stack is stopped below whatever they say.
+                demo.close()
+    except KeyboardInterrupt:
+        interrupted = True
     finally:
-        demo.close()
-        console.print("Stopping the local stack…")
-        stack.stop()
+        with uninterruptible():
+            console.print("Stopping the local stack…")
+            stopping = time.monotonic()
+            stack.stop()
+    if interrupted:
+        return _interrupted(f" in {time.monotonic() - stopping:.1f} s")
     failures = [case for case in cases if not case.as_expected]
     if failures:
         console.print(f"[red]{len(failures)} document(s) did not end as expected.[/]")
         return 1
     console.print("[green]Every document ended as expected.[/]")
     return 0
+
+
+def _interrupted(took: str = "") -> int:
+    sys.stdout.flush()
+    print(f"interrupted; stack stopped{took}", file=sys.stderr, flush=True)
+    return INTERRUPTED
 
 
 if __name__ == "__main__":
