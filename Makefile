@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PY_STAMP := $(VENV)/.deps-installed
 NODE_STAMP := node_modules/.deps-installed
 
-.PHONY: demo demo-agent chaos test check deps lint package bench bench-claimcheck bench-servicebus bench-burst clean
+.PHONY: demo demo-agent chaos test check deps lint package bench bench-claimcheck bench-servicebus bench-burst reset clean
 
 demo: deps
 	$(PY) -m scripts.demo
@@ -81,6 +81,11 @@ bench-servicebus: deps
 # N documents across M tenants through the whole local stack: documents/s and p50/p95 end to end.
 bench-burst: deps
 	$(PY) -m bench.burst
+
+# Delete the local stack's data (.local-stack: queues, dead letters, sequence numbers, stored documents,
+# logs); refused while `python -m local.stack` runs from it.
+reset: $(PY_STAMP)
+	@$(PY) -m local.stack --reset
 
 clean:
 	rm -rf $(VENV) .venv-pulumi .venv-policy dist node_modules .mypy_cache .ruff_cache .pytest_cache .hypothesis .import_linter_cache

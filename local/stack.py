@@ -75,6 +75,7 @@ from local.identity import (
 from local.identity.keys import jwks_url
 from local.ports import PortInUse, ensure_port_free, free_port
 from local.processes import ChildProcess
+from local.running import DEFAULT_DATA_DIR, RunningStack, StaleStack, read_running_stack, remove_running_file
 from local.servicebus import DEFAULT_KEY, connection_string
 from local.servicebus.server import default_management_port
 
@@ -492,10 +493,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--data",
         type=Path,
-        default=REPO_ROOT / ".local-stack",
+        default=DEFAULT_DATA_DIR,
         help="where data, settings and logs go (default: %(default)s)",
     )
+    parser.add_argument(
+        "--reset",
+        action="store_true",
+        help="delete the data folder (queues, dead letters, stored documents, logs) and exit; "
+        "refused while a stack runs from it (`make reset`)",
+    )
     args = parser.parse_args(argv)
+    if args.reset:
+        return reset(args.data)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     print("Starting the local stack:", flush=True)
     starting = time.monotonic()
@@ -536,6 +545,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for signal_number in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signal_number, request_stop)
+        running_file(stack).write(args.data)
         print(f"Local stack up in {time.monotonic() - starting:.1f} s.", flush=True)
         _print_endpoints(stack)
         while not stop_requested.wait(_SUPERVISE_SECONDS):
@@ -550,6 +560,7 @@ def main(argv: list[str] | None = None) -> int:
         print("Stopping the local stack...", flush=True)
         stopping = time.monotonic()
         stack.stop()
+        remove_running_file(args.data)
         took = f"in {time.monotonic() - stopping:.1f} s"
         if signal.SIGINT in interrupts:
             print(f"interrupted; stack stopped {took}", file=sys.stderr, flush=True)
@@ -558,6 +569,45 @@ def main(argv: list[str] | None = None) -> int:
     if signal.SIGINT in interrupts:
         return INTERRUPTED
     return 1 if exited else 0
+
+
+def running_file(stack: LocalStack) -> RunningStack:
+    """What `claimcheck-ops` reads to reach this stack by itself (local/running.py)."""
+    return RunningStack(
+        pid=os.getpid(),
+        api=stack.api_url,
+        token_issuer=stack.minter.issuer,
+        servicebus=stack.servicebus_connection_string,
+        servicebus_management=stack.servicebus_management_connection_string,
+        storage=stack.storage_connection_string,
+        telemetry_dir=str(stack.work_dir / TELEMETRY_DIR),
+    )
+
+
+def reset(data: Path) -> int:
+    """Delete a stopped stack's data folder: the next start has empty queues, storage and logs."""
+    try:
+        running = read_running_stack(data)
+    except StaleStack:
+        running = None  # left by a killed launcher: nothing runs from the folder
+    if running is not None:
+        print(
+            f"error: a local stack runs from {data} (process {running.pid}): stop it first (Ctrl-C)",
+            file=sys.stderr,
+        )
+        return 1
+    if not data.exists():
+        print(f"Nothing to reset: {data} does not exist.")
+        return 0
+    # Only a folder the stack made (it always writes Config.json first): a mistyped --data is kept.
+    if not (data / "Config.json").exists():
+        print(
+            f"error: {data} is not a local stack's data folder (no Config.json); not deleted", file=sys.stderr
+        )
+        return 1
+    shutil.rmtree(data)
+    print(f"Removed {data}: the next start begins with empty queues, storage and logs.")
+    return 0
 
 
 def _print_endpoints(stack: LocalStack) -> None:

@@ -24,6 +24,7 @@ try:
 
     from scripts.ops_api import DEFAULT_API, DocumentRequest, SendProgress, get_work_item, send_document
     from scripts.ops_errors import INTERRUPTED, Interrupted, OpsError
+    from scripts.ops_local import bus_defaults, exports, issuer_default
     from scripts.ops_options import (
         ApiOption,
         AudienceOption,
@@ -142,6 +143,8 @@ def _fail(message: str) -> NoReturn:
 
 
 def _target(connection_string: str | None, namespace: str | None) -> BusTarget:
+    """The Service Bus given, else the running local stack's (scripts/ops_local.py)."""
+    connection_string, namespace, _ = bus_defaults(connection_string, namespace)
     return BusTarget(connection_string=connection_string or None, namespace=namespace or None)
 
 
@@ -204,7 +207,7 @@ def send(
         file, tenant, purpose, classification, content_type, priority, work_item_id,
         if_match=if_match, new_version=new_version, idempotency_key=idempotency_key,
     )  # fmt: skip
-    tokens = TokenSource(audience, token_issuer, client_id)
+    tokens = TokenSource(audience, issuer_default(api, token_issuer), client_id)
     progress = SendProgress(idempotency_key or uuid.uuid4().hex)
     try:
         with _reported_errors():
@@ -228,7 +231,7 @@ def show(
     as_json: JsonOption = False,
 ) -> None:
     """Show a work item's state, payload state, result summary and receipt versions."""
-    tokens = TokenSource(audience, token_issuer, client_id)
+    tokens = TokenSource(audience, issuer_default(api, token_issuer), client_id)
     with _reported_errors():
         view = get_work_item(api, work_item_id, tokens, min_version, function_key)
     print_record(f"Work item {work_item_id}", view, as_json)
@@ -368,6 +371,10 @@ def stats(
     Owner roles suffice, no namespace-wide listing.
     """
     with _reported_errors():
+        if not (connection_string or namespace):
+            connection_string, namespace, management_connection_string = bus_defaults(
+                connection_string, namespace, management_connection_string
+            )
         target = _target(connection_string, namespace)
         entities = StackEntities.from_file(stack_outputs) if stack_outputs else StackEntities.default()
         counts = entity_counts(target, entities, management_connection_string)
@@ -385,6 +392,17 @@ app.command()(smoke)
 app.command()(reconcile)
 app.command()(revoke)
 app.command()(trace)
+
+
+@app.command("env")
+def env_command() -> None:
+    """Print `export` lines for the running local stack (API, token issuer, Service Bus, storage,
+    telemetry), for `eval "$(claimcheck-ops env)"`. Without them claimcheck-ops finds the stack by
+    itself; the exports serve other tools (curl, scripts, the SDKs)."""
+    with _reported_errors():
+        lines = exports()
+    for line in lines:
+        typer.echo(line)
 
 
 @app.callback()

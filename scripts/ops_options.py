@@ -74,13 +74,14 @@ ClientIdOption = Annotated[
     typer.Option("--client-id", envvar="CLAIMCHECK_CLIENT_ID", help="Local identity to get a token for."),
 ]
 TelemetryDirOption = Annotated[
-    Path,
+    Path | None,
     typer.Option(
         "--telemetry-dir",
         envvar="CLAIMCHECK_TELEMETRY_DIR",
         file_okay=False,
-        help="The local stack's telemetry folder (OTLP JSON lines spans.jsonl, metrics.jsonl): "
-        "<data folder>/telemetry of python -m local.stack.",
+        show_default=False,
+        help="The local stack's telemetry folder (OTLP JSON lines spans.jsonl, metrics.jsonl); "
+        "default: the running local stack's, else .local-stack/telemetry.",
     ),
 ]
 StackOutputsOption = Annotated[

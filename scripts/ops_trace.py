@@ -8,7 +8,6 @@ transaction search of the work item's operation); this command reads only the lo
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -57,14 +56,16 @@ def _row(row: TimelineRow) -> dict[str, object]:
 
 def trace(
     work_item_id: Annotated[str, typer.Argument(help="The work item id from the receipt.")],
-    telemetry_dir: TelemetryDirOption = Path(".local-stack/telemetry"),
+    telemetry_dir: TelemetryDirOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
     """Print a document's timeline (intake, deliveries, their stages) from the local stack's spans."""
     # The attribute names come from the claimcheck package, which CI's ops environment does not have:
     # imported here, so the other commands load without it.
+    from scripts.ops_local import telemetry_default
     from scripts.telemetry_files import read_spans, timeline
 
+    telemetry_dir = telemetry_default(telemetry_dir)
     spans = read_spans(telemetry_dir)
     if not spans:
         raise OpsError(

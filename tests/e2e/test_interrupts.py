@@ -21,6 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from local.running import read_running_stack
 from local.stack import REPO_ROOT
 
 INTERRUPTED = 130
@@ -126,8 +127,11 @@ def test_ctrl_c_while_the_stack_serves(tmp_path: Path, running: list[Running]) -
     launcher.wait_for(r"Press Ctrl-C")
     children = launcher.descendants()
     assert len(children) >= 4
+    # Where claimcheck-ops finds it while it serves (scripts/ops_local.py), gone once it stopped.
+    assert read_running_stack(tmp_path) is not None
     code, lines = launcher.interrupt()
     _assert_clean_end(code, lines, "interrupted; stack stopped in ", children)
+    assert read_running_stack(tmp_path) is None
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -82,3 +83,45 @@ def test_the_dead_letter_walkthrough_works_as_written(ops: Callable[..., Any]) -
         "completed at version 2", lambda: (v := ops("show", work_item))["state"] == "completed" and v
     )
     assert done["version"] == 2
+
+
+def test_revoke_locally_turns_a_replay_into_access_denied(
+    stack: LocalStack, ops: Callable[..., Any], tmp_path: Path
+) -> None:
+    """The README's local revoke: a dead-lettered document's object is kept readable for a replay;
+    revoked, the replayed copy dead-letters access_denied. A processed object cannot be revoked, and
+    the error says so (with its payload state), not "no longer readable"."""
+    env = {"CLAIMCHECK_STORAGE_CONNECTION": stack.storage_connection_string}
+    # Over the inline threshold, so stored by reference (a small document travels in its message).
+    damaged = tmp_path / "damaged-large.pdf"
+    damaged.write_bytes(DAMAGED.read_bytes() + b"%" * 64 * 1024)
+    sent = ops(
+        "send", str(damaged), "--tenant", "acme", "--purpose", "contract-review",
+        "--classification", "internal",
+    )  # fmt: skip
+    work_item = sent["work_item_id"]
+    _until("state failed", lambda: ops("show", work_item)["state"] == "failed")
+    revoked = run_ops("revoke", work_item, "--reason", "INC-7", env=env)
+    assert revoked.exit_code == 0, revoked.output
+    assert json.loads(revoked.stdout)["revoked"] is True
+    (dead,) = [m for m in ops("dlq", "list", "documents") if m["session_id"] == work_item]
+    ops("dlq", "replay", "documents", str(dead["sequence_number"]))
+    (denied,) = _until(
+        "the replayed copy dead-lettered access_denied",
+        lambda: [
+            m for m in ops("dlq", "list", "documents")
+            if m["session_id"] == work_item and m["dead_letter_reason"] == "access_denied"
+        ],
+    )  # fmt: skip
+    assert denied["sequence_number"] != dead["sequence_number"]
+
+    evidence = ops(
+        "send", str(SAMPLES / "master-agreement-large.txt"), "--tenant", "acme",
+        "--purpose", "evidence-archive", "--classification", "internal",
+    )  # fmt: skip
+    kept = evidence["work_item_id"]
+    _until("completed", lambda: ops("show", kept)["state"] == "completed")
+    refused = run_ops("revoke", kept, "--reason", "INC-8", env=env)
+    assert refused.exit_code == 1
+    # (main() prints it as one `error:` line; the in-process runner keeps the OpsError.)
+    assert "its object was processed" in str(refused.exception)
