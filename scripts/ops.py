@@ -1,9 +1,13 @@
-"""`claimcheck-ops`: operate the claim-check stack, locally or on Azure, with the same commands.
+"""claimcheck-ops: operate the claim-check stack, locally or on Azure, with the same commands.
 
-Service Bus: `--connection-string` (the emulator's, with UseDevelopmentEmulator=true) or `--namespace`
-(an FQDN, signed in with DefaultAzureCredential). HTTP API: `--api`. Every command prints a table, or
-JSON with `--json`. Every failure prints one `error:` line and exits non-zero (2 for a usage error,
-else 1); no payload bytes are shown.
+Locally, with python -m local.stack running, every command finds the stack by itself (its Service
+Bus, storage, token issuer and telemetry; `claimcheck-ops env` prints them as exports). On Azure:
+--namespace NAMESPACE (Service Bus, signed in with DefaultAzureCredential), --api
+https://<app>.azurewebsites.net/api and --audience <apiAudience> (the HTTP API).
+
+Every view fits the terminal (a table, or one record per row when narrow); --json prints everything
+as JSON. Every failure is one `error:` line and a non-zero exit code (2 for a usage error, else 1;
+130 after Ctrl-C); no payload bytes are ever shown.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ try:
     from collections.abc import Iterator
     from contextlib import contextmanager
     from pathlib import Path
-    from typing import Annotated, NoReturn
+    from typing import Annotated, Any, NoReturn
 
     import typer
 
@@ -64,14 +68,18 @@ except KeyboardInterrupt:
     print("interrupted", file=sys.stderr)
     raise SystemExit(130) from None
 
+# Plain help (rich_markup_mode=None): Rich's markup and Markdown modes would eat placeholders such as
+# https://<host>/api or [NAME]; every option gets a named metavar in _cli().
 app = typer.Typer(
     help=__doc__,
     no_args_is_help=True,
     add_completion=False,
-    rich_markup_mode="markdown",
+    rich_markup_mode=None,
     pretty_exceptions_show_locals=False,
 )
-dlq_app = typer.Typer(help="Inspect and replay dead-lettered messages.", no_args_is_help=True)
+dlq_app = typer.Typer(
+    help="Inspect and replay dead-lettered messages.", no_args_is_help=True, rich_markup_mode=None
+)
 app.add_typer(dlq_app, name="dlq")
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of a table.")]
@@ -95,8 +103,7 @@ def _error_line(exc: Exception, entity: Entity | None) -> str:
     if isinstance(exc, sb.MessagingEntityNotFoundError):
         if entity is not None and entity.subscription is None:
             # A topic has no receive link of its own, so Service Bus reports it as not found.
-            hint = f"if '{entity.name}' is a topic, give --subscription NAME: a topic holds no messages"
-            return f"no such entity in the namespace: {text} ({hint})"
+            return f"no such entity in the namespace: {text} ({_topic_hint(entity.name)})"
         return f"no such entity in the namespace: {text}"
     if isinstance(exc, sb.ServiceBusConnectionError):
         return f"cannot connect to Service Bus: {text}"
@@ -109,6 +116,18 @@ def _error_line(exc: Exception, entity: Entity | None) -> str:
     if "session" in text.lower():
         return f"{text} (a session entity: give --session ID)"
     return f"Service Bus error ({type(exc).__name__}): {text}"
+
+
+def _topic_hint(name: str) -> str:
+    """What to give for a topic: its subscriptions, as the repository's topology names them."""
+    try:
+        subscriptions = [e.subscription for e in StackEntities.default().subscriptions if e.name == name]
+    except OpsError:
+        subscriptions = []
+    if subscriptions:
+        listed = ", ".join(sorted(str(subscription) for subscription in subscriptions))
+        return f"'{name}' is a topic, which holds no messages: give --subscription NAME, one of {listed}"
+    return f"if '{name}' is a topic, give --subscription NAME: a topic holds no messages"
 
 
 @contextmanager
@@ -411,11 +430,31 @@ def _quiet_sdk_logs() -> None:
     logging.getLogger("azure").setLevel(logging.CRITICAL)
 
 
+def _cli() -> Any:
+    """The Click command behind `app` (Typer's vendored Click), each option and argument showing a
+    named placeholder (Typer's own are type names, `<str>`, and `<bool>` on flags): --tenant TENANT,
+    SEQUENCE_NUMBER, also in usage errors ("Invalid value for 'SEQUENCE_NUMBER'")."""
+    command = typer.main.get_command(app)
+    pending: list[Any] = [command]
+    while pending:
+        current = pending.pop()
+        pending.extend(getattr(current, "commands", {}).values())
+        param: Any
+        for param in current.params:
+            flag = param.param_type_name == "option" and (param.is_flag or param.count)
+            if not flag and param.name and param.metavar is None:
+                param.metavar = param.name.upper()
+            if param.param_type_name == "argument":
+                # Typer lists an argument as `FILE <path>`: the name is the placeholder already.
+                param.display_type_rich = lambda ctx: None
+    return command
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: every failure ends as one `error:` line and a non-zero exit code,
     usage errors (unknown command or option, missing or invalid argument) included."""
     try:
-        code = app(args=argv, prog_name="claimcheck-ops", standalone_mode=False)
+        code = _cli().main(args=argv, prog_name="claimcheck-ops", standalone_mode=False)
     except typer.TyperException as exc:  # a usage error; its `ctx` says which command
         context = getattr(exc, "ctx", None)
         if type(exc).__name__ == "NoArgsIsHelpError":  # `claimcheck-ops` or `claimcheck-ops dlq` alone
