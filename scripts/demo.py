@@ -360,8 +360,10 @@ def main() -> int:
             console.print("Stopping the local stack…")
             stopping = time.monotonic()
             stack.stop()
+    took = f" in {time.monotonic() - stopping:.1f} s"
     if interrupted:
-        return _interrupted(f" in {time.monotonic() - stopping:.1f} s")
+        return _interrupted(took)
+    console.print(f"Local stack stopped{took}.")
     failures = [case for case in cases if not case.as_expected]
     if failures:
         console.print(f"[red]{len(failures)} document(s) did not end as expected.[/]")
