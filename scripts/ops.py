@@ -26,15 +26,15 @@ try:
 
     import typer
 
-    from scripts.ops_api import DEFAULT_API, DocumentRequest, SendProgress, get_work_item, send_document
+    from scripts.ops_api import DocumentRequest, SendProgress, get_work_item, send_document
     from scripts.ops_errors import INTERRUPTED, Interrupted, OpsError
-    from scripts.ops_local import bus_defaults, exports, issuer_default
+    from scripts.ops_local import api_default, bus_defaults, exports, issuer_default
     from scripts.ops_options import (
-        ApiOption,
         AudienceOption,
         ClientIdOption,
         ConnectionOption,
         FunctionKeyOption,
+        LocalApiOption,
         ManagementOption,
         NamespaceOption,
         StackOutputsOption,
@@ -211,7 +211,7 @@ def send(
             "(default: a new key, printed if the send is interrupted)."
         ),
     ] = None,
-    api: ApiOption = DEFAULT_API,
+    api: LocalApiOption = None,
     function_key: FunctionKeyOption = None,
     audience: AudienceOption = None,
     token_issuer: TokenIssuerOption = None,
@@ -226,6 +226,7 @@ def send(
         file, tenant, purpose, classification, content_type, priority, work_item_id,
         if_match=if_match, new_version=new_version, idempotency_key=idempotency_key,
     )  # fmt: skip
+    api = api_default(api)
     tokens = TokenSource(audience, issuer_default(api, token_issuer), client_id)
     progress = SendProgress(idempotency_key or uuid.uuid4().hex)
     try:
@@ -242,7 +243,7 @@ def show(
     min_version: Annotated[
         int | None, typer.Option(min=1, help="Only accept a view at least this version.")
     ] = None,
-    api: ApiOption = DEFAULT_API,
+    api: LocalApiOption = None,
     function_key: FunctionKeyOption = None,
     audience: AudienceOption = None,
     token_issuer: TokenIssuerOption = None,
@@ -250,6 +251,7 @@ def show(
     as_json: JsonOption = False,
 ) -> None:
     """Show a work item's state, payload state, result summary and receipt versions."""
+    api = api_default(api)
     tokens = TokenSource(audience, issuer_default(api, token_issuer), client_id)
     with _reported_errors():
         view = get_work_item(api, work_item_id, tokens, min_version, function_key)

@@ -81,6 +81,16 @@ def storage_default(connection: str | None, blob_uri: str | None, table_uri: str
     return None if stack is None else stack.storage
 
 
+def api_default(api: str | None) -> str:
+    """The API given, else the running local stack's, else the local stack's default port."""
+    from scripts.ops_api import DEFAULT_API
+
+    if api:
+        return api
+    stack = running_stack()
+    return DEFAULT_API if stack is None else stack.api
+
+
 def issuer_default(api: str, issuer: str | None) -> str | None:
     """The local stack's token issuer for a loopback API, when none was given."""
     if issuer or not is_loopback(api):

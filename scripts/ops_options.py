@@ -40,6 +40,16 @@ ApiOption = Annotated[
         "--api", envvar="CLAIMCHECK_API", help="Base URL of the Function App API (https://<host>/api)."
     ),
 ]
+LocalApiOption = Annotated[
+    str | None,
+    typer.Option(
+        "--api",
+        envvar="CLAIMCHECK_API",
+        show_default=False,
+        help="Base URL of the Function App API (https://<host>/api); default: the running local "
+        "stack's, else http://localhost:7071/api.",
+    ),
+]
 FunctionKeyOption = Annotated[
     str | None,
     typer.Option(

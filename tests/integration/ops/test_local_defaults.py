@@ -8,6 +8,7 @@ import os
 import shlex
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,19 @@ def test_reset_deletes_a_stopped_stacks_folder_and_keeps_any_other(tmp_path: Pat
     (tmp_path / "other" / "precious.txt").write_text("keep")
     assert reset(tmp_path / "other") == 1
     assert (tmp_path / "other" / "precious.txt").exists()
+
+
+def test_show_without_api_calls_the_running_stacks_api(tmp_path: Path, token_issuer: str) -> None:
+    """The stack on other ports (--port 0): show without --api reaches its API, with its issuer."""
+    from tests.integration.ops.api_stub import running_api_stub
+
+    with running_api_stub() as api:
+        api.answers[("GET", "/api/work-items/wi-42")] = (200, {"work_item_id": "wi-42", "state": "completed"})
+        stack = _running(tmp_path, "Endpoint=sb://127.0.0.1:5672;SharedAccessKeyName=k;SharedAccessKey=v;")
+        moved = RunningStack(**{**asdict(stack), "api": api.base_url, "token_issuer": token_issuer})
+        moved.write(tmp_path)
+        result = run_ops(
+            "show", "wi-42", env={"CLAIMCHECK_LOCAL_STACK_DIR": str(tmp_path), "CLAIMCHECK_TOKEN_ISSUER": ""}
+        )
+    assert result.exit_code == 0, result.output
+    assert [request.path for request in api.requests] == ["/api/work-items/wi-42"]
