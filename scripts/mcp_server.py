@@ -36,6 +36,7 @@ from pydantic import BaseModel, Field
 
 from scripts.mcp_tools import DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS, AgentTools, ToolRefusal
 from scripts.ops_errors import OpsError
+from scripts.ops_local import issuer_default, running_stack
 from scripts.ops_token import TokenSource
 
 logger = logging.getLogger("claimcheck.mcp")
@@ -343,6 +344,11 @@ def _add_operator_tools(
         )
 
 
+def _running_api() -> str | None:
+    stack = running_stack()
+    return None if stack is None else stack.api
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="claimcheck-mcp",
@@ -350,9 +356,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--api",
-        default=os.environ.get("CLAIMCHECK_API_URL", DEFAULT_API),
-        help="the Function App API's base URL, https://HOST/api (env CLAIMCHECK_API_URL; default: "
-        "%(default)s, the local stack)",
+        default=os.environ.get("CLAIMCHECK_API_URL") or os.environ.get("CLAIMCHECK_API"),
+        help="the Function App API's base URL, https://HOST/api (env CLAIMCHECK_API_URL or, as "
+        f"claimcheck-ops, CLAIMCHECK_API; default: the running local stack's, else {DEFAULT_API})",
     )
     parser.add_argument(
         "--audience",
@@ -400,7 +406,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Whoever reaches the port acts with this server's identity: loopback only.
         print(f"error: --host {args.host} is not a loopback address", file=sys.stderr)
         return 2
-    source = TokenSource(audience=args.audience, issuer=args.token_issuer, client_id=args.client_id)
+    # The running local stack (python -m local.stack, on whatever ports) when nothing else is named.
+    args.api = args.api or _running_api() or DEFAULT_API
+    issuer = issuer_default(args.api, args.token_issuer)
+    source = TokenSource(audience=args.audience, issuer=issuer, client_id=args.client_id)
     token = CachedToken(lambda: source.token(args.api))
     try:
         client = ClaimCheckClient(args.api, token, function_key=args.function_key)
