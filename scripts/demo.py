@@ -23,6 +23,7 @@ if __name__ == "__main__":
     # Ctrl-C while the SDKs load (before anything has started): one line, not an import traceback.
     signal.signal(signal.SIGINT, lambda *_: (print("interrupted", file=sys.stderr), os._exit(130)))
 
+import argparse
 import contextlib
 import dataclasses
 import json
@@ -326,8 +327,20 @@ def stage_timings_of(stack: LocalStack, cases: list[Case]) -> list[StageTiming]:
     return stage_timings(spans, ids)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     """The demo; Ctrl-C at any point stops the stack, says so in one line and exits 130."""
+    parser = argparse.ArgumentParser(
+        prog="python -m scripts.demo", description="make demo: " + (__doc__ or "")
+    )
+    parser.add_argument(
+        "--exit-code-on-interrupt",
+        type=int,
+        default=INTERRUPTED,
+        help="exit code after a Ctrl-C (default: %(default)s). `make demo` passes 0: make dies of the "
+        "same Ctrl-C (so the shell still sees 130) and, for a child's non-zero code, would add a "
+        "'make: *** [demo] Interrupt' line of its own",
+    )
+    args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     console = make_console()
     console.print("Starting the local stack:")
@@ -335,7 +348,7 @@ def main() -> int:
     try:
         stack = start_stack(progress=lambda line: console.print(line, markup=False, highlight=False))
     except KeyboardInterrupt:  # start_stack stopped what it had started
-        return _interrupted()
+        return _interrupted(code=args.exit_code_on_interrupt)
     console.print(
         f"Local stack up in {time.monotonic() - starting:.1f} s: API {stack.api_url}, host log "
         f"{stack.work_dir / 'functions-host.log'}",
@@ -362,7 +375,7 @@ def main() -> int:
             stack.stop()
     took = f" in {time.monotonic() - stopping:.1f} s"
     if interrupted:
-        return _interrupted(took)
+        return _interrupted(took, code=args.exit_code_on_interrupt)
     console.print(f"Local stack stopped{took}.")
     failures = [case for case in cases if not case.as_expected]
     if failures:
@@ -372,10 +385,10 @@ def main() -> int:
     return 0
 
 
-def _interrupted(took: str = "") -> int:
+def _interrupted(took: str = "", *, code: int = INTERRUPTED) -> int:
     sys.stdout.flush()
     print(f"interrupted; stack stopped{took}", file=sys.stderr, flush=True)
-    return INTERRUPTED
+    return code
 
 
 if __name__ == "__main__":
