@@ -11,6 +11,8 @@ import json
 import mimetypes
 import os
 import re
+import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -173,12 +175,19 @@ def _client(
             return super()._call(method, path, {**headers, **extra}, body)
 
     try:
-        return OpsClient(api, lambda: token, function_key=function_key or None)
+        return OpsClient(api, lambda: token, function_key=function_key or None, sleep=_announced_pause)
     except ValueError:
         raise OpsError(
             "the function key (--function-key / CLAIMCHECK_API_KEY) holds a character a header cannot "
             "carry (a space, or a line end kept from a file?); its value is not shown"
         ) from None
+
+
+def _announced_pause(seconds: float) -> None:
+    """The client's pause before it tries again (no answer, 503, a block upload that failed), said on
+    stderr so that a wait of seconds is never silent; stdout keeps only the receipt."""
+    print(f"no answer or busy; trying again in {seconds:.1f} s", file=sys.stderr, flush=True)
+    time.sleep(seconds)
 
 
 def _api_error_text(api: str, error: Any) -> str:

@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -314,3 +315,17 @@ def test_a_large_file_goes_through_the_direct_upload(api: ApiStub, tmp_path: Pat
     assert committed.headers["x-upload-sha256"] == hashlib.sha256(large.read_bytes()).hexdigest()
     assert committed.headers[PRIORITY_HEADER.lower()] == "high"
     assert container.download_blob("upload-1").readall() == large.read_bytes()
+
+
+def test_send_to_an_unreachable_api_says_it_tries_again_then_fails_in_one_line(contract: Path) -> None:
+    """The client's retries (the same idempotency key) are announced, never a silent wait; then one
+    `error:` line naming the API."""
+    result = run_ops(
+        "send", str(contract), "--tenant", "acme", "--purpose", "p", "--classification", "internal",
+        "--api", f"http://127.0.0.1:{free_port()}/api",
+    )  # fmt: skip
+    assert result.exit_code == 1
+    *retries, error = result.stderr.strip().splitlines()
+    assert retries
+    assert all(re.fullmatch(r"no answer or busy; trying again in \d+\.\d s", line) for line in retries)
+    assert error.startswith("error: document contract.txt: cannot reach the API at http://127.0.0.1:")
