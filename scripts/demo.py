@@ -46,6 +46,7 @@ from local.identity import SigningKey, TokenMinter, identity_named
 from local.stack import INTERRUPTED, TELEMETRY_DIR, LocalStack, start_stack, uninterruptible
 from scripts.demo_cases import COMPLETED, Case, demo_cases
 from scripts.demo_report import (
+    FULL_JOURNEY_WIDTH,
     HostLogEvent,
     dead_letter_text,
     intake_text,
@@ -123,7 +124,10 @@ class Demo:
 
     def say(self, case: Case, stage: str, text: str) -> None:
         line = progress_line(time.monotonic() - self.started, case.name, stage, text)
-        self.console.print(line, soft_wrap=True, highlight=False, markup=False)
+        # One line each where they fit (a log, a wide terminal); wrapped at words on a narrow terminal
+        # rather than cut or left to the terminal's own wrapping.
+        wide = self.console.width >= FULL_JOURNEY_WIDTH
+        self.console.print(line, soft_wrap=wide, highlight=False, markup=False)
 
     # --- sending --------------------------------------------------------------------------------
 
