@@ -33,7 +33,6 @@ def test_relative_links_and_anchors_resolve(page: Path) -> None:
             continue
         path, _, anchor = target.partition("#")
         linked = (page.parent / path).resolve() if path else page
-        missing_anchor = bool(anchor) and linked.suffix == ".md" and anchor not in anchors(linked)
-        if not linked.exists() or missing_anchor:
+        if not linked.exists() or (anchor and linked.suffix == ".md" and anchor not in anchors(linked)):
             dead.append(target)
     assert dead == [], f"{page.name}: {dead}"
