@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 from claimcheck.access import ACCESS_TABLE_SETTING
 from claimcheck.adapters.azure import provision_storage
@@ -75,7 +75,6 @@ from local.identity import (
 from local.identity.keys import jwks_url
 from local.ports import PortInUse, ensure_port_free, free_port
 from local.processes import ChildProcess
-from local.running import DEFAULT_DATA_DIR, RunningStack, StaleStack, read_running_stack, remove_running_file
 from local.servicebus import DEFAULT_KEY, connection_string
 from local.servicebus.server import default_management_port
 
@@ -467,6 +466,9 @@ INTERRUPTED = 130
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Imported here, not beside the other local.* imports: the launcher's own concern.
+    from local.running import DEFAULT_DATA_DIR, remove_running_file
+
     parser = argparse.ArgumentParser(
         prog="python -m local.stack",
         description=USER_HELP,
@@ -571,8 +573,14 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if exited else 0
 
 
+if TYPE_CHECKING:  # the launcher's running.json; imported where used, as main() does
+    from local.running import RunningStack
+
+
 def running_file(stack: LocalStack) -> RunningStack:
     """What `claimcheck-ops` reads to reach this stack by itself (local/running.py)."""
+    from local.running import RunningStack
+
     return RunningStack(
         pid=os.getpid(),
         api=stack.api_url,
@@ -586,6 +594,8 @@ def running_file(stack: LocalStack) -> RunningStack:
 
 def reset(data: Path) -> int:
     """Delete a stopped stack's data folder: the next start has empty queues, storage and logs."""
+    from local.running import StaleStack, read_running_stack
+
     try:
         running = read_running_stack(data)
     except StaleStack:
