@@ -633,6 +633,8 @@ def _print_endpoints(stack: LocalStack) -> None:
     print(f"Storage conn.      PayloadStorage in {data / 'local.settings.json'}")
     print(f"Logs and data      {data}")
     print(f"Traces, metrics    {data / TELEMETRY_DIR}  (claimcheck-ops trace <work item>)")
+    print("Operate it         .venv/bin/claimcheck-ops --help  (it finds this stack by itself)")
+    print("Start afresh       make reset, once stopped  (deletes the data above)")
     print("Press Ctrl-C to stop.", flush=True)
 
 
