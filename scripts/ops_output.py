@@ -48,6 +48,7 @@ _TEXT_MIN_WIDTH = 24
 # Field names and values in the record layout.
 _RECORD_GAP = 2
 _RECORD_INDENT = 4
+_NAME_WIDTH = 24
 
 
 def _plain(value: Any) -> Any:
@@ -150,10 +151,12 @@ def _print_fields(console: Console, fields: Sequence[tuple[str, str]]) -> None:
     from rich.text import Text
 
     fields = [(name, value) for name, value in fields if value]
-    name_width = max((len(name) for name, _ in fields), default=0)
+    # Aligned at the longest name up to _NAME_WIDTH: a longer name (a.b.c of a nested answer) takes
+    # its own line rather than push every value right.
+    name_width = min(max((len(name) for name, _ in fields), default=0), _NAME_WIDTH)
     beside = console.width - name_width - _RECORD_GAP
     for name, value in fields:
-        if len(value) <= beside and "\n" not in value:
+        if len(name) <= name_width and len(value) <= beside and "\n" not in value:
             console.print(Text(f"{name:<{name_width}}{' ' * _RECORD_GAP}{value}"))
         else:
             console.print(Text(name))
