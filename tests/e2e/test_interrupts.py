@@ -156,6 +156,17 @@ def test_ctrl_c_in_the_demo(running: list[Running], point: str, make: bool) -> N
     _assert_clean_end(code, lines, "interrupted; stack stopped", children, 0 if make else INTERRUPTED)
 
 
+def test_ctrl_c_in_the_agent_demo_while_the_agent_works(running: list[Running]) -> None:
+    """`make demo-agent`: the scripted agent mid-run (claimcheck-mcp a child of it) stops as cleanly."""
+    agent = Running([sys.executable, "-m", "scripts.demo_agent"])
+    running.append(agent)
+    agent.wait_for(r"the agent runs claimcheck-mcp")
+    time.sleep(2)  # the MCP server started and the first tool calls are under way
+    children = agent.descendants()
+    code, lines = agent.interrupt()
+    _assert_clean_end(code, lines, "interrupted; stack stopped", children)
+
+
 # ---------------------------------------------------------------------------------------------- ops
 
 
