@@ -74,7 +74,7 @@ from local.identity import (
 )
 from local.identity.keys import jwks_url
 from local.ports import PortInUse, ensure_port_free, free_port
-from local.processes import ChildProcess
+from local.processes import ChildProcess, interrupt_handler, raise_if_interrupted
 from local.servicebus import DEFAULT_KEY, connection_string
 from local.servicebus.server import default_management_port
 
@@ -291,6 +291,7 @@ def start_stack(
         azurite = start_azurite(folder / "azurite")
     emulator = host = issuer = None
     try:
+        raise_if_interrupted()  # a Ctrl-C while Azurite was forked
         issuer, minter = _issuer_process(folder, issuer_port or free_port())
         with _timed(report, "the token issuer"):
             issuer.start()
@@ -507,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.reset:
         return reset(args.data)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, interrupt_handler)
     print("Starting the local stack:", flush=True)
     starting = time.monotonic()
     try:
@@ -547,6 +548,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for signal_number in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signal_number, request_stop)
+        raise_if_interrupted()
         running_file(stack).write(args.data)
         print(f"Local stack up in {time.monotonic() - starting:.1f} s.", flush=True)
         _print_endpoints(stack)

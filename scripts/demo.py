@@ -43,6 +43,7 @@ from rich.console import Console
 from rich.live import Live
 
 from local.identity import SigningKey, TokenMinter, identity_named
+from local.processes import interrupt_handler
 from local.stack import INTERRUPTED, TELEMETRY_DIR, LocalStack, start_stack, uninterruptible
 from scripts.demo_cases import COMPLETED, Case, demo_cases
 from scripts.demo_report import (
@@ -345,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         "'make: *** [demo] Interrupt' line of its own",
     )
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, interrupt_handler)  # KeyboardInterrupt, never lost in a fork
     console = make_console()
     console.print("Starting the local stack:")
     starting = time.monotonic()

@@ -20,6 +20,7 @@ from typing import Any
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult
 
+from local.processes import interrupt_handler
 from local.stack import INTERRUPTED, LocalStack, start_stack
 
 REPO = Path(__file__).resolve().parents[1]
@@ -146,7 +147,7 @@ def _text(result: CallToolResult) -> str:
 
 def main() -> int:
     """The scripted agent; Ctrl-C at any point stops the stack, says so in one line and exits 130."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, interrupt_handler)  # KeyboardInterrupt, never lost in a fork
     print("Starting the local stack:", flush=True)
     steps = Steps()
     try:
