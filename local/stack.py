@@ -623,7 +623,7 @@ def reset(data: Path) -> int:
 
 
 def _print_endpoints(stack: LocalStack) -> None:
-    """What a user needs to reach the stack; the README documents these lines as printed."""
+    """What a user needs to reach the stack; docs/local-stack.md shows these lines as printed."""
     data = stack.work_dir
     print(f"Functions API      {stack.api_url}  (POST /documents, GET /work-items/{{id}}, GET /openapi.json)")
     print(f"  (host instances) {stack.host_instances}  (LOCAL_FUNCTIONS_HOST_INSTANCES)")
