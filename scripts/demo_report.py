@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from claimcheck.outcome import DeadLetterReason
+from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from scripts.demo_cases import COMPLETED, Case
 from scripts.telemetry_files import StageTiming
@@ -145,7 +147,19 @@ def outcome_text(case: Case) -> str:
     return case.outcome
 
 
-def journey_table(cases: list[Case]) -> Table:
+# Below this many columns the journey table is the compact one: every column of the full table would be
+# squeezed until Rich cut headers and cells ("Docume…"), the subscriptions among them.
+FULL_JOURNEY_WIDTH = 140
+# Below this many the compact table also leaves the tenant out (in the progress lines and the summary).
+TENANT_COLUMN_WIDTH = 100
+
+
+def journey_table(cases: list[Case], width: int = NON_TERMINAL_WIDTH) -> Table:
+    """The journey of every document: in full from FULL_JOURNEY_WIDTH columns, else one line per
+    document (name, result, subscriptions: what the demo exists to show, never cut), which fits an
+    80x24 terminal with the ten documents."""
+    if width < FULL_JOURNEY_WIDTH:
+        return _compact_journey_table(cases, with_tenant=width >= TENANT_COLUMN_WIDTH)
     table = Table(title="Claim-check journey", expand=True)
     table.add_column("Document", ratio=2)
     table.add_column("Tenant", no_wrap=True)
@@ -154,16 +168,34 @@ def journey_table(cases: list[Case]) -> Table:
     table.add_column("Result / dead-letter reason", ratio=3)
     table.add_column("Subscriptions", ratio=2)
     for case in cases:
-        style = "green" if case.outcome == COMPLETED else ("red" if case.outcome else "")
+        style = _style(case)
         outcome = outcome_text(case)
         table.add_row(
             case.title,
             case.tenant,
             case.intake,
             consumer_steps(case),
-            f"[{style}]{outcome}[/]" if style else outcome,
+            Text(outcome, style=style),
             ", ".join(case.subscriptions),
         )
+    return table
+
+
+def _style(case: Case) -> str:
+    return "green" if case.outcome == COMPLETED else ("red" if case.outcome else "")
+
+
+def _compact_journey_table(cases: list[Case], *, with_tenant: bool) -> Table:
+    table = Table(title="Claim-check journey", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False)
+    table.add_column("Document", overflow="fold")
+    if with_tenant:
+        table.add_column("Tenant", no_wrap=True)
+    table.add_column("Result", no_wrap=True)
+    table.add_column("Subscriptions", no_wrap=True)
+    for case in cases:
+        result = case.outcome or case.state
+        cells: list[str | Text] = [case.name, *([case.tenant] if with_tenant else [])]
+        table.add_row(*cells, Text(result, style=_style(case)), ", ".join(case.subscriptions))
     return table
 
 
@@ -210,7 +242,7 @@ def print_tables(console: Console, cases: list[Case], timings: list[StageTiming]
     summary, spaced apart."""
     if not console.is_terminal:
         console.print()
-        console.print(journey_table(cases))
+        console.print(journey_table(cases, console.width))
     if timings:
         console.print()
         console.print(stage_timing_table(timings))

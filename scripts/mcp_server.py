@@ -36,6 +36,7 @@ from pydantic import BaseModel, Field
 
 from scripts.mcp_tools import DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS, AgentTools, ToolRefusal
 from scripts.ops_errors import OpsError
+from scripts.ops_local import issuer_default, running_stack
 from scripts.ops_token import TokenSource
 
 logger = logging.getLogger("claimcheck.mcp")
@@ -177,6 +178,9 @@ def build_server(tools: AgentTools, *, operator: bool = False, token: CachedToke
         except ToolRefusal as refusal:
             logger.info("refused: %s (HTTP %s)", refusal.code, refusal.status)
             raise ToolError(refusal.text()) from None
+        except OpsError as error:  # no token: the issuer (the local stack) or Entra ID is unreachable
+            logger.warning("no token: %s", error)
+            raise ToolError(ToolRefusal("unavailable", f"no token for the API: {error}").text()) from None
         logger.info("answered: work item %s version %s", answer.get("work_item_id"), answer.get("version"))
         return answer
 
@@ -340,14 +344,34 @@ def _add_operator_tools(
         )
 
 
+def _running_api() -> str | None:
+    stack = running_stack()
+    return None if stack is None else stack.api
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="claimcheck-mcp",
         description="The claim-check stack as MCP tools (stdio for agent runtimes, or HTTP on loopback).",
     )
-    parser.add_argument("--api", default=os.environ.get("CLAIMCHECK_API_URL", DEFAULT_API))
-    parser.add_argument("--audience", default=os.environ.get("CLAIMCHECK_API_AUDIENCE"))
-    parser.add_argument("--token-issuer", default=os.environ.get("CLAIMCHECK_TOKEN_ISSUER"))
+    parser.add_argument(
+        "--api",
+        default=os.environ.get("CLAIMCHECK_API_URL") or os.environ.get("CLAIMCHECK_API"),
+        help="the Function App API's base URL, https://HOST/api (env CLAIMCHECK_API_URL or, as "
+        f"claimcheck-ops, CLAIMCHECK_API; default: the running local stack's, else {DEFAULT_API})",
+    )
+    parser.add_argument(
+        "--audience",
+        default=os.environ.get("CLAIMCHECK_API_AUDIENCE"),
+        help="Azure: the API's application ID URI (pulumi stack output apiAudience); the token is "
+        "DefaultAzureCredential's for AUDIENCE/.default (env CLAIMCHECK_API_AUDIENCE)",
+    )
+    parser.add_argument(
+        "--token-issuer",
+        default=os.environ.get("CLAIMCHECK_TOKEN_ISSUER"),
+        help="the local token issuer's URL, as python -m local.stack prints it (env "
+        "CLAIMCHECK_TOKEN_ISSUER; default for a loopback --api: the issuer on port 7090)",
+    )
     parser.add_argument(
         "--client-id",
         default=os.environ.get("CLAIMCHECK_CLIENT_ID", DEFAULT_LOCAL_CLIENT),
@@ -358,9 +382,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=os.environ.get("CLAIMCHECK_API_KEY"),
         help="Azure: the Function App's function key (better: CLAIMCHECK_API_KEY, not on a command line)",
     )
-    parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    parser.add_argument(
+        "--transport",
+        choices=("stdio", "http"),
+        default="stdio",
+        help="stdio (an agent runtime launches the server) or http (streamable HTTP on loopback); "
+        "default: %(default)s",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="http only: a loopback address")
-    parser.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT, help="http only")
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_HTTP_PORT, help="http only: the port (default: %(default)s)"
+    )
     parser.add_argument(
         "--root",
         action="append",
@@ -374,14 +406,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Whoever reaches the port acts with this server's identity: loopback only.
         print(f"error: --host {args.host} is not a loopback address", file=sys.stderr)
         return 2
-    source = TokenSource(audience=args.audience, issuer=args.token_issuer, client_id=args.client_id)
+    # The running local stack (python -m local.stack, on whatever ports) when nothing else is named.
+    args.api = args.api or _running_api() or DEFAULT_API
+    issuer = issuer_default(args.api, args.token_issuer)
+    source = TokenSource(audience=args.audience, issuer=issuer, client_id=args.client_id)
     token = CachedToken(lambda: source.token(args.api))
     try:
-        roles = token.roles()
         client = ClaimCheckClient(args.api, token, function_key=args.function_key)
-    except (OpsError, ValueError) as error:
+    except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    try:
+        roles = token.roles()
+    except OpsError as error:
+        # The stack (or Entra ID) is not reachable yet: serve anyway, so the agent runtime sees tools
+        # that answer a clear `unavailable` error rather than a server that died ("Connection closed").
+        logger.warning(
+            "no token yet (%s); serving: each tool call answers unavailable until a token can be had; "
+            "operator tools are listed only when the token read at start grants them (restart then)",
+            error,
+        )
+        roles = frozenset()
     tools = AgentTools(client, roots=args.root or [Path.cwd()])
     operator = str(AppRole.OPERATE) in roles
     server = build_server(tools, operator=operator, token=token)

@@ -1,66 +1,85 @@
-"""`claimcheck-ops`: operate the claim-check stack, locally or on Azure, with the same commands.
+"""claimcheck-ops: operate the claim-check stack, locally or on Azure, with the same commands.
 
-Service Bus: `--connection-string` (the emulator's, with UseDevelopmentEmulator=true) or `--namespace`
-(an FQDN, signed in with DefaultAzureCredential). HTTP API: `--api`. Every command prints a table, or
-JSON with `--json`. Every failure prints one `error:` line and exits non-zero (2 for a usage error,
-else 1); no payload bytes are shown.
+Locally, with python -m local.stack running, every command finds the stack by itself (its Service
+Bus, storage, token issuer and telemetry; `claimcheck-ops env` prints them as exports). On Azure:
+--namespace NAMESPACE (Service Bus, signed in with DefaultAzureCredential), --api
+https://<app>.azurewebsites.net/api and --audience <apiAudience> (the HTTP API).
+
+Every view fits the terminal (a table, or one record per row when narrow); --json prints everything
+as JSON. Every failure is one `error:` line and a non-zero exit code (2 for a usage error, else 1;
+130 after Ctrl-C); no payload bytes are ever shown.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Annotated, NoReturn
+import sys
 
-import typer
+# Ctrl-C while the CLI loads ends as one line too, not an import traceback.
+try:
+    import dataclasses
+    import logging
+    import uuid
+    from collections.abc import Iterator
+    from contextlib import contextmanager
+    from pathlib import Path
+    from typing import Annotated, Any, NoReturn
 
-from scripts.ops_api import DEFAULT_API, DocumentRequest, get_work_item, send_document
-from scripts.ops_errors import OpsError
-from scripts.ops_options import (
-    ApiOption,
-    AudienceOption,
-    ClientIdOption,
-    ConnectionOption,
-    FunctionKeyOption,
-    ManagementOption,
-    NamespaceOption,
-    StackOutputsOption,
-    TokenIssuerOption,
-)
-from scripts.ops_output import (
-    ACTIVE_COLUMNS,
-    DEAD_LETTER_COLUMNS,
-    print_json,
-    print_messages,
-    print_record,
-    print_table,
-)
-from scripts.ops_reconcile import reconcile, revoke
-from scripts.ops_release import deploy, smoke
-from scripts.ops_servicebus import (
-    BusTarget,
-    Entity,
-    ReplayStatus,
-    first_line,
-    peek,
-    replay,
-    show_dead_letter,
-)
-from scripts.ops_stats import StackEntities, entity_counts
-from scripts.ops_token import LOCAL_CLIENT_ID, TokenSource
-from scripts.ops_trace import trace
+    import typer
 
+    from scripts.ops_api import DocumentRequest, SendProgress, get_work_item, send_document
+    from scripts.ops_errors import INTERRUPTED, Interrupted, OpsError
+    from scripts.ops_local import api_default, bus_defaults, exports, issuer_default
+    from scripts.ops_options import (
+        AudienceOption,
+        ClientIdOption,
+        ConnectionOption,
+        FunctionKeyOption,
+        LocalApiOption,
+        ManagementOption,
+        NamespaceOption,
+        StackOutputsOption,
+        TokenIssuerOption,
+    )
+    from scripts.ops_output import (
+        ACTIVE_COLUMNS,
+        DEAD_LETTER_COLUMNS,
+        STATS_COLUMNS,
+        Column,
+        print_json,
+        print_messages,
+        print_record,
+        print_table,
+    )
+    from scripts.ops_reconcile import reconcile, revoke
+    from scripts.ops_release import deploy, smoke
+    from scripts.ops_servicebus import (
+        BusTarget,
+        Entity,
+        ReplayStatus,
+        first_line,
+        peek,
+        replay,
+        show_dead_letter,
+    )
+    from scripts.ops_stats import StackEntities, entity_counts
+    from scripts.ops_token import LOCAL_CLIENT_ID, TokenSource
+    from scripts.ops_trace import trace
+except KeyboardInterrupt:
+    print("interrupted", file=sys.stderr)
+    raise SystemExit(130) from None
+
+# Plain help (rich_markup_mode=None): Rich's markup and Markdown modes would eat placeholders such as
+# https://<host>/api or [NAME]; every option gets a named metavar in _cli().
 app = typer.Typer(
     help=__doc__,
     no_args_is_help=True,
     add_completion=False,
-    rich_markup_mode="markdown",
+    rich_markup_mode=None,
     pretty_exceptions_show_locals=False,
 )
-dlq_app = typer.Typer(help="Inspect and replay dead-lettered messages.", no_args_is_help=True)
+dlq_app = typer.Typer(
+    help="Inspect and replay dead-lettered messages.", no_args_is_help=True, rich_markup_mode=None
+)
 app.add_typer(dlq_app, name="dlq")
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of a table.")]
@@ -84,8 +103,7 @@ def _error_line(exc: Exception, entity: Entity | None) -> str:
     if isinstance(exc, sb.MessagingEntityNotFoundError):
         if entity is not None and entity.subscription is None:
             # A topic has no receive link of its own, so Service Bus reports it as not found.
-            hint = f"if '{entity.name}' is a topic, give --subscription NAME: a topic holds no messages"
-            return f"no such entity in the namespace: {text} ({hint})"
+            return f"no such entity in the namespace: {text} ({_topic_hint(entity.name)})"
         return f"no such entity in the namespace: {text}"
     if isinstance(exc, sb.ServiceBusConnectionError):
         return f"cannot connect to Service Bus: {text}"
@@ -98,6 +116,18 @@ def _error_line(exc: Exception, entity: Entity | None) -> str:
     if "session" in text.lower():
         return f"{text} (a session entity: give --session ID)"
     return f"Service Bus error ({type(exc).__name__}): {text}"
+
+
+def _topic_hint(name: str) -> str:
+    """What to give for a topic: its subscriptions, as the repository's topology names them."""
+    try:
+        subscriptions = [e.subscription for e in StackEntities.default().subscriptions if e.name == name]
+    except OpsError:
+        subscriptions = []
+    if subscriptions:
+        listed = ", ".join(sorted(str(subscription) for subscription in subscriptions))
+        return f"'{name}' is a topic, which holds no messages: give --subscription NAME, one of {listed}"
+    return f"if '{name}' is a topic, give --subscription NAME: a topic holds no messages"
 
 
 @contextmanager
@@ -132,6 +162,8 @@ def _fail(message: str) -> NoReturn:
 
 
 def _target(connection_string: str | None, namespace: str | None) -> BusTarget:
+    """The Service Bus given, else the running local stack's (scripts/ops_local.py)."""
+    connection_string, namespace, _ = bus_defaults(connection_string, namespace)
     return BusTarget(connection_string=connection_string or None, namespace=namespace or None)
 
 
@@ -140,27 +172,68 @@ def _target(connection_string: str | None, namespace: str | None) -> BusTarget:
 
 @app.command()
 def send(
-    file: Annotated[Path, typer.Argument(help="The document to submit.", dir_okay=False)],
-    tenant: Annotated[str, typer.Option(help="Tenant that owns the document.")],
-    purpose: Annotated[str, typer.Option(help="Declared purpose, e.g. contract-review.")],
-    classification: Annotated[str, typer.Option(help="Data classification, e.g. internal.")],
+    file: Annotated[
+        Path,
+        typer.Argument(help="The document to submit (a file).", show_default=False),
+    ],
+    tenant: Annotated[str, typer.Option(help="Tenant that owns the document.", show_default=False)],
+    purpose: Annotated[str, typer.Option(help="Declared purpose, e.g. contract-review.", show_default=False)],
+    classification: Annotated[
+        str, typer.Option(help="Data classification, e.g. internal.", show_default=False)
+    ],
     content_type: Annotated[
         str | None, typer.Option(help="MIME type; guessed from the file name when omitted.")
     ] = None,
-    priority: Annotated[str | None, typer.Option(help="normal or high.")] = None,
-    work_item_id: Annotated[str | None, typer.Option(help="Reuse an existing work item id.")] = None,
-    api: ApiOption = DEFAULT_API,
+    priority: Annotated[str | None, typer.Option(help="Routing priority: normal or high.")] = None,
+    work_item_id: Annotated[
+        str | None,
+        typer.Option(help="Add a version to this existing work item (with --if-match or --new-version)."),
+    ] = None,
+    if_match: Annotated[
+        str | None,
+        typer.Option(
+            help="The version this write replaces (the work item's current version, or a status ETag): "
+            "required for a new version of an existing work item."
+        ),
+    ] = None,
+    new_version: Annotated[
+        bool,
+        typer.Option(
+            "--new-version",
+            help="Read the work item's current version first and send it as --if-match (a 412 names "
+            "the newer version if another write came in between).",
+        ),
+    ] = False,
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option(
+            help="Resend under this key: the API answers the first receipt instead of writing again "
+            "(default: a new key, printed if the send is interrupted)."
+        ),
+    ] = None,
+    api: LocalApiOption = None,
     function_key: FunctionKeyOption = None,
     audience: AudienceOption = None,
     token_issuer: TokenIssuerOption = None,
     client_id: ClientIdOption = LOCAL_CLIENT_ID,
     as_json: JsonOption = False,
 ) -> None:
-    """Submit a document to POST /documents and print the intake receipt."""
-    request = DocumentRequest(file, tenant, purpose, classification, content_type, priority, work_item_id)
-    tokens = TokenSource(audience, token_issuer, client_id)
-    with _reported_errors():
-        receipt = send_document(api, request, tokens, function_key)
+    """Submit a document (POST /documents, or the direct upload above the inline cap, as
+    ClaimCheckClient does) and print the intake receipt."""
+    if if_match and new_version:
+        _fail("give --if-match VERSION or --new-version, not both")
+    request = DocumentRequest(
+        file, tenant, purpose, classification, content_type, priority, work_item_id,
+        if_match=if_match, new_version=new_version, idempotency_key=idempotency_key,
+    )  # fmt: skip
+    api = api_default(api)
+    tokens = TokenSource(audience, issuer_default(api, token_issuer), client_id)
+    progress = SendProgress(idempotency_key or uuid.uuid4().hex)
+    try:
+        with _reported_errors():
+            receipt = send_document(api, request, tokens, function_key, progress)
+    except KeyboardInterrupt:
+        raise Interrupted(progress.interrupted()) from None
     print_record(f"Accepted {file.name}", receipt, as_json)
 
 
@@ -170,7 +243,7 @@ def show(
     min_version: Annotated[
         int | None, typer.Option(min=1, help="Only accept a view at least this version.")
     ] = None,
-    api: ApiOption = DEFAULT_API,
+    api: LocalApiOption = None,
     function_key: FunctionKeyOption = None,
     audience: AudienceOption = None,
     token_issuer: TokenIssuerOption = None,
@@ -178,7 +251,8 @@ def show(
     as_json: JsonOption = False,
 ) -> None:
     """Show a work item's state, payload state, result summary and receipt versions."""
-    tokens = TokenSource(audience, token_issuer, client_id)
+    api = api_default(api)
+    tokens = TokenSource(audience, issuer_default(api, token_issuer), client_id)
     with _reported_errors():
         view = get_work_item(api, work_item_id, tokens, min_version, function_key)
     print_record(f"Work item {work_item_id}", view, as_json)
@@ -286,7 +360,13 @@ def dlq_replay(
     if as_json:
         print_json([dataclasses.asdict(result) for result in results])
     else:
-        columns = ["sequence_number", "status", "original_message_id", "replay_message_id", "detail"]
+        columns = [
+            Column("sequence_number", "seq"),
+            Column("status"),
+            Column("original_message_id"),
+            Column("replay_message_id"),
+            Column("detail", text=True),
+        ]
         rows = [dataclasses.asdict(result) for result in results]
         print_table(f"Replay from the dead-letter queue of {where}", rows, columns)
     failures = [result for result in results if result.status is not ReplayStatus.REPLAYED]
@@ -312,6 +392,10 @@ def stats(
     Owner roles suffice, no namespace-wide listing.
     """
     with _reported_errors():
+        if not (connection_string or namespace):
+            connection_string, namespace, management_connection_string = bus_defaults(
+                connection_string, namespace, management_connection_string
+            )
         target = _target(connection_string, namespace)
         entities = StackEntities.from_file(stack_outputs) if stack_outputs else StackEntities.default()
         counts = entity_counts(target, entities, management_connection_string)
@@ -319,7 +403,7 @@ def stats(
     if as_json:
         print_json(rows)
     else:
-        print_table("Message counts", rows, ["entity", "active", "dead_letter", "scheduled", "detail"])
+        print_table("Message counts", rows, STATS_COLUMNS)
 
 
 # ---------------------------------------------------------------------------------------------- release
@@ -331,17 +415,48 @@ app.command()(revoke)
 app.command()(trace)
 
 
+@app.command("env")
+def env_command() -> None:
+    """Print `export` lines for the running local stack (API, token issuer, Service Bus, storage,
+    telemetry), for `eval "$(claimcheck-ops env)"`. Without them claimcheck-ops finds the stack by
+    itself; the exports serve other tools (curl, scripts, the SDKs)."""
+    with _reported_errors():
+        lines = exports()
+    for line in lines:
+        typer.echo(line)
+
+
 @app.callback()
 def _quiet_sdk_logs() -> None:
     # The SDKs log connection retries as warnings; the one-line `error:` is what an operator needs.
     logging.getLogger("azure").setLevel(logging.CRITICAL)
 
 
+def _cli() -> Any:
+    """The Click command behind `app` (Typer's vendored Click), each option and argument showing a
+    named placeholder (Typer's own are type names, `<str>`, and `<bool>` on flags): --tenant TENANT,
+    SEQUENCE_NUMBER, also in usage errors ("Invalid value for 'SEQUENCE_NUMBER'")."""
+    command = typer.main.get_command(app)
+    pending: list[Any] = [command]
+    while pending:
+        current = pending.pop()
+        pending.extend(getattr(current, "commands", {}).values())
+        param: Any
+        for param in current.params:
+            flag = param.param_type_name == "option" and (param.is_flag or param.count)
+            if not flag and param.name and param.metavar is None:
+                param.metavar = param.name.upper()
+            if param.param_type_name == "argument":
+                # Typer lists an argument as `FILE <path>`: the name is the placeholder already.
+                param.display_type_rich = lambda ctx: None
+    return command
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: every failure ends as one `error:` line and a non-zero exit code,
     usage errors (unknown command or option, missing or invalid argument) included."""
     try:
-        code = app(args=argv, prog_name="claimcheck-ops", standalone_mode=False)
+        code = _cli().main(args=argv, prog_name="claimcheck-ops", standalone_mode=False)
     except typer.TyperException as exc:  # a usage error; its `ctx` says which command
         context = getattr(exc, "ctx", None)
         if type(exc).__name__ == "NoArgsIsHelpError":  # `claimcheck-ops` or `claimcheck-ops dlq` alone
@@ -351,6 +466,12 @@ def main(argv: list[str] | None = None) -> int:
         message = " ".join(exc.format_message().split())
         typer.echo(f"error: {message} (see `{command} --help`)", err=True)
         return int(exc.exit_code)
+    except Interrupted as exc:  # Ctrl-C in a command that can say what it left behind
+        typer.echo(f"interrupted; {exc}", err=True)
+        return INTERRUPTED
+    except KeyboardInterrupt:  # Ctrl-C outside a command (Typer turns one inside into exit 130)
+        typer.echo("interrupted", err=True)
+        return INTERRUPTED
     except typer.Abort:
         typer.echo("error: aborted", err=True)
         return 1
@@ -360,6 +481,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         typer.echo(f"error: {_unexpected(exc)}", err=True)
         return 1
+    if code == INTERRUPTED:  # Typer's answer to a Ctrl-C inside a command: say so, in one line
+        typer.echo("interrupted", err=True)
     return code if isinstance(code, int) else 0
 
 

@@ -40,6 +40,16 @@ ApiOption = Annotated[
         "--api", envvar="CLAIMCHECK_API", help="Base URL of the Function App API (https://<host>/api)."
     ),
 ]
+LocalApiOption = Annotated[
+    str | None,
+    typer.Option(
+        "--api",
+        envvar="CLAIMCHECK_API",
+        show_default=False,
+        help="Base URL of the Function App API (https://<host>/api); default: the running local "
+        "stack's, else http://localhost:7071/api.",
+    ),
+]
 FunctionKeyOption = Annotated[
     str | None,
     typer.Option(
@@ -74,13 +84,14 @@ ClientIdOption = Annotated[
     typer.Option("--client-id", envvar="CLAIMCHECK_CLIENT_ID", help="Local identity to get a token for."),
 ]
 TelemetryDirOption = Annotated[
-    Path,
+    Path | None,
     typer.Option(
         "--telemetry-dir",
         envvar="CLAIMCHECK_TELEMETRY_DIR",
         file_okay=False,
-        help="The local stack's telemetry folder (OTLP JSON lines spans.jsonl, metrics.jsonl): "
-        "<data folder>/telemetry of python -m local.stack.",
+        show_default=False,
+        help="The local stack's telemetry folder (OTLP JSON lines spans.jsonl, metrics.jsonl); "
+        "default: the running local stack's, else .local-stack/telemetry.",
     ),
 ]
 StackOutputsOption = Annotated[

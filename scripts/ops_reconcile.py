@@ -64,7 +64,8 @@ def _storage(
     if not (blob_uri and table_uri):
         raise OpsError(
             "give --storage-connection-string (local) or both --blob-service-uri and"
-            " --table-service-uri (Azure)"
+            " --table-service-uri (Azure), or start the local stack (python -m local.stack),"
+            " which claimcheck-ops finds by itself"
         )
     from azure.identity import DefaultAzureCredential
 
@@ -122,8 +123,15 @@ def reconcile(
     work item ids only, never payload bytes). With a Service Bus (--connection-string or --namespace)
     the report also holds the dead-letter count and oldest age of every queue and subscription the
     stack names (--stack-outputs, as `stats`; each read by name, so an operator's entity-scoped roles
-    suffice), with an alert past CLAIMCHECK_DEAD_LETTER_ALERT_AGE_SECONDS."""
-    storage, _ = _storage(storage_connection_string, blob_service_uri, table_service_uri)
+    suffice), with an alert past CLAIMCHECK_DEAD_LETTER_ALERT_AGE_SECONDS. Without any storage or
+    Service Bus option, the running local stack's are used."""
+    from scripts.ops_local import bus_defaults, storage_default
+
+    local_storage = storage_default(storage_connection_string, blob_service_uri, table_service_uri)
+    storage, _ = _storage(local_storage, blob_service_uri, table_service_uri)
+    connection_string, namespace, management_connection_string = bus_defaults(
+        connection_string, namespace, management_connection_string
+    )
     if not (connection_string or namespace):
         print_json(_run(_claimcheck(storage)))
         return
@@ -155,11 +163,35 @@ def revoke(
     is the one your storage credential proves."""
     if not reason.strip():
         raise OpsError("--reason must say why")
-    storage, identity = _storage(storage_connection_string, blob_service_uri, table_service_uri)
-    version = _claimcheck(storage).reconciler.revoke_work_item(work_item_id, why=reason, by=identity)
+    from scripts.ops_local import storage_default
+
+    local_storage = storage_default(storage_connection_string, blob_service_uri, table_service_uri)
+    storage, identity = _storage(local_storage, blob_service_uri, table_service_uri)
+    claimcheck = _claimcheck(storage)
+    version = claimcheck.reconciler.revoke_work_item(work_item_id, why=reason, by=identity)
     if version is None:
-        raise OpsError(
-            f"nothing to revoke for work item {work_item_id}: unknown, inline, or its object is"
-            " no longer readable"
-        )
+        why_not = _why_not(claimcheck, work_item_id)
+        raise OpsError(f"nothing to revoke for work item {work_item_id}: {why_not}")
     print_json({"work_item_id": work_item_id, "version": version, "revoked": True, "revoked_by": identity})
+
+
+# Why a work item's latest object cannot be revoked, by its payload state (claimcheck/states.py: only a
+# stored object not yet consumed, ref_published or available, may move to access_denied).
+_NOT_REVOCABLE = {
+    "inline": "its document travelled inline in the message: no stored object to revoke",
+    "processed": "its object was processed (kept by its purpose's policy, e.g. evidence-archive): "
+    "the payload state machine moves a processed object only to cleanup or removal",
+    "removed": "its object was already removed after processing",
+    "cleanup_pending": "its object is being removed after processing",
+    "access_denied": "its reads are already revoked",
+    "integrity_failed": "its object failed verification: no delivery reads it again",
+    "missing": "its object is missing",
+}
+
+
+def _why_not(claimcheck: ClaimCheck, work_item_id: str) -> str:
+    view = claimcheck.status.get(work_item_id)
+    if view is None:
+        return "no such work item"
+    state = view.payload_state or "unknown"
+    return _NOT_REVOCABLE.get(state, f"its object is {state}")

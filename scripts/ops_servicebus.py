@@ -82,7 +82,8 @@ class BusTarget:
         if bool(self.connection_string) == bool(self.namespace):
             raise OpsError(
                 "give exactly one of --connection-string (CLAIMCHECK_SERVICEBUS_CONNECTION) "
-                "or --namespace (CLAIMCHECK_SERVICEBUS_NAMESPACE)"
+                "or --namespace (CLAIMCHECK_SERVICEBUS_NAMESPACE), or start the local stack "
+                "(python -m local.stack), which claimcheck-ops finds by itself"
             )
         if self.connection_string:
             from azure.servicebus import parse_connection_string

@@ -8,19 +8,28 @@ transaction search of the work item's operation); this command reads only the lo
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from scripts.ops_errors import OpsError
 from scripts.ops_options import TelemetryDirOption
-from scripts.ops_output import print_json, print_table
+from scripts.ops_output import Column, print_json, print_table
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from scripts.telemetry_files import TimelineRow
 
-COLUMNS = ("offset_ms", "duration_ms", "span", "version", "outcome", "trace", "links_to")
+COLUMNS = (
+    Column("offset_ms", "at ms"),
+    Column("duration_ms", "ms"),
+    Column("span"),
+    Column("version"),
+    Column("outcome", text=True),
+    Column("trace", optional=True),
+    Column("links_to", optional=True),
+)
 
 
 def _row(row: TimelineRow) -> dict[str, object]:
@@ -47,14 +56,16 @@ def _row(row: TimelineRow) -> dict[str, object]:
 
 def trace(
     work_item_id: Annotated[str, typer.Argument(help="The work item id from the receipt.")],
-    telemetry_dir: TelemetryDirOption = Path(".local-stack/telemetry"),
+    telemetry_dir: TelemetryDirOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
     """Print a document's timeline (intake, deliveries, their stages) from the local stack's spans."""
     # The attribute names come from the claimcheck package, which CI's ops environment does not have:
     # imported here, so the other commands load without it.
+    from scripts.ops_local import telemetry_default
     from scripts.telemetry_files import read_spans, timeline
 
+    telemetry_dir = telemetry_default(telemetry_dir)
     spans = read_spans(telemetry_dir)
     if not spans:
         raise OpsError(
@@ -88,6 +99,10 @@ def trace(
             ]
         )
         return
+    print_timeline(work_item_id, rows)
+
+
+def print_timeline(work_item_id: str, rows: list[TimelineRow], console: Console | None = None) -> None:
     traces = len({row.span.trace_id for row in rows})
     title = f"Work item {work_item_id}: {len(rows)} spans in {traces} trace{'s' * (traces != 1)}"
-    print_table(title, [_row(row) for row in rows], COLUMNS)
+    print_table(title, [_row(row) for row in rows], COLUMNS, console=console)

@@ -47,7 +47,7 @@ def forms_of(marker: str) -> list[str]:
 
 def banners_of(stack: LocalStack) -> set[str]:
     """The emulator's start-up lines: its own connection string with its public development key, for
-    AMQP and then the management plane (local/servicebus/__main__.py).
+    AMQP and then the management plane (emulators/servicebus/src/servicebus_emulator/__main__.py).
 
     Known exception, left out of the scan and reported: only those exact lines are dropped; the key
     anywhere else still fails the scan."""

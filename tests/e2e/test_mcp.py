@@ -404,3 +404,24 @@ def test_operator_tools_list_and_replay_a_dead_letter_exactly_once(stack: LocalS
     text = log.read_text(encoding="utf-8")
     assert "operator tools: True" in text
     assert leaks({log: text}, tmp_path, list(SESSION_NEEDLES)) == []
+
+
+def test_with_the_stack_down_the_server_starts_and_a_tool_call_says_why(tmp_path: Path) -> None:
+    """No issuer, no API: claimcheck-mcp still serves over stdio (an agent runtime would otherwise see
+    only "Connection closed"), lists its tools and answers each call with an `unavailable` tool error
+    naming the unreachable issuer and how to start the stack."""
+    down = f"http://127.0.0.1:{free_port()}"
+    arguments = ["-m", "scripts.mcp_server", "--api", f"{down}/api", "--token-issuer", f"{down}/t/v2.0"]
+
+    async def run() -> tuple[set[str], CallToolResult]:
+        with (tmp_path / "mcp.log").open("w", encoding="utf-8") as errlog:
+            parameters = StdioServerParameters(command=sys.executable, args=arguments, cwd=str(REPO))
+            async with Client(stdio_client(parameters, errlog=errlog)) as client:
+                names = {tool.name for tool in (await client.list_tools()).tools}
+                return names, await client.call_tool("get_status", {"work_item_id": "wi-1"})
+
+    names, result = asyncio.run(run())
+    assert names == AGENT_TOOLS
+    refusal = _error(result)
+    assert refusal["error"] == "unavailable"
+    assert "python -m local.stack" in refusal["message"]

@@ -65,7 +65,7 @@ def _launch(data: Path) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
 
 def test_ctrl_c_stops_azurite_emulator_issuer_and_host(tmp_path: Path) -> None:
     """The launcher prints its endpoints, serves the API (to a caller with a token from the printed
-    issuer only), and on SIGINT exits 0 leaving no child behind."""
+    issuer only), and on SIGINT exits 130 (as a Ctrl-C'd program does) leaving no child behind."""
     launcher, lines = _launch(tmp_path)
     try:
         api = _wait_for(lines, r"Functions API").split()[2]
@@ -78,7 +78,7 @@ def test_ctrl_c_stops_azurite_emulator_issuer_and_host(tmp_path: Path) -> None:
         bearer = {"Authorization": f"Bearer {local_token(issuer, 'local-producer', audience)}"}
         assert requests.get(f"{api}/work-items/wi-none", headers=bearer, timeout=30).status_code == 404
         launcher.send_signal(signal.SIGINT)
-        assert launcher.wait(timeout=90) == 0
+        assert launcher.wait(timeout=90) == 130
     finally:
         if launcher.poll() is None:
             launcher.kill()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ def _leaf_codes(cls: type[IntakeRejected]) -> set[str]:
 
 
 def test_wait_result_names_every_state_and_action() -> None:
-    result = TOOLS["wait_for_work_item"]["result"]["properties"]
+    result = TOOLS["wait_for"]["result"]["properties"]
     view = OPENAPI["components"]["schemas"]["WorkItemView"]["properties"]
     constants = vars(final_states).items()
     states = {value for name, value in constants if name.isupper() and isinstance(value, str)}
@@ -48,7 +49,7 @@ def test_wait_result_names_every_state_and_action() -> None:
 
 
 def test_submit_result_names_every_intake_refusal() -> None:
-    errors = TOOLS["submit_document"]["result"]["properties"]["error"]["enum"]
+    errors = TOOLS["submit_document"]["refusals"]["enum"]
     assert set(errors) == _leaf_codes(IntakeRejected)
 
 
@@ -68,9 +69,9 @@ def test_every_operation_an_agent_calls_has_a_tool() -> None:
 
 
 def test_each_tool_is_a_client_method_and_an_mcp_tool() -> None:
-    """Each tool is the claimcheck.client method it names, and the same tool claimcheck-mcp lists to a
-    non-operator (by name; the client's wait is MCP's wait_for), with the same parameters where both take
-    a work item and a version."""
+    """Each tool is the claimcheck.client method it names, and exactly the tool claimcheck-mcp lists to
+    a non-operator: the same name and parameters (the file is generated from the server's tools, so a
+    renamed tool, e.g. wait_for documented as wait_for_work_item, fails here and in the check above)."""
     for tool in TOOLS.values():
         owner, method = tool["backed_by"].split(".")
         assert owner == "ClaimCheckClient"
@@ -82,7 +83,15 @@ def test_each_tool_is_a_client_method_and_an_mcp_tool() -> None:
             return {tool.name: tool.input_schema for tool in (await client.list_tools()).tools}
 
     mcp_tools = asyncio.run(listed())
-    mcp_names = {"wait_for" if name == "wait_for_work_item" else name for name in TOOLS}
-    assert set(mcp_tools) == mcp_names
-    for name in ("get_status", "get_result"):
-        assert set(mcp_tools[name]["properties"]) == set(TOOLS[name]["parameters"]["properties"])
+    assert set(mcp_tools) == set(TOOLS)
+    for name, schema in mcp_tools.items():
+        assert schema == TOOLS[name]["parameters"]
+
+
+def test_the_docs_name_only_tools_the_server_has() -> None:
+    """README.md and docs/*.md name each agent tool as claimcheck-mcp does."""
+    names = set(TOOLS) | {"list_dead_letters", "replay_dead_letter"}
+    pattern = re.compile(r"`(submit_\w+|wait_for\w*|get_status\w*|get_result\w*|\w*dead_letters?)`")
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        named = set(pattern.findall(page.read_text(encoding="utf-8")))
+        assert named <= names, (page.name, named - names)

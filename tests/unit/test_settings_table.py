@@ -1,5 +1,6 @@
-"""The README's settings table is scripts/settings_table.py's output from claimcheck.settings.SETTINGS:
-one source for every name and default, so the table cannot drift from what the app reads."""
+"""docs/configuration.md's settings table is scripts/settings_table.py's output from
+claimcheck.settings.SETTINGS: one source for every name and default, so the table cannot drift from
+what the app reads."""
 
 from __future__ import annotations
 

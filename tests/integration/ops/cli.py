@@ -22,6 +22,10 @@ def run_ops(*args: str, env: Mapping[str, str] | None = None) -> Result:
         "CLAIMCHECK_API_KEY": None,
         "CLAIMCHECK_API_AUDIENCE": None,
         "CLAIMCHECK_CLIENT_ID": None,
+        "CLAIMCHECK_STORAGE_CONNECTION": None,
+        "CLAIMCHECK_TELEMETRY_DIR": None,
+        # No developer's running local stack (.local-stack/running.json) stands in for what a test omits.
+        "CLAIMCHECK_LOCAL_STACK_DIR": "/nonexistent/claimcheck-local-stack",
     }
     environment |= _ENV
     environment |= dict(env or {})

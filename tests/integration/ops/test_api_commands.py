@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
+import os
+import re
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from azure.core.exceptions import ResourceExistsError
+from azure.storage.blob import BlobSasPermissions, ContainerClient, generate_blob_sas
 from claimcheck.auth import TokenRules, authenticate
+from claimcheck.client import DIRECT_UPLOAD_THRESHOLD
+from typer.testing import Result
 
+from local.azurite import ACCOUNT_KEY, ACCOUNT_NAME, Azurite
 from local.identity import TokenMinter, identity_named
 from local.ports import free_port
 from scripts.ops_api import (
@@ -82,7 +92,7 @@ def test_send_reports_the_api_rejection_in_one_line(api: ApiStub, contract: Path
     """A 4xx answer becomes one error line with the API's code, and exit code 1."""
     api.answers[("POST", "/api/documents")] = (
         413,
-        {"code": "payload_too_large", "message": "document exceeds 2048 bytes"},
+        {"error": "payload_too_large", "message": "document exceeds 2048 bytes"},  # the API's shape
     )
     result = run_ops(
         "send", str(contract), "--tenant", "acme", "--purpose", "p", "--classification", "internal",
@@ -212,3 +222,110 @@ def test_a_function_key_a_header_cannot_carry_is_named_not_blamed_on_the_api(api
     assert "not JSON" not in result.stderr
     assert "key-123" not in result.output
     assert api.requests == []
+
+
+def _send(api: ApiStub, path: Path, *extra: str, env: dict[str, str] | None = None) -> Result:
+    return run_ops(
+        "send", str(path), "--tenant", "acme", "--purpose", "contract-review",
+        "--classification", "internal", "--api", api.base_url, *extra, env=env,
+    )  # fmt: skip
+
+
+def test_send_if_match_sends_the_version_it_replaces(api: ApiStub, contract: Path) -> None:
+    """--if-match goes out as If-Match (a new version of an existing work item needs it: 428 without)."""
+    api.answers[("POST", "/api/documents")] = (202, RECEIPT)
+    result = _send(api, contract, "--work-item-id", "wi-42", "--if-match", "1")
+    assert result.exit_code == 0, result.output
+    (request,) = api.requests
+    assert request.headers["if-match"] == "1"
+    assert request.headers["idempotency-key"]
+
+
+def test_send_new_version_reads_the_current_version_first(api: ApiStub, contract: Path) -> None:
+    """--new-version asks GET /work-items/{id} for the current version, then sends it as If-Match."""
+    api.answers[("GET", "/api/work-items/wi-42")] = (200, {"work_item_id": "wi-42", "version": 3})
+    api.answers[("POST", "/api/documents")] = (202, RECEIPT)
+    result = _send(api, contract, "--work-item-id", "wi-42", "--new-version")
+    assert result.exit_code == 0, result.output
+    read, write = api.requests
+    assert (read.method, read.path) == ("GET", "/api/work-items/wi-42")
+    assert write.headers["if-match"] == "3"
+
+
+def test_send_new_version_of_an_unknown_work_item_sends_its_first(api: ApiStub, contract: Path) -> None:
+    api.answers[("POST", "/api/documents")] = (202, RECEIPT)
+    result = _send(api, contract, "--work-item-id", "wi-42", "--new-version")
+    assert result.exit_code == 0, result.output
+    assert "if-match" not in api.requests[-1].headers
+
+
+def test_send_names_a_missing_if_match_as_the_api_does(api: ApiStub, contract: Path) -> None:
+    """The API's 428 comes back in one line with its code and message."""
+    answer = {"error": "precondition_required", "message": "work item exists at version 1; send If-Match"}
+    api.answers[("POST", "/api/documents")] = (428, answer)
+    result = _send(api, contract, "--work-item-id", "wi-42")
+    assert result.exit_code == 1
+    assert "428 precondition_required: work item exists at version 1" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_a_file_over_the_maximum_is_refused_from_its_size_alone(api: ApiStub, tmp_path: Path) -> None:
+    """3 GiB (sparse: nothing is read or written) over the API's 2 GiB maximum: payload_too_large
+    before any request, where the old CLI read and posted it to meet use_direct_upload."""
+    huge = tmp_path / "huge.bin"
+    with huge.open("wb") as file:
+        file.truncate(3 * 1024**3)
+    result = _send(api, huge)
+    assert result.exit_code == 1
+    assert "payload_too_large" in result.stderr
+    assert "nothing was sent" in result.stderr
+    assert api.requests == []
+
+
+def test_a_directory_fails_as_a_missing_file_does(api: ApiStub, tmp_path: Path) -> None:
+    missing, directory = _send(api, tmp_path / "absent.pdf"), _send(api, tmp_path)
+    assert missing.exit_code == directory.exit_code == 1
+    assert "Is a directory" in directory.stderr
+    assert api.requests == []
+
+
+def test_a_large_file_goes_through_the_direct_upload(api: ApiStub, tmp_path: Path, azurite: Azurite) -> None:
+    """Over the inline cap, send does what ClaimCheckClient.submit does: the grant (POST /uploads),
+    the bytes to the granted blob (real Azurite, a write-only SAS), the commit with their sha256."""
+    container = ContainerClient.from_connection_string(azurite.connection_string, "staging-test")
+    with contextlib.suppress(ResourceExistsError):
+        container.create_container()
+    sas = generate_blob_sas(
+        ACCOUNT_NAME, "staging-test", "upload-1", account_key=ACCOUNT_KEY,
+        permission=BlobSasPermissions(create=True, write=True), expiry=datetime.now(UTC) + timedelta(hours=1),
+    )  # fmt: skip
+    grant = {
+        "upload_id": "upload-1",
+        "upload_url": f"{azurite.blob_endpoint}/staging-test/upload-1?{sas}",
+        "block_bytes": 4 * 1024 * 1024,
+    }
+    large = tmp_path / "large.bin"
+    large.write_bytes(os.urandom(DIRECT_UPLOAD_THRESHOLD + 1024))
+    api.answers[("POST", "/api/uploads")] = (201, grant)
+    api.answers[("POST", "/api/uploads/upload-1/commit")] = (202, RECEIPT)
+    result = _send(api, large, "--priority", "high")
+    assert result.exit_code == 0, result.output
+    granted, committed = api.requests
+    assert (granted.path, granted.headers["x-upload-length"]) == ("/api/uploads", str(large.stat().st_size))
+    assert committed.headers["x-upload-sha256"] == hashlib.sha256(large.read_bytes()).hexdigest()
+    assert committed.headers[PRIORITY_HEADER.lower()] == "high"
+    assert container.download_blob("upload-1").readall() == large.read_bytes()
+
+
+def test_send_to_an_unreachable_api_says_it_tries_again_then_fails_in_one_line(contract: Path) -> None:
+    """The client's retries (the same idempotency key) are announced, never a silent wait; then one
+    `error:` line naming the API."""
+    result = run_ops(
+        "send", str(contract), "--tenant", "acme", "--purpose", "p", "--classification", "internal",
+        "--api", f"http://127.0.0.1:{free_port()}/api",
+    )  # fmt: skip
+    assert result.exit_code == 1
+    *retries, error = result.stderr.strip().splitlines()
+    assert retries
+    assert all(re.fullmatch(r"no answer or busy; trying again in \d+\.\d s", line) for line in retries)
+    assert error.startswith("error: document contract.txt: cannot reach the API at http://127.0.0.1:")

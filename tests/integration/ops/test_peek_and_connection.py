@@ -72,12 +72,14 @@ def test_peek_of_a_session_queue_without_session_browses_every_session(servicebu
 
 
 def test_peek_of_a_topic_without_subscription_says_to_give_one(servicebus_connection: str) -> None:
-    """A topic has no messages of its own: the one-line not-found error says to pass --subscription."""
+    """A topic has no messages of its own: the one-line not-found error says to pass --subscription
+    and lists the topic's subscriptions (the repository's topology)."""
     result = run_ops("peek", "results", "--connection-string", servicebus_connection)
     assert result.exit_code == 1
     assert result.stderr.startswith("error: no such entity in the namespace: ")
     assert result.stderr.strip().endswith(
-        "(if 'results' is a topic, give --subscription NAME: a topic holds no messages)"
+        "('results' is a topic, which holds no messages: give --subscription NAME, one of audit, "
+        "contracts, notifications, review)"
     )
     assert len(result.stderr.strip().splitlines()) == 1
 
@@ -126,7 +128,7 @@ def test_an_unexpected_failure_is_still_one_line(monkeypatch: pytest.MonkeyPatch
     [
         (["bogus"], "error: No such command 'bogus'. (see `claimcheck-ops --help`)"),
         (["send", "x.pdf"], "error: Missing option '--tenant'. (see `claimcheck-ops send --help`)"),
-        (["dlq", "show", "documents", "abc"], "error: Invalid value for 'sequence_number'"),
+        (["dlq", "show", "documents", "abc"], "error: Invalid value for 'SEQUENCE_NUMBER'"),
     ],
 )
 def test_usage_errors_are_one_line_and_exit_2(

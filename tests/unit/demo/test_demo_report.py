@@ -6,13 +6,16 @@ import dataclasses
 import io
 from typing import Any
 
+import pytest
 from claimcheck.outcome import DeadLetterReason
+from rich.console import Console
 
 from scripts.demo_cases import COMPLETED, CONTRACT_SUBSCRIPTIONS, Case, demo_cases
 from scripts.demo_report import (
     HostLogEvent,
     consumer_steps,
     intake_text,
+    journey_table,
     make_console,
     parse_host_log_line,
     print_tables,
@@ -172,3 +175,23 @@ def test_summary_marks_only_documents_that_ended_as_expected() -> None:
     assert _case(outcome=COMPLETED, subscriptions=("audit", "contracts", "review")).as_expected
     assert not _case(outcome=COMPLETED, subscriptions=("audit",)).as_expected
     assert not _case(outcome="access_denied").as_expected
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_live_journey_fits_a_small_terminal_and_never_cuts_the_subscriptions(width: int) -> None:
+    """At 80x24 (and 120) the live table fits the screen: no cell cut ("Docume…"), every document's
+    name and every subscription list whole on one line."""
+    cases = demo_cases()
+    for case in cases:
+        case.outcome, case.subscriptions = case.expected, tuple(sorted(case.expected_subscriptions))
+    cases[-1].outcome, cases[-1].state = None, "queued"  # one still under way
+    console = Console(width=width, height=24, record=True, color_system=None)
+    console.print(journey_table(cases, console.width))
+    lines = console.export_text().splitlines()
+    assert len(lines) <= 24
+    assert all(len(line) <= width for line in lines)
+    assert "…" not in "".join(lines)
+    for case in cases:
+        assert any(case.name in line for line in lines), case.name
+        if case.subscriptions:
+            assert any(", ".join(case.subscriptions) in line for line in lines), case.subscriptions
