@@ -588,8 +588,8 @@ def consume_document(message: ServiceBusReceivedMessage, message_actions: Servic
 
     outcome = claimcheck().consumer.handle(inbound_message(message))
     if isinstance(outcome, Complete):
-        # Completed first, cleaned up after (DESIGN: never delete before the message is completed). A
-        # failed completion raises here, before any delete: the record stays processed and the
+        # Completed first, cleaned up after (docs/architecture.md §9: never delete before the message is
+        # completed). A failed completion raises here, before any delete: the record stays processed and the
         # redelivery (a duplicate) or the reconciler, after its interrupted-cleanup grace, finishes it.
         # The step never raises.
         message_actions.complete(message)

@@ -287,7 +287,7 @@ KEYS: tuple[Key, ...] = (
         "object",
         "Queues, topics, subscriptions and rules, containers, tables, lifecycle "
         'and bindings laid over the default topology (see "Topology" below).',
-        derived_default="the default topology (DESIGN §3)",
+        derived_default="the default topology (docs/architecture.md §2)",
     ),
 )
 

@@ -40,8 +40,8 @@ if TYPE_CHECKING:
 __all__ = ["ReplayResult", "ReplayStatus", "first_line", "peek_pages"]  # what the CLI's modules import here
 
 # Application properties whose values `dlq show` prints: the routing values producers set so filters
-# never parse the body (DESIGN.md §4), plus trace context. Any other property is listed by name only,
-# because its value may be something an operator's terminal should not hold.
+# never parse the body (docs/architecture.md §4), plus trace context. Any other property is listed by name
+# only, because its value may be something an operator's terminal should not hold.
 ROUTING_PROPERTIES = (
     "tenant",
     "tenant_id",

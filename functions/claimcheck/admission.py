@@ -1,5 +1,5 @@
-"""Admission of one delivery (DESIGN §5): resolve its reference and work item, check that the message
-is the one intake published for its version (claimcheck.provenance: the queue is untrusted input),
+"""Admission of one delivery (docs/architecture.md §8): resolve its reference and work item, check that the
+message is the one intake published for its version (claimcheck.provenance: the queue is untrusted input),
 authorize the read, and learn whether it may run, duplicates an effect that already exists, or is
 ahead of the producer's confirmation (polled a few times in-process, then ``NotYetVisible``). A
 delivery that may never run raises a ``MessageRejected`` leaf; the consumer (``consumer.py``) runs what
@@ -87,8 +87,8 @@ class Admission:
         return self._poll_until_visible(lambda: self._admit(stated, policy, key))
 
     def _poll_until_visible(self, admit: Callable[[], Admitted | Duplicate]) -> Admitted | Duplicate:
-        """Bounded polling (DESIGN §5): a message may arrive milliseconds before the producer confirms
-        its version; wait with backoff a few times in-process before answering Retry."""
+        """Bounded polling (docs/architecture.md §8): a message may arrive milliseconds before the producer
+        confirms its version; wait with backoff a few times in-process before answering Retry."""
         attempt, waited = 1, 0.0
         try:
             while True:

@@ -3,8 +3,8 @@
 ``submit`` streams the document, always sends an ``Idempotency-Key`` (a retry after a timeout or a 503
 answers the first receipt instead of writing again) and retries only what is safe to retry.
 ``wait`` polls the status API "at least version N" with bounded attempts, full jitter and an absolute
-deadline, honouring ``Retry-After``, and ends in the state the API named (DESIGN §5). Delays come from
-the one backoff function, ``claimcheck.outcome.compute_backoff``.
+deadline, honouring ``Retry-After``, and ends in the state the API named (docs/architecture.md §8). Delays
+come from the one backoff function, ``claimcheck.outcome.compute_backoff``.
 
 Standard library only (``urllib``), so an agent needs nothing but this package.
 """

@@ -1,7 +1,7 @@
 """The consumer pipeline: envelope → resolve → authorize → fetch + verify → analyze → idempotent
 result write → result event; answers an ``Outcome`` for the Function App to settle. The cleanup per
 policy is a ``Complete``'s ``after_settlement`` step, which the settler runs once the message is
-completed (DESIGN: never delete before the effect is confirmed and the message completed).
+completed (docs/architecture.md §9: never delete before the effect is confirmed and the message completed).
 Resolving and authorizing a delivery (may it run, is it a duplicate, is it ahead of the producer?) is
 ``admission.py``; what is written once the effect is durable, and the cleanup step, is
 ``consumer_settlement.py``.

@@ -3,8 +3,8 @@
 ``Settlement.effect_done`` is the end of a delivery that made (or found made) the effect: the claim
 completed, the work item ``completed`` and the stored object ``processed``, at once; it answers
 ``Complete`` with the cleanup per policy as its ``after_settlement`` step, which the settler runs only
-once the message is completed (DESIGN: never delete before the effect is confirmed and the message
-completed). ``Settlement.duplicate`` is the end of a delivery that repeats a completed effect: it
+once the message is completed (docs/architecture.md §9: never delete before the effect is confirmed and the
+message completed). ``Settlement.duplicate`` is the end of a delivery that repeats a completed effect: it
 first finishes the settlement writes a crash lost (``settlement_repair``), then answers ``Complete``
 with the interrupted cleanup, if any, as its step.
 """
@@ -148,8 +148,8 @@ class Settlement:
 
         ``processed`` whatever the policy: ``cleanup_pending`` is written by the after-settlement step
         only, once the message is completed, because the reconciler's sweep deletes a
-        ``cleanup_pending`` object at once (DESIGN: never delete before the message is completed). A
-        crash or failed completion leaves ``processed``: the redelivery, or the reconciler after
+        ``cleanup_pending`` object at once (docs/architecture.md §9: never delete before the message is
+        completed). A crash or failed completion leaves ``processed``: the redelivery, or the reconciler after
         CLAIMCHECK_INTERRUPTED_CLEANUP_GRACE_SECONDS, finishes the cleanup.
         """
         target = PayloadState.PROCESSED

@@ -1,4 +1,4 @@
-"""Which dead-lettered messages a tenant-scoped operator may see and replay (DESIGN.md §5a).
+"""Which dead-lettered messages a tenant-scoped operator may see and replay (docs/architecture.md §6).
 
 Everything a dead-lettered message states is whatever its sender wrote: anyone with send rights on the
 queue can write any session id, ``tenant=acme`` and any envelope. So a dead letter belongs to the work

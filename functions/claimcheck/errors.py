@@ -86,7 +86,8 @@ class WorkItemConflict(IntakeRejected):
 
 class ConflictDetected(IntakeRejected):
     """A conditional write's ``If-Match`` names a version that is not the work item's current one, or
-    another write of the next version is in flight: nothing was written (DESIGN §5, re-read first)."""
+    another write of the next version is in flight: nothing was written (docs/architecture.md §8, re-read
+    first)."""
 
     code = "conflict_detected"
     http_status = 412

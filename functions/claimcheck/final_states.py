@@ -1,4 +1,4 @@
-"""The read-after-write answer of the status API (DESIGN §5), as one pure function.
+"""The read-after-write answer of the status API (docs/architecture.md §8), as one pure function.
 
 An agent that wrote version N asks ``GET /api/work-items/{id}?min_version=N`` and gets a ``visibility``
 state with a machine-readable ``next_action``:

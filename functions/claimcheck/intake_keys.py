@@ -1,4 +1,4 @@
-"""Idempotent intake (DESIGN §5): one ``Idempotency-Key`` → at most one accepted write.
+"""Idempotent intake (docs/architecture.md §8): one ``Idempotency-Key`` → at most one accepted write.
 
 The key lives in the idempotency ledger's table, scoped to the authenticated caller and the tenant
 (two callers, or one caller for two tenants, never share a key). Its row records a fingerprint of

@@ -43,10 +43,10 @@ def _nothing_after_settlement() -> None:
 @dataclass(frozen=True)
 class Complete:
     """Settle the message as completed (the effect exists, or already existed), THEN run
-    ``after_settlement``: the cleanup per policy, which may delete the object (DESIGN: never before the
-    message is completed). The consumer cannot complete a message itself, so the step travels with its
-    answer and whoever settles runs it once the completion succeeded, and never when it failed (the
-    record then stays ``processed``: a redelivery, a duplicate, or the reconciler after its
+    ``after_settlement``: the cleanup per policy, which may delete the object (docs/architecture.md §9:
+    never before the message is completed). The consumer cannot complete a message itself, so the step
+    travels with its answer and whoever settles runs it once the completion succeeded, and never when it
+    failed (the record then stays ``processed``: a redelivery, a duplicate, or the reconciler after its
     interrupted-cleanup grace finishes it). The step never raises: a failing cleanup is logged and
     left to the reconciler.
 

@@ -1,5 +1,5 @@
-"""Intake (DESIGN §4): validate → version → provisional write with hashing → registry → publish →
-activate only after the publish is confirmed → receipt.
+"""Intake (docs/architecture.md §4): validate → version → provisional write with hashing → registry →
+publish → activate only after the publish is confirmed → receipt.
 
 A crash between any two steps leaves something the reconciler finds: a provisional-tagged object
 without a record, a ``preparing`` record (publish not confirmed), a ``ref_published`` record
@@ -124,8 +124,8 @@ class Producer:
     ) -> IntakeReceipt:
         """Accept one document; raise an ``IntakeRejected`` leaf for bad input (nothing is kept then).
 
-        ``if_match``/``require_if_match``: the conditional write of DESIGN §5 (the HTTP route always
-        requires it for an existing work item; ``WorkItemStore.reserve`` checks it).
+        ``if_match``/``require_if_match``: the conditional write of docs/architecture.md §8 (the HTTP route
+        always requires it for an existing work item; ``WorkItemStore.reserve`` checks it).
         """
         declared = len(source) if isinstance(source, bytes) else None
         policy, level = check_intake(

@@ -1,4 +1,5 @@
-"""Reconciliation entries for versions past their visibility deadline (DESIGN §5, ``propagation_exceeded``).
+"""Reconciliation entries for versions past their visibility deadline (docs/architecture.md §8,
+``propagation_exceeded``).
 
 The first status read that answers ``propagation_exceeded`` for (work item, version) raises one entry;
 every later read finds it already there (the row key is the version, so raising is idempotent). Each

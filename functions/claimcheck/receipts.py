@@ -1,4 +1,4 @@
-"""Write receipts (DESIGN §5): what an accepted write returns and what its work item keeps.
+"""Write receipts (docs/architecture.md §8): what an accepted write returns and what its work item keeps.
 
 ``WriteReceipt`` is the receipt as the work item keeps it (the last ones, in its row) and as the status
 API shows it; ``IntakeReceipt`` is what intake answers: the same receipt and the ETag of the work-item

@@ -1,4 +1,4 @@
-"""Work items: versions, receipts and state for the status API (read-after-write, DESIGN §5).
+"""Work items: versions, receipts and state for the status API (read-after-write, docs/architecture.md §8).
 
 A producer first reserves the next version (``pending_version``), and confirms it only after the
 publish is confirmed; the visible ``version`` therefore never runs ahead of what a consumer can
@@ -136,8 +136,8 @@ class WorkItemStore:
         """Reserve the next version (monotonic: a crashed reservation leaves a gap, never a reuse) and
         answer the row as written (its ETag conditions ``confirm_version``).
 
-        Conditional writes (DESIGN §5): ``if_match`` must equal the confirmed version, and no other
-        reservation younger than ``in_flight`` may be pending (two writers presenting the same current
+        Conditional writes (docs/architecture.md §8): ``if_match`` must equal the confirmed version, and no
+        other reservation younger than ``in_flight`` may be pending (two writers presenting the same current
         version would otherwise both win). With ``require_if_match`` a work item that already has a
         confirmed version refuses a write without ``if_match``.
 
@@ -309,7 +309,7 @@ class WorkItemStore:
 
 
 class WorkItemStatus:
-    """The read side of the status API: the authoritative row, answered per DESIGN §5."""
+    """The read side of the status API: the authoritative row, answered per docs/architecture.md §8."""
 
     def __init__(
         self,
@@ -399,8 +399,9 @@ class WorkItemStatus:
         return self._store.get(work_item_id)
 
     def _raise_entry(self, work_item_id: str, version: int, now: datetime) -> None:
-        """The reconciliation entry DESIGN §5 asks for, once per (work item, version). A failed write
-        does not change the answer (it was read); the next read of that version tries again."""
+        """The reconciliation entry docs/architecture.md §8 asks for, once per (work item, version). A
+        failed write does not change the answer (it was read); the next read of that version tries
+        again."""
         if self._entries is None:
             raised = True
         else:

@@ -10,8 +10,8 @@ invocation as a `requests` row with its status code.
 Service Bus exposes no "oldest message age" platform metric (its metrics are counts: ActiveMessages,
 DeadletteredMessages, ScheduledMessages, ServerErrors, ThrottledRequests, ...). Backlog age is
 therefore alerted through a sustained ActiveMessages backlog, and the reconciliation timer reports
-dead-letter age and orphan counts in its own telemetry (DESIGN §4); a scheduled query rule on that
-telemetry raises the orphan-count alert.
+dead-letter age and orphan counts in its own telemetry (docs/architecture.md §4); a scheduled query rule on
+that telemetry raises the orphan-count alert.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ HTTP_SERVER_ERRORS_DESCRIPTION = (
 
 
 def orphan_alert_description(provisional_grace_days: int) -> str:
-    """What an orphan means for the people paged (DESIGN §4: alerts say the consequence)."""
+    """What an orphan means for the people paged (docs/architecture.md §4: alerts say the consequence)."""
     return (
         "Reconciliation found orphaned payloads in the last hour: a producer stored a document but "
         "its message was never published, so no worker received it and the work item will not be "

@@ -232,8 +232,8 @@ def lifecycle_rules(
         return storage.DateAfterModificationArgs(days_after_modification_greater_than=days)
 
     def orphans(name: str, prefixes: list[str], days: int) -> storage.ManagementPolicyRuleArgs:
-        # A provisional object whose publish never completed (DESIGN §4, outbox-style intake); the
-        # reconciliation timer removes it first, this catches what it missed.
+        # A provisional object whose publish never completed (docs/architecture.md §4, outbox-style
+        # intake); the reconciliation timer removes it first, this catches what it missed.
         return rule(
             name,
             storage.ManagementPolicyFilterArgs(

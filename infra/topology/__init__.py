@@ -3,8 +3,8 @@
 The Pulumi program, the Docker emulator's Config.json (infra/emulator_config.py), the local stack
 and the Function App binding check all read this spec. It is pure (no Pulumi import) so cheap
 callers can import it. `load_topology(config)` lays stack config (a plain dict: the value of
-`claimcheck:topology`) over the default topology of DESIGN §3 and validates the result before any
-resource is declared; every problem is a `TopologyError` naming the entry.
+`claimcheck:topology`) over the default topology of docs/architecture.md §2 and validates the result before
+any resource is declared; every problem is a `TopologyError` naming the entry.
 """
 
 from __future__ import annotations

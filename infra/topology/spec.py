@@ -1,4 +1,4 @@
-"""The typed topology spec (frozen dataclasses) and the default topology of DESIGN §3."""
+"""The typed topology spec (frozen dataclasses) and the default topology of docs/architecture.md §2."""
 
 from __future__ import annotations
 
@@ -133,7 +133,8 @@ def minimum_expiry_days(purposes: Mapping[str, PurposePolicy] = DEFAULT_PURPOSES
 
 @dataclass(frozen=True)
 class LifecycleSpec:
-    """Blob lifecycle backstop (DESIGN §4: cleanup is explicit; these rules only catch leftovers).
+    """Blob lifecycle backstop (docs/architecture.md §4: cleanup is explicit; these rules only catch
+    leftovers).
 
     Azure lifecycle rules count in whole days, hence days rather than durations.
     """
@@ -194,7 +195,8 @@ class Topology:
 
 
 def default_topology() -> Topology:
-    """DESIGN §3: session queue `documents`, topic `results` with four subscriptions, `payloads`."""
+    """docs/architecture.md §2: session queue `documents`, topic `results` with four subscriptions,
+    `payloads`."""
     return Topology(
         queues=(
             QueueSpec(

@@ -1,4 +1,4 @@
-"""The read-after-write seed's cases over the HTTP API of the local stack (DESIGN §5).
+"""The read-after-write seed's cases over the HTTP API of the local stack (docs/architecture.md §8).
 
 A lagging write path is a real alternative ``Bus`` behind the producer's port (``HeldBroker`` in
 conftest.py: a broker
@@ -188,7 +188,8 @@ def test_visibility_deadline_exceeded_then_propagation_completes_late(
         intake.result(timeout=60)
     assert _answer(exceeded) == (200, "propagation_exceeded", "reconcile")
     assert "Retry-After" not in exceeded.headers
-    # DESIGN §5: the read that found it exceeded raised a reconciliation entry for (work item, version 1).
+    # docs/architecture.md §8: the read that found it exceeded raised a reconciliation entry for (work
+    # item, version 1).
     entry = _work_items_table(stack).get_entity(work_item_id, "propagation-exceeded-0000000001")
     assert entry["entry_state"] == "open"
     assert _answer(_read(stack, work_item_id, 1))[:2] == (200, "version_confirmed")

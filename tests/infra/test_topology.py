@@ -1,4 +1,5 @@
-"""The topology spec: DESIGN §3 defaults, stack-config overrides, validation naming the entry."""
+"""The topology spec: docs/architecture.md §2 defaults, stack-config overrides, validation naming the
+entry."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from infra.topology import TopologyError, default_topology, load_topology
 
 
 def test_default_topology_matches_design() -> None:
-    """The default spec is the DESIGN §3 topology with the shared names from claimcheck.settings."""
+    """The default spec is the docs/architecture.md §2 topology with the shared names from
+    claimcheck.settings."""
     topology = load_topology()
     documents = topology.queue(settings.DOCUMENTS_QUEUE)
     assert documents.requires_session

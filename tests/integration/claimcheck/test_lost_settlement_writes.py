@@ -1,5 +1,5 @@
-"""Review of the settlement writes (DESIGN §4, §5): a crash or failure that lands some of the three
-writes after the effect (claim completed, work item ``completed``, record ``processed``) must leave a
+"""Review of the settlement writes (docs/architecture.md §4, §8): a crash or failure that lands some of the
+three writes after the effect (claim completed, work item ``completed``, record ``processed``) must leave a
 state the redelivery, or the reconciler, finishes: the work item ends ``completed`` (an explicit final
 state the status API and an agent's wait can act on), never ``running`` forever. Against Azurite.
 """

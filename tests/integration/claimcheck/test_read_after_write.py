@@ -1,4 +1,4 @@
-"""Idempotent and conditional intake and the status answers of DESIGN §5, on Azurite tables."""
+"""Idempotent and conditional intake and the status answers of docs/architecture.md §8, on Azurite tables."""
 
 from __future__ import annotations
 
@@ -141,8 +141,9 @@ def test_status_answers_unknown_awaiting_and_exceeded_versions(make_harness: Bui
 def test_propagation_exceeded_raises_one_entry_that_the_reconciler_reports_then_resolves(
     make_harness: Build,
 ) -> None:
-    """DESIGN §5: the first read past the deadline records a reconciliation entry (later reads add none);
-    the reconciler counts it while the version is not visible and resolves it once it is."""
+    """docs/architecture.md §8: the first read past the deadline records a reconciliation entry (later
+    reads add none); the reconciler counts it while the version is not visible and resolves it once
+    it is."""
     harness = make_harness(visibility_window_seconds=30)
     producer, status = harness.claimcheck.producer, harness.claimcheck.status
     values: dict[str, Any] = {**FIELDS, "content_type": "text/plain", "work_item_id": "wi-entry"}

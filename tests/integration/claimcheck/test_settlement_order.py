@@ -1,5 +1,5 @@
-"""Cleanup after settlement (DESIGN §4: never delete before the message is completed), through the
-trigger itself: functions/function_app.py's ``consume_document`` with the harness's ClaimCheck on
+"""Cleanup after settlement (docs/architecture.md §4: never delete before the message is completed),
+through the trigger itself: functions/function_app.py's ``consume_document`` with the harness's ClaimCheck on
 Azurite. Its ServiceBusMessageActions stand-in notes which objects the store still holds at each
 settlement call, so the order is read from the real store, not from a call log of our own code.
 """
