@@ -18,8 +18,6 @@ Both stand-ins read one `Clock`, which a test moves: no sleeping.
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import json
 import ssl
 import threading
@@ -34,11 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import jwt
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import NameOID
 
+from local.azurite_tls import write_self_signed_certificate
 from local.identity.keys import SigningKey
 from scripts.ci.github_oidc import AUDIENCE
 
@@ -189,34 +184,6 @@ def _handler(runner: Runner, entra: Entra) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def _self_signed(folder: Path) -> tuple[Path, Path]:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
-    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    return cert_path, key_path
-
-
 @contextmanager
 def _serve(server: ThreadingHTTPServer) -> Iterator[None]:
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -234,7 +201,8 @@ def stand_ins(folder: Path) -> Iterator[tuple[Runner, Entra, Path]]:
     clock = Clock()
     runner = Runner(clock)
     entra = Entra(clock, runner)
-    cert, key = _self_signed(folder)
+    tls = write_self_signed_certificate(folder)  # the local stack's own loopback certificate
+    cert, key = tls.certificate, tls.private_key
     plain = ThreadingHTTPServer(("127.0.0.1", 0), _handler(runner, entra))
     secure = ThreadingHTTPServer(("127.0.0.1", 0), _handler(runner, entra))
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
