@@ -291,6 +291,14 @@ def dlq_list(
     entity: EntityArgument,
     subscription: SubscriptionOption = None,
     max_count: MaxOption = 50,
+    work_item: Annotated[
+        str | None,
+        typer.Option(
+            "--work-item",
+            metavar="WORK_ITEM_ID",
+            help="Only this work item's dead letters (its session id), wherever they are in the queue.",
+        ),
+    ] = None,
     connection_string: ConnectionOption = None,
     namespace: NamespaceOption = None,
     as_json: JsonOption = False,
@@ -298,7 +306,7 @@ def dlq_list(
     """Browse the dead-letter queue (never receives): reason, description and metadata, never the body."""
     where = Entity(entity, subscription)
     with _reported_errors(where), _target(connection_string, namespace).client() as client:
-        messages = peek(client, where, dead_letter=True, limit=max_count)
+        messages = peek(client, where, dead_letter=True, limit=max_count, work_item=work_item)
     print_messages(f"Dead-lettered messages in {where}", messages, as_json, DEAD_LETTER_COLUMNS)
 
 

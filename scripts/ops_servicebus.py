@@ -10,6 +10,7 @@ The Azure SDK is imported inside functions so that `claimcheck-ops --help` stays
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -216,6 +217,10 @@ def receiver_for(
         yield receiver
 
 
+# How many dead letters `dlq list --work-item` browses at most to find that work item's (oldest first).
+WORK_ITEM_SCAN_LIMIT = 10_000
+
+
 def peek(
     client: ServiceBusClient,
     entity: Entity,
@@ -223,13 +228,23 @@ def peek(
     dead_letter: bool,
     limit: int,
     session_id: str | None = None,
+    work_item: str | None = None,
 ) -> list[MessageSummary]:
     """Browse up to `limit` messages. Without `session_id`, an entity that requires sessions (whose
-    active messages only a session receiver can reach) is browsed session by session."""
+    active messages only a session receiver can reach) is browsed session by session. `work_item`
+    (dead letters only: a DLQ has no sessions) keeps that work item's messages, browsing up to
+    WORK_ITEM_SCAN_LIMIT, so a long queue does not hide them behind older ones."""
     from azure.servicebus.exceptions import ServiceBusError
 
     try:
         with receiver_for(client, entity, dead_letter=dead_letter, session_id=session_id) as receiver:
+            if work_item is not None:
+                matches = (
+                    message
+                    for message in peek_pages(receiver, WORK_ITEM_SCAN_LIMIT)
+                    if message.session_id == work_item
+                )
+                return [summarize(message) for message in itertools.islice(matches, limit)]
             return [summarize(message) for message in peek_pages(receiver, limit)]
     except ServiceBusError as exc:
         if dead_letter or session_id is not None or not _requires_session(exc):

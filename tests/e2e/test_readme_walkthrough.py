@@ -142,13 +142,13 @@ def test_revoke_locally_turns_a_replay_into_access_denied(
     revoked = run_ops("revoke", work_item, "--reason", "INC-7", env=env)
     assert revoked.exit_code == 0, revoked.output
     assert json.loads(revoked.stdout)["revoked"] is True
-    (dead,) = [m for m in ops("dlq", "list", "documents") if m["session_id"] == work_item]
+    (dead,) = ops("dlq", "list", "documents", "--work-item", work_item)
     ops("dlq", "replay", "documents", str(dead["sequence_number"]))
     (denied,) = _until(
         "the replayed copy dead-lettered access_denied",
         lambda: [
-            m for m in ops("dlq", "list", "documents")
-            if m["session_id"] == work_item and m["dead_letter_reason"] == "access_denied"
+            m for m in ops("dlq", "list", "documents", "--work-item", work_item)
+            if m["dead_letter_reason"] == "access_denied"
         ],
     )  # fmt: skip
     assert denied["sequence_number"] != dead["sequence_number"]

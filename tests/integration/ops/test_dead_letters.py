@@ -52,6 +52,27 @@ def test_dlq_list_shows_reason_and_description_but_no_body_bytes(servicebus_conn
     assert "PAYLOAD-BYTES" not in listed.output + table.output
 
 
+def test_dlq_list_work_item_finds_its_dead_letters_behind_older_ones(servicebus_connection: str) -> None:
+    """`--work-item` keeps that work item's dead letters wherever they stand: with more older dead
+    letters than `--max`, the plain list (oldest first) never reaches it, as the README's walkthrough
+    on a long-lived local stack found."""
+    for _ in range(3):
+        dead_letter_from_queue(servicebus_connection, session_id=_session(), reason="r", description="d")
+    wanted = _session()
+    dead = dead_letter_from_queue(servicebus_connection, session_id=wanted, reason="r", description="d")
+    env = {"CLAIMCHECK_SERVICEBUS_CONNECTION": servicebus_connection}
+
+    plain = run_ops("dlq", "list", "documents", "--max", "2", "--json", env=env)
+    found = run_ops("dlq", "list", "documents", "--max", "2", "--work-item", wanted, "--json", env=env)
+
+    assert plain.exit_code == 0, plain.output
+    assert wanted not in {row["session_id"] for row in json.loads(plain.stdout)}
+    assert found.exit_code == 0, found.output
+    ((row),) = json.loads(found.stdout)
+    assert row["session_id"] == wanted
+    assert row["sequence_number"] == dead.sequence_number
+
+
 def test_dlq_show_prints_routing_values_and_hides_other_properties(servicebus_connection: str) -> None:
     """dlq show gives routing property values, names other properties without values, and no body."""
     dead = dead_letter_from_queue(
