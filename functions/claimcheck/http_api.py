@@ -75,7 +75,7 @@ class Unavailable:
     """The 503 answer of an intake route (``POST /documents``, a grant, a commit) when storage (or another
     service the request needs) is down or answers 5xx: retrying the same request (same Idempotency-Key)
     later is safe. What the failed attempt left is finished or removed by the reconciler, the key's
-    lease and a fresh id's release (README, "Crashes and outages")."""
+    lease and a fresh id's release (docs/local-stack.md, "Crashes and outages")."""
 
     status = 503
     headers = {"Retry-After": str(INTAKE_RETRY_AFTER)}

@@ -2,7 +2,7 @@
 and the app-role assignments of the stack's producer principals (pulumi-azuread).
 
 Callers get access tokens for ``api://<client id>`` (the application ID URI, exported as
-``apiAudience``); the Function App validates them itself (claimcheck.auth; the README's "Who may
+``apiAudience``); the Function App validates them itself (claimcheck.auth; docs/identity.md's "Who may
 call" section says why in-app validation rather than App Service Authentication).
 ``app_role_assignment_required`` makes Entra refuse a token to any application without one of these
 roles, so the roles are checked twice: by Entra when it issues the token and by the app on every

@@ -96,7 +96,7 @@ def test_one_documents_trace_links_consumer_to_producer_and_dead_letters_are_cou
     printed = json.loads(capsys.readouterr().out)
     names = [entry["name"] for entry in printed]
     assert names[0] == INTAKE_SPAN
-    # The upload of a one-chunk document and its registry record are sent at once (README, "Hot
+    # The upload of a one-chunk document and its registry record are sent at once (docs/hot-path.md, "Hot
     # path"): either may start first, so the timeline's order between them is not asserted.
     assert {"intake upload", "intake registry"} <= set(names[1:4])
     assert CONSUME_SPAN in names
