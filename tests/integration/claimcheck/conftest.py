@@ -173,10 +173,10 @@ class Harness:
         )
 
 
-def build_harness(storage_connection_string: str, **settings_changes: Any) -> Harness:
-    """A ClaimCheck on fresh, uniquely named tables and container in the shared Azurite."""
+def unique_settings(**settings_changes: Any) -> Settings:
+    """Test settings naming fresh, uniquely named tables and container in the shared Azurite."""
     suffix = uuid.uuid4().hex[:10]
-    settings = replace(
+    return replace(
         Settings(environment="test"),
         payload_container=f"payloads-{suffix}",
         registry_table=f"registry{suffix}",
@@ -185,9 +185,14 @@ def build_harness(storage_connection_string: str, **settings_changes: Any) -> Ha
         audit_table=f"audit{suffix}",
         results_table=f"results{suffix}",
         inline_threshold_bytes=1024,
-        # Every purpose in the test's own container unless a test routes (test_payload_routes).
-        **({"purpose_containers": {}} | settings_changes),
+        **settings_changes,
     )
+
+
+def build_harness(storage_connection_string: str, **settings_changes: Any) -> Harness:
+    """A ClaimCheck on fresh, uniquely named tables and container in the shared Azurite."""
+    # Every purpose in the test's own container unless a test routes (test_payload_routes).
+    settings = unique_settings(**({"purpose_containers": {}} | settings_changes))
     bus, analyzer, clock = InMemoryBus(), RecordingAnalyzer(), Clock()
     sleeps: list[float] = []  # the consumer's visibility polls record their delays instead of sleeping
     provision_storage(settings, storage_connection_string)

@@ -9,7 +9,7 @@ requests sent in parallel count one each.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -25,7 +25,7 @@ from claimcheck.integrity import DEFAULT_CHUNK_BYTES
 from claimcheck.testing import InMemoryBus, consume_and_settle
 
 from local.storage_requests import StorageRequests, Tally
-from tests.integration.claimcheck.conftest import Clock, RecordingAnalyzer, document
+from tests.integration.claimcheck.conftest import Clock, RecordingAnalyzer, document, unique_settings
 
 # (intake, consumption) ceilings per path; the breakdown of a failure names every request.
 BY_REFERENCE_CEILING = (6, 12)
@@ -74,17 +74,7 @@ def paced(storage_connection_string: str) -> Counted:
 
 
 def _counted(storage_connection_string: str, requests: StorageRequests) -> Counted:
-    suffix = uuid.uuid4().hex[:10]
-    settings = replace(
-        Settings(environment="test"),
-        payload_container=f"payloads-{suffix}",
-        registry_table=f"registry{suffix}",
-        idempotency_table=f"idempotency{suffix}",
-        work_items_table=f"workitems{suffix}",
-        audit_table=f"audit{suffix}",
-        results_table=f"results{suffix}",
-        inline_threshold_bytes=1024,
-    )
+    settings = unique_settings()
     bus = InMemoryBus()
     provision_storage(settings, storage_connection_string)
     claimcheck = ClaimCheck.from_settings(
