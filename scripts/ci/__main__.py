@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from scripts.ci import pulumi_steps
+from scripts.ci.github_oidc import API_CLIENT_ID, REQUEST_URL
 from scripts.ci.pr_comment import CommentError, GitHub, read_previews, render
 from scripts.ci.pulumi_steps import StepError
 
@@ -107,6 +108,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return pulumi_steps.run_all(deploy_commands(outputs, args.stack))[0]
         if args.step == "smoke":
             outputs = pulumi_steps.stack_outputs(args.stack)
+            if os.environ.get(REQUEST_URL) and not os.environ.get(API_CLIENT_ID):
+                # Unset, the API would be called as the deploy identity, which holds no API role: a
+                # 403 that names nothing to fix.
+                raise StepError(
+                    f"{API_CLIENT_ID} is empty: set the environment's variable AZURE_SMOKE_CLIENT_ID "
+                    "(the smoke app's client id, printed by scripts/bootstrap_ci.py)"
+                )
             return pulumi_steps.run(smoke_command(outputs, args.stack))
         return _comment(args)
     except StepError as error:

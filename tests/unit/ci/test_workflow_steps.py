@@ -146,3 +146,20 @@ def test_a_stack_without_its_outputs_fails_the_step_naming_the_output(
     assert result.returncode == 2, result.stdout + result.stderr
     assert f"stack dev has no output {missing!r}" in result.stderr
     assert fake_cli.calls() == [["stack", "output", "--stack", "dev", "--json"]]
+
+
+def test_the_smoke_step_in_a_job_refuses_an_empty_smoke_client_id(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The workflow sets CLAIMCHECK_API_CLIENT_ID from vars.AZURE_SMOKE_CLIENT_ID, which is "" when the
+    variable was never set: the step names it (exit 2) instead of calling the API as the deploy
+    identity and failing with a 403."""
+    from scripts.ci import __main__ as steps
+    from scripts.ci import pulumi_steps
+
+    monkeypatch.setenv("ACTIONS_ID_TOKEN_REQUEST_URL", "https://runner.invalid/token")
+    monkeypatch.setenv("CLAIMCHECK_API_CLIENT_ID", "")
+    monkeypatch.setattr(pulumi_steps, "stack_outputs", lambda stack: {})
+    monkeypatch.setattr(pulumi_steps, "run", lambda command: pytest.fail("nothing may run"))
+    assert steps.main(["smoke", "--stack", "dev"]) == 2
+    assert "AZURE_SMOKE_CLIENT_ID" in capsys.readouterr().err
