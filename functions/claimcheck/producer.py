@@ -210,13 +210,21 @@ class Producer:
             else:
                 # A caller's id may be refused (taken, If-Match): reserve before storing anything.
                 reserved = reserve()
-                _, uploaded, registered = self._store(
-                    ref,
-                    payload,
-                    purpose,
-                    content_type,
-                    functools.partial(record, version=reserved.pending_version),
-                )
+                try:
+                    _, uploaded, registered = self._store(
+                        ref,
+                        payload,
+                        purpose,
+                        content_type,
+                        functools.partial(record, version=reserved.pending_version),
+                    )
+                except BaseException:
+                    # Refused while streaming (a body over one chunk is type-checked as it uploads) or
+                    # Storage failing: nothing was published, so the version is given back at once
+                    # instead of blocking the corrected write as "in flight" (and then being skipped).
+                    with contextlib.suppress(ClaimCheckError):
+                        self._work_items.release(reserved)
+                    raise
         else:
             reserved = reserve()
         version = reserved.pending_version

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
@@ -67,6 +67,9 @@ class WorkItemRecord:
     updated_at: datetime
     etag: str
     reserved_at: datetime | None = None  # when pending_version was reserved (None: rows before this)
+    # The row as ``reserve`` found it (None: ``reserve`` inserted the row), so that ``release`` can put it
+    # back. Not stored: only the reservation's own answer carries it.
+    before_reservation: WorkItemRecord | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -173,9 +176,8 @@ class WorkItemStore:
             version = max(current.version, current.pending_version) + 1
             entity = _entity(current, pending_version=version, updated_at=now, reserved_at=now)
             try:
-                return _record(
-                    StoredEntity(key, entity, self._table.replace_if_match(key, entity, current.etag))
-                )
+                etag = self._table.replace_if_match(key, entity, current.etag)
+                return replace(_record(StoredEntity(key, entity, etag)), before_reservation=current)
             except RecordNotFound as exc:
                 raise WorkItemConflict("this work item changed under this submission; retry") from exc
             except ConcurrencyConflict as exc:
@@ -193,6 +195,22 @@ class WorkItemStore:
                     raise WorkItemConflict("another submission won this work item's next version") from exc
                 current = latest
         raise WorkItemConflict(f"work item {work_item_id}: too many concurrent updates; retry")
+
+    def release(self, reserved: WorkItemRecord) -> None:
+        """Undo ``reserve`` for an intake that stopped before it published anything (its body refused
+        while streaming, Storage failing under the upload): no message and no receipt names that version,
+        so the next write may take its number, and nothing must wait for it as a write in flight
+        (``_check_precondition``). Puts back the row as ``reserve`` found it, or deletes the row
+        ``reserve`` inserted; conditional on the row as reserved (``ConcurrencyConflict`` if anything
+        changed it since, and the reservation then ages out of its in-flight window as a crash's would).
+        Never after a publish was attempted: a message that may exist keeps its version number unused.
+        """
+        key = _key(reserved.work_item_id)
+        before = reserved.before_reservation
+        if before is None:
+            self._table.delete_if_match(key, reserved.etag)
+        else:
+            self._table.replace_if_match(key, _entity(before), reserved.etag)
 
     def release_fresh(self, reserved: WorkItemRecord) -> None:
         """Remove the row ``reserve(fresh=True)`` wrote, when its intake failed before the id was published

@@ -22,6 +22,7 @@ from claimcheck.errors import (
     UnknownPurpose,
     WorkItemConflict,
 )
+from claimcheck.integrity import DEFAULT_CHUNK_BYTES
 from claimcheck.settings import PROVISIONAL_TAG_NAME
 from claimcheck.uploads import UploadMismatch, VerifyingReader
 
@@ -117,6 +118,38 @@ def test_forbidden_or_false_type_is_refused(
     assert caught.value.http_status == 415
     assert harness.queued() == []
     assert harness.rows(harness.settings.registry_table) == []
+
+
+def test_a_new_version_refused_while_streaming_gives_its_version_back(make_harness: Build) -> None:
+    """On Azurite: a new version over one chunk (type-checked as it uploads, after its version was
+    reserved) refused as text declared PDF leaves no version in flight. The status says version 2 was
+    never accepted, and the corrected write with the same If-Match is version 2 at once (it used to get
+    412 "version 2 is being written" for the in-flight window, then become version 3)."""
+    harness = make_harness()
+    fields: dict[str, Any] = {
+        "tenant_id": "tenant-a",
+        "purpose": "contract-review",
+        "classification": "confidential",
+    }
+    first = harness.claimcheck.producer.submit(
+        document(5000), content_type="text/plain", work_item_id="wi-refused-v2", **fields
+    )
+    with pytest.raises(ForbiddenContentType):
+        harness.claimcheck.producer.submit(
+            document(DEFAULT_CHUNK_BYTES + 1024),
+            content_type="application/pdf",
+            work_item_id="wi-refused-v2",
+            if_match=1,
+            **fields,
+        )
+    view = harness.claimcheck.status.get("wi-refused-v2", min_version=2)
+    assert view is not None
+    assert (view.visibility, view.version) == ("unknown_version", 1)
+    corrected = harness.claimcheck.producer.submit(
+        document(6000), content_type="text/plain", work_item_id="wi-refused-v2", if_match=1, **fields
+    )
+    assert (first.version, corrected.version) == (1, 2)
+    assert len(harness.queued()) == 2
 
 
 def test_unknown_purpose_is_a_400(make_harness: Build) -> None:

@@ -19,10 +19,12 @@ from claimcheck.analysis import AnalysisResult, Analyzer, ContractObligationExtr
 from claimcheck.errors import (
     ConcurrencyConflict,
     EffectInProgress,
+    ForbiddenContentType,
     PayloadTooLarge,
     PublishNotConfirmed,
 )
 from claimcheck.idempotency import AlreadyDone, Claimed, IdempotencyLedger
+from claimcheck.integrity import DEFAULT_CHUNK_BYTES
 from claimcheck.storage import Key, Tables
 from claimcheck.testing import (
     InMemoryBus,
@@ -105,6 +107,40 @@ def test_small_public_payload_travels_inline_and_stores_nothing() -> None:
     assert world.store.refs() == []
     (message,) = world.bus.messages(world.settings.documents_queue)
     assert json.loads(message.body).get("payload_ref") is None
+
+
+# Over one chunk, so its type is checked as it uploads, after the version was reserved: text sent as a PDF.
+TEXT_AS_PDF = {"content_type": "application/pdf"}
+
+
+def test_a_new_version_refused_while_streaming_gives_its_version_back() -> None:
+    """The corrected write (same If-Match) is accepted at once as that version, and the status never
+    names the refused one as being written (it was never accepted)."""
+    world = make_world()
+    first = world.submit(long_contract())
+    with pytest.raises(ForbiddenContentType):
+        world.submit(
+            long_contract(DEFAULT_CHUNK_BYTES + 1024),
+            work_item_id=first.work_item_id,
+            if_match=1,
+            **TEXT_AS_PDF,
+        )
+    view = world.claimcheck.status.get(first.work_item_id, min_version=2)
+    assert view is not None
+    assert (view.visibility, view.version) == ("unknown_version", 1)  # 2 was never accepted
+    corrected = world.submit(long_contract(), work_item_id=first.work_item_id, if_match=1)
+    assert corrected.version == 2
+    assert len(world.bus.messages(world.settings.documents_queue)) == 2
+
+
+def test_a_callers_new_work_item_refused_while_streaming_leaves_no_row() -> None:
+    """A caller's own id whose first write is refused as it uploads: the retry is that id's version 1."""
+    world = make_world()
+    with pytest.raises(ForbiddenContentType):
+        world.submit(long_contract(DEFAULT_CHUNK_BYTES + 1024), work_item_id="wi-refused-once", **TEXT_AS_PDF)
+    assert world.claimcheck.status.get("wi-refused-once") is None
+    corrected = world.submit(long_contract(), work_item_id="wi-refused-once")
+    assert corrected.version == 1
 
 
 def test_sensitive_payload_goes_by_reference_and_is_activated_after_the_publish() -> None:
