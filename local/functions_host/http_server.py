@@ -18,7 +18,7 @@ import logging
 import re
 import socket
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -244,7 +244,7 @@ class _Handler(BaseHTTPRequestHandler):
         request = request_type(
             method=self.command,
             url=f"http://{self.headers.get('Host', 'localhost')}{self.path}",
-            headers=dict(self.headers.items()),
+            headers=combined_headers(self.headers.items()),
             params=dict(parse_qsl(url.query, keep_blank_values=True)),
             route_params=route_params,
             body=body or b"",
@@ -318,6 +318,18 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
+
+
+def combined_headers(fields: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The request's header fields as the Functions host hands them to the worker: one entry per name
+    (case-insensitive), repeated field lines joined with a comma as RFC 9110 §5.3 combines them (ASP.NET
+    Core's StringValues, which the host converts to the worker's one string per header). Keeping only the
+    last line, as a plain dict does, would let a request carrying two Authorization headers authenticate
+    with one of them; joined, the gate sees one malformed credential and refuses it (401)."""
+    combined: dict[str, tuple[str, list[str]]] = {}
+    for name, value in fields:
+        combined.setdefault(name.lower(), (name, []))[1].append(value)
+    return {name: ",".join(values) for name, values in combined.values()}
 
 
 def _error_code(phrase: str) -> str:

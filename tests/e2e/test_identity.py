@@ -9,11 +9,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import http.client
 import json
 import re
 import time
 import uuid
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import requests
@@ -121,6 +123,27 @@ def test_a_bad_token_gets_401_with_bearer_challenge_and_no_detail(
         assert response.status_code == 401
         assert response.headers["WWW-Authenticate"].startswith("Bearer")
         assert response.json() == UNAUTHENTICATED
+
+
+def test_two_authorization_headers_are_one_malformed_credential(stack: LocalStack) -> None:
+    """A request with two Authorization field lines, one of them a valid token, is refused like a bad
+    token: the host joins repeated lines (RFC 9110 §5.3) instead of keeping one of them, so neither
+    line can authenticate the request alone. Read as it was sent (http.client writes both lines)."""
+    valid = auth(stack)["Authorization"]
+    url = urlsplit(stack.api_url)
+    for lines in ((valid, "Bearer not-a-token"), ("Bearer not-a-token", valid)):
+        connection = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=30)
+        try:
+            connection.putrequest("GET", f"{url.path}/work-items/wi-two-credentials")
+            for line in lines:
+                connection.putheader("Authorization", line)
+            connection.endheaders()
+            response = connection.getresponse()
+            body = json.loads(response.read())
+        finally:
+            connection.close()
+        assert (response.status, body) == (401, UNAUTHENTICATED)
+        assert response.getheader("WWW-Authenticate", "").startswith("Bearer")
 
 
 def test_every_http_route_of_the_app_refuses_a_function_key_alone(stack: LocalStack) -> None:
